@@ -1,0 +1,71 @@
+// The attention engine's entry points: parameters drawn like PyTorch, one forward pass that keeps every
+// intermediate tensor of every head, and a one-call `run` for the common case.
+//
+// A forward pass takes its parameters as a value, not from the seed, so a later multi-layer model (GPT-2 with
+// loaded weights) is a list of Params and a layer index picks which one to run: nothing here assumes the
+// parameters were drawn by build_params.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attnviz/config.hpp"
+#include "attnviz/status.hpp"
+#include "attnviz/tensor.hpp"
+#include "attnviz/text.hpp"
+#include "attnviz/torch_rng.hpp"
+
+namespace attnviz {
+
+// A layer's parameters in the engine's own layout: every projection as nn.Linear (out, in). The per-head
+// modules of `wrapper` are stacked along `out` (head h owns rows [h*hd, (h+1)*hd)), which is exactly the head
+// split `mha` uses, so one forward pass serves every variant. state_dict() gives PyTorch's names and layouts.
+struct Params {
+  Linear query, key, value;  // (width, d_in); all empty for `simplified`
+  Linear out_proj;           // (d_out, d_out) with bias, `mha` only
+};
+
+// Draws the parameters in the book's construction order from `g` (call after g.manual_seed(seed)).
+Status build_params(const Config& c, TorchGenerator& g, Params& out);
+
+// One named parameter as PyTorch's state_dict() holds it.
+struct NamedTensor {
+  std::string name;  // e.g. "W_query.weight", "heads.1.W_key.bias", "W_value" (self_v1)
+  Tensor value;  // PyTorch's layout: Linear weights (out, in), self_v1 matrices (d_in, d_out), biases rank 1
+};
+std::vector<NamedTensor> state_dict(const Config& c, const Params& p);
+
+struct Result {
+  Config config;  // the effective configuration that produced this result
+  Shape shape;
+  std::vector<std::string> tokens;
+  Tensor inputs;   // (T, d_in)
+  Tensor q, k, v;  // (T, width) projections; head h is columns [h*hd, (h+1)*hd). `simplified`: the inputs
+  Tensor scores;   // (H, T, T) raw q k^T, no mask, no scale               [kStageScores]
+  Tensor scaled;   // (H, T, T) scores * scale, masked cells -inf         [kStageScaled]
+  Tensor weights;  // (H, T, T) softmax; masked cells exactly 0           [always]
+  Tensor dropped;  // (H, T, T) after dropout (= weights when none drawn) [kStageDropped]
+  std::vector<std::uint8_t> keep;  // (H, T, T) dropout keep mask, 1 = kept; empty when no dropout was drawn
+  Tensor context;                  // (T, width) merged heads, before out_proj
+  Tensor output;                   // (T, out_width) what the PyTorch module returns
+  double seconds = 0.0;            // wall time of the forward pass
+
+  int tokens_count() const { return static_cast<int>(tokens.size()); }
+  bool masked(int row, int col) const { return shape.causal && col > row; }
+};
+
+// One forward pass of the configured variant on `in` with parameters `p`. Dropout masks are drawn from `g`
+// (PyTorch draws them at forward time, after construction). The attention weights, context and output are
+// always filled; the other stages only when `c.stages` asks for them.
+Status forward(const Config& c, const Params& p, const Input& in, TorchGenerator& g, Result& out);
+
+// The usual call: seeds a generator with c.seed, builds the parameters, runs forward. `params_out` (optional)
+// receives the parameters.
+Status run(const Config& c, const Input& in, Result& out, Params* params_out = nullptr);
+
+// Text in, result out: tokenizes, embeds and runs.
+Status run_text(const Config& c, std::string_view text, Result& out, Params* params_out = nullptr);
+
+}  // namespace attnviz

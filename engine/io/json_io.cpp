@@ -1,0 +1,156 @@
+#include "json_io.hpp"
+
+#include <charconv>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace attnviz {
+namespace {
+
+class Writer {
+ public:
+  std::string out;
+
+  void number(float x) {
+    char buf[32];
+    const auto res = std::to_chars(buf, buf + sizeof buf, x);
+    out.append(buf, res.ptr);
+  }
+  void string(std::string_view s) {
+    out += '"';
+    for (char ch : s) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += ch;
+      } else if (c < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+      } else {
+        out += ch;  // UTF-8 passes through (validated on input)
+      }
+    }
+    out += '"';
+  }
+  void key(std::string_view k) {
+    string(k);
+    out += ':';
+  }
+  // A (rows, cols) block of row-major floats starting at p, as nested arrays.
+  void matrix(const float* p, int rows, int cols, int stride) {
+    out += '[';
+    for (int r = 0; r < rows; ++r) {
+      if (r) out += ',';
+      out += '[';
+      for (int c = 0; c < cols; ++c) {
+        if (c) out += ',';
+        number(p[static_cast<std::size_t>(r) * stride + c]);
+      }
+      out += ']';
+    }
+    out += ']';
+  }
+  void tensor(const Tensor& t) {
+    if (t.rank == 1) {
+      out += '[';
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        if (i) out += ',';
+        number(t.data[i]);
+      }
+      out += ']';
+    } else {
+      matrix(t.ptr(), t.shape[0], t.shape[1], t.shape[1]);
+    }
+  }
+};
+
+}  // namespace
+
+std::string result_to_json(const Result& r, const std::vector<NamedTensor>& params) {
+  const Config& c = r.config;
+  const int T = r.tokens_count(), hd = r.shape.head_dim;
+  Writer w;
+  w.out.reserve(64 + static_cast<std::size_t>(r.weights.size()) * 40);
+  w.out += '{';
+  w.key("config");
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "{\"variant\":\"%s\",\"d_in\":%d,\"d_out\":%d,\"num_heads\":%d,\"context_length\":%d,"
+                "\"dropout\":%.17g,\"qkv_bias\":%s,\"seed\":%llu,\"train\":%s,\"dropout_rng\":\"%s\"}",
+                to_string(c.variant), c.d_in, c.d_out, c.num_heads, c.context_length, c.dropout,
+                c.qkv_bias ? "true" : "false", static_cast<unsigned long long>(c.seed),
+                c.train ? "true" : "false", to_string(c.dropout_rng));
+  w.out += buf;
+  w.out += ",";
+  w.key("tokens");
+  w.out += '[';
+  for (int t = 0; t < T; ++t) {
+    if (t) w.out += ',';
+    w.string(r.tokens[static_cast<std::size_t>(t)]);
+  }
+  w.out += "],";
+  w.key("inputs");
+  w.tensor(r.inputs);
+  w.out += ',';
+  w.key("params");
+  w.out += '{';
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (i) w.out += ',';
+    w.key(params[i].name);
+    w.tensor(params[i].value);
+  }
+  w.out += "},";
+  w.key("heads");
+  w.out += '[';
+  for (int h = 0; h < r.shape.heads; ++h) {
+    if (h) w.out += ',';
+    w.out += '{';
+    const auto stage = [&](const char* name, const Tensor& t) {
+      if (t.empty()) return;
+      w.key(name);
+      w.matrix(t.slice(h), T, T, T);
+      w.out += ',';
+    };
+    stage("scores", r.scores);
+    stage("weights", r.weights);
+    stage("dropped", r.dropped);
+    w.key("context");
+    w.matrix(r.context.ptr() + static_cast<std::size_t>(h) * hd, T, hd, r.shape.width);
+    w.out += '}';
+  }
+  w.out += "],";
+  w.key("output");
+  w.tensor(r.output);
+  w.out += '}';
+  return std::move(w.out);
+}
+
+Status parse_input_rows(std::string_view text, std::vector<std::vector<double>>& rows) {
+  const nlohmann::json j =
+      nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::fail("the inputs are not valid JSON: expected [[x, ...], ...]");
+  if (!j.is_array() || j.empty()) return Status::fail("the inputs must be a non-empty array of rows");
+  std::vector<std::vector<double>> parsed;
+  for (std::size_t r = 0; r < j.size(); ++r) {
+    const nlohmann::json& row = j[r];
+    char buf[128];
+    if (!row.is_array()) {
+      std::snprintf(buf, sizeof buf, "input row %zu is not an array of numbers", r + 1);
+      return Status::fail(buf);
+    }
+    std::vector<double> values;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (!row[c].is_number()) {
+        std::snprintf(buf, sizeof buf, "input row %zu, column %zu is not a number", r + 1, c + 1);
+        return Status::fail(buf);
+      }
+      values.push_back(row[c].get<double>());
+    }
+    parsed.push_back(std::move(values));
+  }
+  rows = std::move(parsed);
+  return Status::ok();
+}
+
+}  // namespace attnviz

@@ -1,0 +1,171 @@
+#include "attnviz/config.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace attnviz {
+namespace {
+
+constexpr int kMaxDim = 16384;        // widest d_in / d_out accepted (GPT-2 xl is 1600)
+constexpr int kMaxContext = 1 << 16;  // longest context length accepted
+constexpr double kMaxBytes = 4.0e9;   // refuse configurations whose tensors alone need more than this
+
+bool single_head(Variant v) {
+  return v != Variant::wrapper && v != Variant::mha;
+}
+bool has_dropout_layer(Variant v) {
+  return v == Variant::causal || v == Variant::wrapper || v == Variant::mha;
+}
+
+std::string format(const char* fmt, long long a, long long b) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, fmt, a, b);
+  return buf;
+}
+
+}  // namespace
+
+Config effective(const Config& c) {
+  Config e = c;
+  if (single_head(e.variant)) e.num_heads = 1;
+  if (e.variant == Variant::simplified) {
+    e.d_out = e.d_in;
+    e.qkv_bias = false;
+  }
+  if (!has_dropout_layer(e.variant)) {
+    e.dropout = 0.0;
+    e.dropout_rng = DropoutRng::cpu;
+  }
+  if (e.variant == Variant::self_v1) e.qkv_bias = false;  // torch.rand parameters have no bias
+  return e;
+}
+
+Shape shape_of(const Config& config) {
+  const Config c = effective(config);
+  Shape s;
+  s.heads = c.num_heads;
+  s.has_weights = c.variant != Variant::simplified;
+  s.causal = c.variant == Variant::causal || c.variant == Variant::wrapper || c.variant == Variant::mha;
+  s.dropout = has_dropout_layer(c.variant) && c.train && c.dropout > 0.0;
+  s.out_proj = c.variant == Variant::mha;
+  if (c.variant == Variant::mha) {
+    s.head_dim = c.num_heads > 0 ? c.d_out / c.num_heads : 1;
+  } else {
+    s.head_dim = c.d_out;  // per head for `wrapper`; d_in for `simplified` (effective sets d_out = d_in)
+  }
+  s.width = s.heads * s.head_dim;
+  s.out_width = c.variant == Variant::mha ? c.d_out : s.width;
+  // PyTorch divides by keys.shape[-1] ** 0.5 (a double, applied to float32 scores).
+  s.scale = s.has_weights ? 1.0f / static_cast<float>(std::sqrt(static_cast<double>(s.head_dim))) : 1.0f;
+  return s;
+}
+
+Status validate(const Config& config, int tokens) {
+  const Config c = effective(config);
+  if (c.d_in < 1 || c.d_in > kMaxDim)
+    return Status::fail(format("d_in must be between 1 and %lld (got %lld)", kMaxDim, c.d_in));
+  if (c.d_out < 1 || c.d_out > kMaxDim)
+    return Status::fail(format("d_out must be between 1 and %lld (got %lld)", kMaxDim, c.d_out));
+  if (c.num_heads < 1 || c.num_heads > kMaxDim)
+    return Status::fail(format("num_heads must be between 1 and %lld (got %lld)", kMaxDim, c.num_heads));
+  if (c.variant == Variant::mha && c.d_out % c.num_heads != 0)
+    return Status::fail(format("d_out (%lld) must be divisible by num_heads (%lld)", c.d_out, c.num_heads));
+  if (c.variant == Variant::wrapper && static_cast<long long>(c.d_out) * c.num_heads > kMaxDim)
+    return Status::fail(format("num_heads * d_out must be at most %lld (got %lld)", kMaxDim,
+                               static_cast<long long>(c.d_out) * c.num_heads));
+  if (c.context_length < 1 || c.context_length > kMaxContext)
+    return Status::fail(
+        format("context_length must be between 1 and %lld (got %lld)", kMaxContext, c.context_length));
+  if (!std::isfinite(config.dropout) || config.dropout < 0.0 || config.dropout >= 1.0) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "dropout must be in [0, 1) (got %g)", config.dropout);
+    return Status::fail(buf);
+  }
+  if (tokens > c.context_length)
+    return Status::fail(
+        format("the text has %lld tokens, more than the context length %lld", tokens, c.context_length));
+  if (tokens > 0) {
+    const Shape s = shape_of(c);
+    const double t = tokens;
+    const double bytes = 4.0 * (5.0 * s.heads * t * t + 6.0 * t * s.width + t * c.d_in);
+    if (bytes > kMaxBytes) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "this configuration needs %.1f GB of tensors (limit %.1f GB): use fewer "
+                    "tokens or heads",
+                    bytes / 1e9, kMaxBytes / 1e9);
+      return Status::fail(buf);
+    }
+  }
+  return Status::ok();
+}
+
+const char* to_string(Variant v) {
+  switch (v) {
+    case Variant::simplified:
+      return "simplified";
+    case Variant::self_v1:
+      return "self_v1";
+    case Variant::self_v2:
+      return "self_v2";
+    case Variant::causal:
+      return "causal";
+    case Variant::wrapper:
+      return "wrapper";
+    case Variant::mha:
+      return "mha";
+  }
+  return "?";
+}
+
+const char* to_string(DropoutRng r) {
+  return r == DropoutRng::mkl ? "mkl" : "cpu";
+}
+
+const std::vector<Variant>& all_variants() {
+  static const std::vector<Variant> all{Variant::simplified, Variant::self_v1, Variant::self_v2,
+                                        Variant::causal,     Variant::wrapper, Variant::mha};
+  return all;
+}
+
+std::optional<Variant> parse_variant(std::string_view s) {
+  for (Variant v : all_variants())
+    if (s == to_string(v)) return v;
+  return std::nullopt;
+}
+
+std::optional<DropoutRng> parse_dropout_rng(std::string_view s) {
+  if (s == "cpu") return DropoutRng::cpu;
+  if (s == "mkl") return DropoutRng::mkl;
+  return std::nullopt;
+}
+
+const std::vector<Preset>& presets() {
+  // GPT-2 head counts from the published models (shared/seeds/003 lists 24 and 36 heads for medium and large,
+  // which do not divide d_model).
+  static const std::vector<Preset> all{
+      {"book", 3, 2, 2, 1024, 0.0},
+      {"gpt2-small", 768, 768, 12, 1024, 0.1},
+      {"gpt2-medium", 1024, 1024, 16, 1024, 0.1},
+      {"gpt2-large", 1280, 1280, 20, 1024, 0.1},
+      {"gpt2-xl", 1600, 1600, 25, 1024, 0.1},
+  };
+  return all;
+}
+
+const Preset* find_preset(std::string_view name) {
+  for (const Preset& p : presets())
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+void apply(const Preset& p, Config& c) {
+  c.d_in = p.d_in;
+  c.d_out = p.d_out;
+  c.num_heads = p.num_heads;
+  c.context_length = p.context_length;
+  c.dropout = p.dropout;
+}
+
+}  // namespace attnviz

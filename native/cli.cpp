@@ -1,0 +1,212 @@
+#include "cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+
+#include "attnviz/engine.hpp"
+#include "json_io.hpp"
+
+namespace attnviz {
+namespace {
+
+constexpr int kShownTokens = 16;  // a terminal shows at most this many rows and columns of a T x T matrix
+constexpr int kShownCols = 8;     // and this many output columns
+
+// The first `n` code points of a UTF-8 string (an approximation of display width that never splits a
+// character).
+std::string first_chars(const std::string& s, std::size_t n) {
+  std::size_t i = 0, count = 0;
+  while (i < s.size() && count < n) {
+    ++i;
+    while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
+    ++count;
+  }
+  return i < s.size() ? s.substr(0, i) : s;
+}
+
+std::size_t chars(const std::string& s) {
+  return static_cast<std::size_t>(std::count_if(
+      s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+std::string pad(const std::string& s, std::size_t width, bool left) {
+  const std::string cut = first_chars(s, width);
+  const std::string fill(width - chars(cut), ' ');
+  return left ? cut + fill : fill + cut;
+}
+
+std::string cell(float x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%9.4f", static_cast<double>(x));
+  return buf;
+}
+
+void print_matrix(std::ostream& out, const Result& r, const float* m, bool mark_masked) {
+  const int T = r.tokens_count(), shown = std::min(T, kShownTokens);
+  out << std::string(10, ' ');
+  for (int j = 0; j < shown; ++j) out << ' ' << pad(r.tokens[static_cast<std::size_t>(j)], 8, false);
+  out << '\n';
+  for (int i = 0; i < shown; ++i) {
+    out << pad(r.tokens[static_cast<std::size_t>(i)], 10, true);
+    for (int j = 0; j < shown; ++j) {
+      const float x = m[static_cast<std::size_t>(i) * T + j];
+      out << (mark_masked && r.masked(i, j) ? std::string("        -") : cell(x));
+    }
+    out << '\n';
+  }
+  if (shown < T) out << "  (showing " << shown << " of " << T << " tokens; --json prints every value)\n";
+}
+
+void print_text(std::ostream& out, const Result& r) {
+  const Config& c = r.config;
+  const Shape& s = r.shape;
+  out << "attnviz " << to_string(c.variant) << ": d_in " << c.d_in << ", d_out " << c.d_out << ", " << s.heads
+      << (s.heads == 1 ? " head" : " heads") << " of dim " << s.head_dim << ", context length "
+      << c.context_length << ", dropout " << c.dropout << (s.dropout ? " (" : "")
+      << (s.dropout ? to_string(c.dropout_rng) : "") << (s.dropout ? ")" : "") << ", seed " << c.seed
+      << (c.train ? ", train" : ", eval") << "\n";
+  out << "tokens (" << r.tokens_count() << "):";
+  for (const std::string& t : r.tokens) out << ' ' << t;
+  out << "\n";
+  const std::string how =
+      s.has_weights ? (s.causal ? "softmax(q k^T / sqrt(" + std::to_string(s.head_dim) + ") + causal mask)"
+                                : "softmax(q k^T / sqrt(" + std::to_string(s.head_dim) + "))")
+                    : "softmax(x x^T)";
+  for (int h = 0; h < s.heads; ++h) {
+    out << "\nhead " << h << " attention weights, " << how << ":\n";
+    print_matrix(out, r, r.weights.slice(h), s.causal);
+    if (s.dropout && !r.dropped.empty()) {
+      out << "head " << h << " after dropout (p = " << c.dropout << ", kept weights x "
+          << dropout_scale(c.dropout) << "):\n";
+      print_matrix(out, r, r.dropped.slice(h), s.causal);
+    }
+  }
+  const int T = r.tokens_count(), width = r.output.shape[1];
+  const int rows = std::min(T, kShownTokens), cols = std::min(width, kShownCols);
+  out << "\noutput (" << T << " x " << width << (s.out_proj ? ", after out_proj" : "") << "):\n";
+  for (int i = 0; i < rows; ++i) {
+    out << pad(r.tokens[static_cast<std::size_t>(i)], 10, true);
+    for (int j = 0; j < cols; ++j) out << cell(r.output.at(i, j));
+    if (cols < width) out << "  ...";
+    out << '\n';
+  }
+  if (rows < T || cols < width)
+    out << "  (showing " << rows << " x " << cols << "; --json prints every value)\n";
+}
+
+Status read_file(const std::string& path, std::string& text) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::fail("cannot read " + path);
+  text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  if (f.bad()) return Status::fail("cannot read " + path);
+  return Status::ok();
+}
+
+}  // namespace
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CLI::App app{
+      "attnviz-cli: multi-head causal self-attention, every intermediate tensor of every head.\n"
+      "Numbers match PyTorch for the same seed (torch.manual_seed).",
+      "attnviz-cli"};
+  std::string text = kDefaultText, inputs_path, variant = "mha", preset = "book", rng = "cpu";
+  std::optional<int> d_in, d_out, heads, context_length;
+  std::optional<double> dropout;
+  std::uint64_t seed = 123;
+  bool qkv_bias = false, eval = false, json = false;
+
+  auto* text_opt = app.add_option("--text", text, "the sentence, split on whitespace")->capture_default_str();
+  app.add_option("--inputs", inputs_path, "JSON file with T rows of d_in numbers, instead of --text")
+      ->excludes(text_opt);
+  app.add_option("--variant", variant, "simplified | self_v1 | self_v2 | causal | wrapper | mha")
+      ->capture_default_str();
+  app.add_option("--preset", preset, "book | gpt2-small | gpt2-medium | gpt2-large | gpt2-xl")
+      ->capture_default_str();
+  app.add_option("--d-in", d_in, "input embedding width (default: the preset's)");
+  app.add_option("--d-out", d_out,
+                 "output width: per head for wrapper, total for mha (default: the preset's)");
+  app.add_option("--heads", heads, "number of heads, for wrapper and mha (default: the preset's)");
+  app.add_option("--context-length", context_length, "longest accepted input (default: the preset's)");
+  app.add_option("--dropout", dropout, "dropout probability on the attention weights, in [0, 1)");
+  app.add_flag("--qkv-bias", qkv_bias, "give the query, key and value projections a bias");
+  app.add_option("--seed", seed, "torch.manual_seed value")->capture_default_str();
+  app.add_option("--dropout-rng", rng, "cpu (PyTorch without MKL, the book) | mkl (official x86-64 wheels)")
+      ->capture_default_str();
+  app.add_flag("--eval", eval, "evaluation mode: no dropout");
+  app.add_flag("--json", json, "print one JSON object with every tensor");
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    err << "attnviz-cli: " << e.what() << " (see --help)\n";
+    return 1;
+  }
+
+  const auto fail = [&err](const Status& st) {
+    err << "attnviz-cli: " << st.error << "\n";
+    return 1;
+  };
+
+  Config c;
+  const Preset* p = find_preset(preset);
+  if (!p)
+    return fail(
+        Status::fail("unknown preset '" + preset + "' (book, gpt2-small, gpt2-medium, gpt2-large, gpt2-xl)"));
+  apply(*p, c);
+  const std::optional<Variant> v = parse_variant(variant);
+  if (!v)
+    return fail(Status::fail("unknown variant '" + variant +
+                             "' (simplified, self_v1, self_v2, causal, wrapper, mha)"));
+  c.variant = *v;
+  const std::optional<DropoutRng> flavour = parse_dropout_rng(rng);
+  if (!flavour) return fail(Status::fail("unknown dropout rng '" + rng + "' (cpu, mkl)"));
+  c.dropout_rng = *flavour;
+  if (d_in) c.d_in = *d_in;
+  if (d_out) c.d_out = *d_out;
+  if (heads) c.num_heads = *heads;
+  if (context_length) c.context_length = *context_length;
+  if (dropout) c.dropout = *dropout;
+  c.qkv_bias = qkv_bias;
+  c.seed = seed;
+  c.train = !eval;
+
+  Input in;
+  if (!inputs_path.empty()) {
+    std::string body;
+    std::vector<std::vector<double>> rows;
+    if (Status st = read_file(inputs_path, body); !st.is_ok()) return fail(st);
+    if (Status st = parse_input_rows(body, rows); !st.is_ok()) return fail(st);
+    if (Status st = input_from_rows(rows, in); !st.is_ok()) return fail(st);
+    if (d_in && *d_in != in.x.shape[1]) {
+      return fail(Status::fail("--d-in " + std::to_string(*d_in) + " does not match the inputs' " +
+                               std::to_string(in.x.shape[1]) + " columns"));
+    }
+    c.d_in = in.x.shape[1];  // the file decides the input width
+  }
+  if (Status st = validate(c); !st.is_ok()) return fail(st);
+  if (inputs_path.empty()) {
+    if (Status st = input_from_text(text, c, in); !st.is_ok()) return fail(st);
+  }
+
+  Result r;
+  Params params;
+  if (Status st = run(c, in, r, &params); !st.is_ok()) return fail(st);
+  if (json) {
+    out << result_to_json(r, state_dict(r.config, params)) << '\n';
+  } else {
+    print_text(out, r);
+  }
+  out.flush();
+  return 0;
+}
+
+}  // namespace attnviz

@@ -1,0 +1,46 @@
+// Helpers shared by the engine tests: comparing tensors with a stated tolerance.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "attnviz/tensor.hpp"
+
+namespace attnviz::test {
+
+// Every value of `got` equals `want` to the printed precision: |got - want| <= half a unit of the last
+// printed digit (plus float rounding slack).
+inline void check_printed(const float* got, const std::vector<double>& want, int decimals,
+                          const std::string& what) {
+  const double tol = 0.5 * std::pow(10.0, -decimals) + 1e-6;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO(what << " element " << i << ": got " << got[i] << ", printed " << want[i]);
+    CHECK(std::fabs(static_cast<double>(got[i]) - want[i]) <= tol);
+  }
+}
+
+// The largest relative error of `got` against `want`: |got - want| / max(|want|, floor), with floor a tenth
+// of the tensor's largest magnitude. Cells that cancel to near zero are judged on the tensor's scale: their
+// float32 rounding error is proportional to the terms summed, not to the result (PyTorch's own float32 scores
+// differ from the exact float64 values by 1.3e-5 relative with a floor of 1%, fixture 38).
+inline double max_rel_error(const float* got, const float* want, std::size_t n) {
+  double scale = 0.0;
+  for (std::size_t i = 0; i < n; ++i) scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+  const double floor = std::max(0.1 * scale, 1e-30);
+  double worst = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double w = want[i], g = got[i];
+    if (std::isinf(w) || std::isinf(g)) {
+      worst = std::max(worst, w == g ? 0.0 : INFINITY);
+      continue;
+    }
+    worst = std::max(worst, std::fabs(g - w) / std::max(std::fabs(w), floor));
+  }
+  return worst;
+}
+
+}  // namespace attnviz::test

@@ -1,0 +1,132 @@
+// attnviz-cli in-process: the JSON format, the terminal view, and one clear line for every bad input.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli.hpp"
+
+using attnviz::run_cli;
+using nlohmann::json;
+
+namespace {
+
+struct Run {
+  int status;
+  std::string out, err;
+};
+
+Run cli(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  const int status = run_cli(args, out, err);
+  return {status, out.str(), err.str()};
+}
+
+std::string temp_file(const std::string& name, const std::string& body) {
+  const std::string path = (std::filesystem::temp_directory_path() / ("attnviz_test_" + name)).string();
+  std::ofstream(path, std::ios::binary) << body;
+  return path;
+}
+
+// One line on stderr, a failing status, nothing on stdout.
+void check_refused(const std::vector<std::string>& args, const std::string& needle) {
+  const Run r = cli(args);
+  CAPTURE(r.err);
+  CHECK(r.status == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("attnviz-cli: ", 0) == 0);
+  CHECK(r.err.find(needle) != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+}  // namespace
+
+TEST_CASE("--json: the documented keys, shapes and the book's numbers") {
+  const Run r = cli({"--json", "--variant", "wrapper", "--text", "Dream big and work for it", "--heads", "4",
+                     "--seed", "0"});
+  REQUIRE(r.status == 0);
+  const json j = json::parse(r.out);
+  for (const char* key : {"tokens", "inputs", "params", "heads", "output", "config"}) CHECK(j.contains(key));
+  CHECK(j["tokens"].size() == 6);
+  CHECK(j["inputs"][0] == json::array({0.72, 0.45, 0.31}));
+  CHECK(j["params"].contains("heads.3.W_value.weight"));
+  CHECK(j["params"]["heads.0.W_query.weight"].size() == 2);  // (out, in)
+  CHECK(j["params"]["heads.0.W_query.weight"][0].size() == 3);
+  REQUIRE(j["heads"].size() == 4);
+  CHECK(j["heads"][0]["scores"].size() == 6);
+  CHECK(j["heads"][0]["weights"][0][5] == 0);  // masked
+  CHECK(j["heads"][0]["context"][0].size() == 2);
+  CHECK(j["output"][0].size() == 8);
+  CHECK(j["output"][0][0].get<double>() == doctest::Approx(-0.6430).epsilon(1e-3));
+}
+
+TEST_CASE("--json parameter names and layouts follow state_dict()") {
+  json j = json::parse(cli({"--json", "--variant", "self_v1", "--d-in", "3", "--d-out", "2"}).out);
+  CHECK(j["params"]["W_query"].size() == 3);  // (d_in, d_out)
+  CHECK(j["params"]["W_query"][0].size() == 2);
+  j = json::parse(cli({"--json", "--variant", "mha", "--qkv-bias", "--d-out", "4"}).out);
+  for (const char* k :
+       {"W_query.weight", "W_query.bias", "W_key.bias", "W_value.weight", "out_proj.weight", "out_proj.bias"})
+    CHECK(j["params"].contains(k));
+  j = json::parse(cli({"--json", "--variant", "simplified"}).out);
+  CHECK(j["params"].empty());
+  CHECK(j["output"][0].size() == 3);
+}
+
+TEST_CASE("the terminal view labels the weights with tokens and shows the output") {
+  const Run r = cli({"--text", "Your journey starts with one step", "--dropout", "0.5"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("head 0 attention weights") != std::string::npos);
+  CHECK(r.out.find("head 1 after dropout") != std::string::npos);
+  CHECK(r.out.find("journey") != std::string::npos);
+  CHECK(r.out.find("output (6 x 2, after out_proj)") != std::string::npos);
+  const Run big =
+      cli({"--preset", "gpt2-small", "--text", std::string(40, 'a') + " b c d e f g h i j k l m n o p q r"});
+  REQUIRE(big.status == 0);
+  CHECK(big.out.find("showing 16 of 18 tokens") != std::string::npos);
+}
+
+TEST_CASE("--inputs takes a JSON matrix and sets d_in from it") {
+  const std::string path = temp_file("cli_inputs.json", "[[0.43, 0.15, 0.89, 1], [0.55, 0.87, 0.66, -1]]");
+  const Run r = cli({"--json", "--inputs", path, "--variant", "causal"});
+  REQUIRE(r.status == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["tokens"] == json::array({"x1", "x2"}));
+  CHECK(j["config"]["d_in"] == 4);
+}
+
+TEST_CASE("bad input: one clear line on stderr and exit status 1") {
+  check_refused({"--text", ""}, "the text is empty");
+  check_refused({"--text", "   "}, "the text is empty");
+  check_refused({"--text", "a b c d e", "--context-length", "4"}, "more than the context length 4");
+  check_refused({"--d-out", "7", "--heads", "2"}, "d_out (7) must be divisible by num_heads (2)");
+  check_refused({"--dropout", "1"}, "dropout must be in [0, 1)");
+  check_refused({"--dropout", "-0.5"}, "dropout must be in [0, 1)");
+  check_refused({"--dropout", "nan"}, "dropout must be in [0, 1)");
+  check_refused({"--variant", "transformer"}, "unknown variant 'transformer'");
+  check_refused({"--preset", "gpt5"}, "unknown preset 'gpt5'");
+  check_refused({"--dropout-rng", "cuda"}, "unknown dropout rng 'cuda'");
+  check_refused({"--text", "bad \xC3\x28 byte"}, "not valid UTF-8");
+  check_refused({"--heads", "many"}, "--heads");
+  check_refused({"--bogus"}, "bogus");
+  check_refused({"--text", "a", "--inputs", "x.json"}, "excludes");
+  check_refused({"--inputs", "/nonexistent/in.json"}, "cannot read /nonexistent/in.json");
+  check_refused({"--inputs", temp_file("bad1.json", "[[1, 2], [3")}, "not valid JSON");
+  check_refused({"--inputs", temp_file("bad2.json", "[[1, 2], [3]]")}, "input row 2 has 1 numbers");
+  check_refused({"--inputs", temp_file("bad3.json", "[[1, \"x\"]]")}, "not a number");
+  check_refused({"--inputs", temp_file("bad4.json", "[[1, 1e999]]")}, "inputs");
+  check_refused({"--inputs", temp_file("bad5.json", "[[1, 1e300]]")}, "not a finite float");
+  check_refused({"--inputs", temp_file("bad6.json", "[]")}, "non-empty array");
+  check_refused({"--inputs", temp_file("bad7.json", "[[3e38, 3e38]]"), "--variant", "simplified"},
+                "not finite");
+  check_refused({"--inputs", temp_file("bad8.json", "[[1, 2]]"), "--d-in", "3"}, "does not match");
+}
+
+TEST_CASE("--help prints usage and succeeds") {
+  const Run r = cli({"--help"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("--dropout-rng") != std::string::npos);
+}

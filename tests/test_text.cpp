@@ -1,0 +1,63 @@
+// Text to inputs: UTF-8 checks, whitespace tokens, the book's embeddings and derived ones.
+#include <doctest/doctest.h>
+
+#include "attnviz/text.hpp"
+
+using namespace attnviz;
+
+TEST_CASE("words split on Unicode whitespace and keep UTF-8 intact") {
+  std::vector<std::string> w;
+  REQUIRE(split_words("  Your\tjourney\nstarts  ", w).is_ok());
+  CHECK(w == std::vector<std::string>{"Your", "journey", "starts"});
+  REQUIRE(split_words("naïve\xC2\xA0"
+                      "café\xE3\x80\x80日本語 🙂",
+                      w)
+              .is_ok());  // NBSP, ideographic space
+  CHECK(w == std::vector<std::string>{"naïve", "café", "日本語", "🙂"});
+  REQUIRE(split_words("", w).is_ok());
+  CHECK(w.empty());
+  REQUIRE(split_words(" \t\n", w).is_ok());
+  CHECK(w.empty());
+}
+
+TEST_CASE("invalid UTF-8 is refused with the offending byte") {
+  std::vector<std::string> w;
+  CHECK(split_words("ok \xFF", w).error == "the text is not valid UTF-8 (bad byte 0xFF at offset 3)");
+  CHECK_FALSE(check_utf8("\xC0\xAF").is_ok());          // overlong '/'
+  CHECK_FALSE(check_utf8("\xED\xA0\x80").is_ok());      // UTF-16 surrogate
+  CHECK_FALSE(check_utf8("\xF4\x90\x80\x80").is_ok());  // past U+10FFFF
+  CHECK_FALSE(check_utf8("\xE6\x97").is_ok());          // truncated
+  CHECK(check_utf8("\xF0\x9F\x99\x82").is_ok());
+}
+
+TEST_CASE("the book's words get the book's vectors, other words a stable derived vector") {
+  const std::vector<float> journey = embed_word("journey", 3, 123);
+  CHECK(journey == std::vector<float>{0.55f, 0.87f, 0.66f});
+  CHECK(embed_word("Journey,", 3, 5) ==
+        journey);  // case and trailing punctuation ignored for the book's words
+  CHECK(embed_word("Dream", 3, 0) == std::vector<float>{0.72f, 0.45f, 0.31f});
+
+  const std::vector<float> a = embed_word("attention", 8, 123);
+  CHECK(a == embed_word("attention", 8, 123));
+  CHECK(a != embed_word("attention", 8, 124));
+  CHECK(a != embed_word("Attention", 8, 123));
+  CHECK(embed_word("journey", 4, 123).size() == 4);  // no table outside d_in 3
+  for (float x : embed_word("x", 500, 1)) {
+    CHECK(x >= -1.0f);
+    CHECK(x < 1.0f);
+  }
+}
+
+TEST_CASE("input_from_text: tokens, rows, and the messages for empty and overlong text") {
+  Config c;
+  Input in;
+  REQUIRE(input_from_text(kDefaultText, c, in).is_ok());
+  CHECK(in.tokens.size() == 6);
+  CHECK(in.x.shape[0] == 6);
+  CHECK(in.x.at(5, 1) == 0.80f);
+  CHECK(input_from_text("   ", c, in).error == "the text is empty: type at least one word");
+  c.context_length = 4;
+  CHECK(input_from_text(kDefaultText, c, in).error ==
+        "the text has 6 tokens, more than the context length 4");
+  CHECK(in.tokens.size() == 6);  // unchanged by the failed calls
+}
