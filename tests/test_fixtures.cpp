@@ -76,62 +76,65 @@ void compare(const std::string& what, const float* got, std::size_t n, const jso
 TEST_CASE("PyTorch fixtures: parameters, every stage of every head, and the output") {
   const std::vector<fs::path> files = fixture_files();
   REQUIRE(files.size() >= 40);
-  for (const fs::path& file : files) {
-    CAPTURE(file.filename().string());
-    const json fx = load(file);
-    const Config c = config_of(fx.at("config"));
-    std::vector<std::vector<double>> rows = fx.at("inputs").get<std::vector<std::vector<double>>>();
-    Input in;
-    REQUIRE(input_from_rows(rows, in).is_ok());
-    in.tokens = fx.at("tokens").get<std::vector<std::string>>();
+  for (Isa isa : {Isa::scalar, Isa::automatic})
+    for (const fs::path& file : files) {
+      CAPTURE(to_string(isa));
+      CAPTURE(file.filename().string());
+      const json fx = load(file);
+      const Config c = config_of(fx.at("config"));
+      std::vector<std::vector<double>> rows = fx.at("inputs").get<std::vector<std::vector<double>>>();
+      Input in;
+      REQUIRE(input_from_rows(rows, in).is_ok());
+      in.tokens = fx.at("tokens").get<std::vector<std::string>>();
 
-    Result r;
-    Params p;
-    const Status st = run(c, in, r, &p);
-    REQUIRE_MESSAGE(st.is_ok(), st.error);
+      Result r;
+      Params p;
+      const Status st = run(c, in, r, &p, Exec{isa, 2});
+      REQUIRE_MESSAGE(st.is_ok(), st.error);
 
-    // Parameters: same names, same layouts, same draws.
-    const std::vector<NamedTensor> sd = state_dict(c, p);
-    REQUIRE(sd.size() == fx.at("params").size());
-    for (const NamedTensor& t : sd) {
-      REQUIRE_MESSAGE(fx.at("params").contains(t.name), t.name);
-      const std::vector<float> want = flat(fx.at("params").at(t.name));
-      REQUIRE(want.size() == t.value.size());
-      // Drawn, not computed: these must agree to the last bit.
-      CHECK_MESSAGE(std::equal(want.begin(), want.end(), t.value.data.begin()),
-                    t.name << " differs from PyTorch");
-    }
-
-    const int T = r.tokens_count(), hd = r.shape.head_dim;
-    const json& heads = fx.at("heads");
-    REQUIRE(static_cast<int>(heads.size()) == r.shape.heads);
-    for (int h = 0; h < r.shape.heads; ++h) {
-      const std::string tag = "head " + std::to_string(h) + " ";
-      const std::size_t tt = static_cast<std::size_t>(T) * T;
-      compare(tag + "scores", r.scores.slice(h), tt, heads[h].at("scores"));
-      compare(tag + "weights", r.weights.slice(h), tt, heads[h].at("weights"));
-      compare(tag + "dropped", r.dropped.slice(h), tt, heads[h].at("dropped"));
-      // The dropout mask itself must be the same: a cell is zero after dropout exactly when PyTorch's is.
-      const std::vector<float> dropped = flat(heads[h].at("dropped"));
-      for (std::size_t i = 0; i < tt; ++i) {
-        CHECK_MESSAGE((dropped[i] == 0.0f) == (r.dropped.slice(h)[i] == 0.0f),
-                      tag << "dropout mask cell " << i);
+      // Parameters: same names, same layouts, same draws.
+      const std::vector<NamedTensor> sd = state_dict(c, p);
+      REQUIRE(sd.size() == fx.at("params").size());
+      for (const NamedTensor& t : sd) {
+        REQUIRE_MESSAGE(fx.at("params").contains(t.name), t.name);
+        const std::vector<float> want = flat(fx.at("params").at(t.name));
+        REQUIRE(want.size() == t.value.size());
+        // Drawn, not computed: these must agree to the last bit.
+        CHECK_MESSAGE(std::equal(want.begin(), want.end(), t.value.data.begin()),
+                      t.name << " differs from PyTorch");
       }
-      std::vector<float> ctx(static_cast<std::size_t>(T) * hd);
-      for (int i = 0; i < T; ++i)
-        for (int d = 0; d < hd; ++d) ctx[static_cast<std::size_t>(i) * hd + d] = r.context.at(i, h * hd + d);
-      compare(tag + "context", ctx.data(), ctx.size(), heads[h].at("context"));
-    }
-    compare("output", r.output.ptr(), r.output.size(), fx.at("output"));
 
-    // The JSON writer round-trips the same structure.
-    const json mine = json::parse(result_to_json(r, sd));
-    CHECK(mine.at("config") == fx.at("config"));
-    CHECK(mine.at("tokens") == fx.at("tokens"));
-    CHECK(mine.at("heads").size() == heads.size());
-    for (const char* key : {"scores", "weights", "dropped", "context"})
-      CHECK(flat(mine.at("heads")[0].at(key)).size() == flat(heads[0].at(key)).size());
-    CHECK(flat(mine.at("output")) == std::vector<float>(r.output.data));
-  }
+      const int T = r.tokens_count(), hd = r.shape.head_dim;
+      const json& heads = fx.at("heads");
+      REQUIRE(static_cast<int>(heads.size()) == r.shape.heads);
+      for (int h = 0; h < r.shape.heads; ++h) {
+        const std::string tag = "head " + std::to_string(h) + " ";
+        const std::size_t tt = static_cast<std::size_t>(T) * T;
+        compare(tag + "scores", r.scores.slice(h), tt, heads[h].at("scores"));
+        compare(tag + "weights", r.weights.slice(h), tt, heads[h].at("weights"));
+        compare(tag + "dropped", r.dropped.slice(h), tt, heads[h].at("dropped"));
+        // The dropout mask itself must be the same: a cell is zero after dropout exactly when PyTorch's is.
+        const std::vector<float> dropped = flat(heads[h].at("dropped"));
+        for (std::size_t i = 0; i < tt; ++i) {
+          CHECK_MESSAGE((dropped[i] == 0.0f) == (r.dropped.slice(h)[i] == 0.0f),
+                        tag << "dropout mask cell " << i);
+        }
+        std::vector<float> ctx(static_cast<std::size_t>(T) * hd);
+        for (int i = 0; i < T; ++i)
+          for (int d = 0; d < hd; ++d)
+            ctx[static_cast<std::size_t>(i) * hd + d] = r.context.at(i, h * hd + d);
+        compare(tag + "context", ctx.data(), ctx.size(), heads[h].at("context"));
+      }
+      compare("output", r.output.ptr(), r.output.size(), fx.at("output"));
+
+      // The JSON writer round-trips the same structure.
+      const json mine = json::parse(result_to_json(r, sd));
+      CHECK(mine.at("config") == fx.at("config"));
+      CHECK(mine.at("tokens") == fx.at("tokens"));
+      CHECK(mine.at("heads").size() == heads.size());
+      for (const char* key : {"scores", "weights", "dropped", "context"})
+        CHECK(flat(mine.at("heads")[0].at(key)).size() == flat(heads[0].at(key)).size());
+      CHECK(flat(mine.at("output")) == std::vector<float>(r.output.data));
+    }
   MESSAGE("largest relative error over " << files.size() << " fixtures: " << worst_error);
 }

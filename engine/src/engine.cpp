@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "../reference/kernels.hpp"
+#include "fast.hpp"
 
 namespace attnviz {
 namespace {
@@ -99,6 +100,7 @@ Status build_params(const Config& config, TorchGenerator& g, Params& out) {
       break;
     }
   }
+  pack(p);
   out = std::move(p);
   return Status::ok();
 }
@@ -135,27 +137,26 @@ std::vector<NamedTensor> state_dict(const Config& config, const Params& p) {
   return sd;
 }
 
-Status forward(const Config& config, const Params& p, const Input& in, TorchGenerator& g, Result& out) {
-  const auto start = std::chrono::steady_clock::now();
-  const int T = in.x.shape[0];
-  if (in.x.rank != 2 || T < 1) return Status::fail("the input is empty: give at least one token");
-  if (Status st = validate(config, T); !st.is_ok()) return st;
-  const Config c = effective(config);
-  if (in.x.shape[1] != c.d_in) {
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "the inputs have %d columns but d_in is %d", in.x.shape[1], c.d_in);
-    return Status::fail(buf);
-  }
-  const Shape s = shape_of(c);
-  if (s.has_weights && (p.query.weight.shape[0] != s.width || p.query.weight.shape[1] != c.d_in))
-    return Status::fail("the parameters do not match the configuration's shapes");
+namespace {
 
-  Result r;
-  r.config = c;
-  r.shape = s;
-  r.tokens = in.tokens;
-  r.inputs = in.x;
-  const int H = s.heads, hd = s.head_dim, W = s.width;
+// Dropout masks, drawn as the modules draw them: once over (1, H, T, T), or once per head for the wrapper.
+std::vector<std::uint8_t> draw_keep(const Config& c, const Shape& s, int T, TorchGenerator& g) {
+  const std::size_t per_head = static_cast<std::size_t>(T) * T;
+  if (c.variant != Variant::wrapper)
+    return torch_dropout_mask(g, per_head * s.heads, c.dropout, c.dropout_rng);
+  std::vector<std::uint8_t> keep;
+  keep.reserve(per_head * s.heads);
+  for (int h = 0; h < s.heads; ++h) {
+    const std::vector<std::uint8_t> m = torch_dropout_mask(g, per_head, c.dropout, c.dropout_rng);
+    keep.insert(keep.end(), m.begin(), m.end());
+  }
+  return keep;
+}
+
+// The scalar reference pass: every stage computed with the kernels in reference/.
+void forward_reference(const Config& c, const Params& p, const Input& in, Result& r) {
+  const Shape& s = r.shape;
+  const int T = in.x.shape[0], H = s.heads, hd = s.head_dim, W = s.width;
 
   // 1. projections: (T, d_in) -> (T, width); `simplified` uses the inputs themselves
   if (s.has_weights) {
@@ -182,27 +183,15 @@ Status forward(const Config& config, const Params& p, const Input& in, TorchGene
   r.weights = Tensor(H, T, T, 0.0f);
   ref::softmax_rows(r.scaled.ptr(), r.weights.ptr(), T, H, s.causal);
 
-  // 5. dropout, drawn as the modules draw it: once over (1, H, T, T), or once per head for the wrapper
-  const Tensor* attended = &r.weights;
-  if (s.dropout) {
-    const std::size_t per_head = static_cast<std::size_t>(T) * T;
-    if (c.variant == Variant::wrapper) {
-      for (int h = 0; h < H; ++h) {
-        const std::vector<std::uint8_t> m = torch_dropout_mask(g, per_head, c.dropout, c.dropout_rng);
-        r.keep.insert(r.keep.end(), m.begin(), m.end());
-      }
-    } else {
-      r.keep = torch_dropout_mask(g, per_head * H, c.dropout, c.dropout_rng);
-    }
-    r.dropped = Tensor(H, T, T, 0.0f);
+  // 5. dropout with the drawn mask
+  r.dropped = r.weights;
+  if (s.dropout)
     ref::dropout(r.weights.ptr(), r.keep.data(), r.dropped.ptr(), static_cast<std::int64_t>(r.weights.size()),
                  dropout_scale(c.dropout));
-    attended = &r.dropped;
-  }
 
   // 6. context vectors, heads merged side by side: (T, width)
   r.context = Tensor(T, W);
-  ref::context(attended->ptr(), r.v.ptr(), r.context.ptr(), T, H, hd, s.causal);
+  ref::context(r.dropped.ptr(), r.v.ptr(), r.context.ptr(), T, H, hd, s.causal);
 
   // 7. output: out_proj for `mha`, the merged context otherwise
   if (s.out_proj) {
@@ -212,35 +201,65 @@ Status forward(const Config& config, const Params& p, const Input& in, TorchGene
   } else {
     r.output = r.context;
   }
-  if (!all_finite(r.output) || !all_finite(r.weights))
-    return Status::fail("the result is not finite: the inputs are too large for float32 arithmetic");
 
   // Keep only the stages asked for.
   if (!(c.stages & kStageScores)) r.scores = Tensor();
   if (!(c.stages & kStageScaled)) r.scaled = Tensor();
-  if (!(c.stages & kStageDropped)) {
-    r.dropped = Tensor();
-  } else if (!s.dropout) {
-    r.dropped = r.weights;
+  if (!(c.stages & kStageDropped)) r.dropped = Tensor();
+}
+
+}  // namespace
+
+Status forward(const Config& config, const Params& p, const Input& in, TorchGenerator& g, Result& out,
+               const Exec& exec) {
+  const auto start = std::chrono::steady_clock::now();
+  const int T = in.x.shape[0];
+  if (in.x.rank != 2 || T < 1) return Status::fail("the input is empty: give at least one token");
+  if (Status st = validate(config, T); !st.is_ok()) return st;
+  const Config c = effective(config);
+  if (in.x.shape[1] != c.d_in) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "the inputs have %d columns but d_in is %d", in.x.shape[1], c.d_in);
+    return Status::fail(buf);
   }
+  const Shape s = shape_of(c);
+  if (s.has_weights && (p.query.weight.shape[0] != s.width || p.query.weight.shape[1] != c.d_in))
+    return Status::fail("the parameters do not match the configuration's shapes");
+
+  Result r;
+  r.config = c;
+  r.shape = s;
+  r.tokens = in.tokens;
+  r.inputs = in.x;
+  if (s.dropout) r.keep = draw_keep(c, s, T, g);
+  r.isa = resolve(exec.isa);
+  r.threads = r.isa == Isa::scalar ? 1 : resolve_threads(exec.threads);
+  if (r.isa == Isa::scalar) {
+    forward_reference(c, p, in, r);
+  } else {
+    forward_fast(c, p, in, r.isa, r.threads, r);
+  }
+  if (!all_finite(r.output) || !all_finite(r.weights))
+    return Status::fail("the result is not finite: the inputs are too large for float32 arithmetic");
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out = std::move(r);
   return Status::ok();
 }
 
-Status run(const Config& c, const Input& in, Result& out, Params* params_out) {
+Status run(const Config& c, const Input& in, Result& out, Params* params_out, const Exec& exec) {
   TorchGenerator g(c.seed);
   Params p;
   if (Status st = build_params(c, g, p); !st.is_ok()) return st;
-  if (Status st = forward(c, p, in, g, out); !st.is_ok()) return st;
+  pack(p, exec);
+  if (Status st = forward(c, p, in, g, out, exec); !st.is_ok()) return st;
   if (params_out) *params_out = std::move(p);
   return Status::ok();
 }
 
-Status run_text(const Config& c, std::string_view text, Result& out, Params* params_out) {
+Status run_text(const Config& c, std::string_view text, Result& out, Params* params_out, const Exec& exec) {
   Input in;
   if (Status st = input_from_text(text, c, in); !st.is_ok()) return st;
-  return run(c, in, out, params_out);
+  return run(c, in, out, params_out, exec);
 }
 
 }  // namespace attnviz

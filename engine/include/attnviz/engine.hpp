@@ -11,7 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include <memory>
+
 #include "attnviz/config.hpp"
+#include "attnviz/exec.hpp"
 #include "attnviz/status.hpp"
 #include "attnviz/tensor.hpp"
 #include "attnviz/text.hpp"
@@ -22,13 +25,22 @@ namespace attnviz {
 // A layer's parameters in the engine's own layout: every projection as nn.Linear (out, in). The per-head
 // modules of `wrapper` are stacked along `out` (head h owns rows [h*hd, (h+1)*hd)), which is exactly the head
 // split `mha` uses, so one forward pass serves every variant. state_dict() gives PyTorch's names and layouts.
+struct PackedWeights;  // the projections laid out in panels for one ISA's fast kernels (engine-internal)
+
 struct Params {
   Linear query, key, value;  // (width, d_in); all empty for `simplified`
   Linear out_proj;           // (d_out, d_out) with bias, `mha` only
+  // Filled by pack(); forward() packs on the fly (slower) when it is missing or made for another ISA.
+  // Call pack() again after changing the weights.
+  std::shared_ptr<const PackedWeights> packed;
 };
 
-// Draws the parameters in the book's construction order from `g` (call after g.manual_seed(seed)).
+// Draws the parameters in the book's construction order from `g` (call after g.manual_seed(seed)), and packs
+// them for the best ISA.
 Status build_params(const Config& c, TorchGenerator& g, Params& out);
+
+// Lays the weights out for the fast kernels of exec's ISA (a no-op for the scalar reference).
+void pack(Params& p, const Exec& exec = {});
 
 // One named parameter as PyTorch's state_dict() holds it.
 struct NamedTensor {
@@ -51,6 +63,8 @@ struct Result {
   Tensor context;                  // (T, width) merged heads, before out_proj
   Tensor output;                   // (T, out_width) what the PyTorch module returns
   double seconds = 0.0;            // wall time of the forward pass
+  Isa isa = Isa::scalar;           // the kernels that computed it
+  int threads = 1;
 
   int tokens_count() const { return static_cast<int>(tokens.size()); }
   bool masked(int row, int col) const { return shape.causal && col > row; }
@@ -58,14 +72,17 @@ struct Result {
 
 // One forward pass of the configured variant on `in` with parameters `p`. Dropout masks are drawn from `g`
 // (PyTorch draws them at forward time, after construction). The attention weights, context and output are
-// always filled; the other stages only when `c.stages` asks for them.
-Status forward(const Config& c, const Params& p, const Input& in, TorchGenerator& g, Result& out);
+// always filled; the other stages only when `c.stages` asks for them. On failure `out` is left unchanged.
+Status forward(const Config& c, const Params& p, const Input& in, TorchGenerator& g, Result& out,
+               const Exec& exec = {});
 
 // The usual call: seeds a generator with c.seed, builds the parameters, runs forward. `params_out` (optional)
 // receives the parameters.
-Status run(const Config& c, const Input& in, Result& out, Params* params_out = nullptr);
+Status run(const Config& c, const Input& in, Result& out, Params* params_out = nullptr,
+           const Exec& exec = {});
 
 // Text in, result out: tokenizes, embeds and runs.
-Status run_text(const Config& c, std::string_view text, Result& out, Params* params_out = nullptr);
+Status run_text(const Config& c, std::string_view text, Result& out, Params* params_out = nullptr,
+                const Exec& exec = {});
 
 }  // namespace attnviz

@@ -1,0 +1,31 @@
+// How to compute (not what): which kernels and how many threads. Results are identical for any thread count.
+#pragma once
+
+#include <vector>
+
+namespace attnviz {
+
+enum class Isa {
+  automatic,  // the best available, detected once per process
+  scalar,  // the reference kernels (double accumulation, single thread): the truth the others are tested on
+  sse4_2,
+  avx2,     // fma3<avx2>
+  avx512,   // avx512bw
+  simd128,  // WebAssembly SIMD128 (the only SIMD ISA of a WASM build)
+};
+
+struct Exec {
+  Isa isa = Isa::automatic;
+  int threads = 0;  // 0: every hardware thread; the scalar reference always runs on one
+};
+
+const char* to_string(Isa isa);
+// The ISAs this build and this processor can run, best first (always ends with scalar).
+const std::vector<Isa>& available_isas();
+// What `requested` runs as: automatic becomes the best available; an unavailable ISA falls back to the best
+// available one below it.
+Isa resolve(Isa requested);
+// The thread count `threads` resolves to (0: hardware concurrency; 1 without thread support).
+int resolve_threads(int threads);
+
+}  // namespace attnviz

@@ -1,0 +1,110 @@
+// Picks the ISA once per process and calls that ISA's instantiation of the fast layer.
+#include <thread>
+
+#include "layer.hpp"
+#include "pack.hpp"
+#include "packed.hpp"
+
+namespace attnviz {
+
+const char* to_string(Isa isa) {
+  switch (isa) {
+    case Isa::automatic:
+      return "auto";
+    case Isa::scalar:
+      return "scalar";
+    case Isa::sse4_2:
+      return "sse4.2";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::avx512:
+      return "avx512";
+    case Isa::simd128:
+      return "simd128";
+  }
+  return "?";
+}
+
+const std::vector<Isa>& available_isas() {
+  static const std::vector<Isa> isas = [] {
+    std::vector<Isa> v;
+#if defined(__EMSCRIPTEN__)
+    v.push_back(Isa::simd128);
+#elif defined(__x86_64__)
+    const unsigned best = xsimd::available_architectures().best;
+    if (xsimd::avx512bw::version() <= best) v.push_back(Isa::avx512);
+    if (xsimd::fma3<xsimd::avx2>::version() <= best) v.push_back(Isa::avx2);
+    if (xsimd::sse4_2::version() <= best) v.push_back(Isa::sse4_2);
+#endif
+    v.push_back(Isa::scalar);
+    return v;
+  }();
+  return isas;
+}
+
+Isa resolve(Isa requested) {
+  const std::vector<Isa>& isas = available_isas();
+  if (requested == Isa::automatic) return isas.front();
+  for (Isa i : isas)
+    if (i == requested) return i;
+  // Not available: the best one below it (the enum lists ISAs from weakest to strongest after scalar).
+  for (Isa i : isas)
+    if (static_cast<int>(i) < static_cast<int>(requested)) return i;
+  return Isa::scalar;
+}
+
+int resolve_threads(int threads) {
+#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
+  (void)threads;
+  return 1;
+#else
+  if (threads > 0) return threads;
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw > 0 ? static_cast<int>(hw) : 1;
+#endif
+}
+
+namespace simd {
+
+int panel_width(Isa isa) {
+  switch (isa) {
+    case Isa::avx512:
+      return 32;
+    case Isa::avx2:
+      return 16;
+    default:
+      return 8;
+  }
+}
+
+void run_layer(Isa isa, const LayerJob& job) {
+  switch (isa) {
+#if defined(__EMSCRIPTEN__)
+    case Isa::simd128:
+      fast_layer{}(xsimd::sse4_1{}, job);
+      break;
+#elif defined(__x86_64__)
+    case Isa::avx512:
+      fast_layer{}(xsimd::avx512bw{}, job);
+      break;
+    case Isa::avx2:
+      fast_layer{}(xsimd::fma3<xsimd::avx2>{}, job);
+      break;
+    case Isa::sse4_2:
+      fast_layer{}(xsimd::sse4_2{}, job);
+      break;
+#endif
+    default:
+      break;
+  }
+}
+
+std::size_t scratch_floats(const LayerJob& job, int nr, int workers) {
+  const std::size_t row_stride = static_cast<std::size_t>((job.T + 15) / 16 * 16);
+  return static_cast<std::size_t>(job.heads) *
+             (panel_floats(job.T, job.head_dim, nr) + panel_floats(job.head_dim, job.T, nr)) +
+         static_cast<std::size_t>(workers) * 2 * kRowBlock * row_stride;
+}
+
+}  // namespace simd
+}  // namespace attnviz

@@ -1,0 +1,52 @@
+// The fast forward pass: one Arch-templated functor, instantiated once per ISA in its own translation unit
+// (layer_<isa>.cpp, each with its own -m flags) and picked at run time in dispatch.cpp. Engine-internal: no
+// xsimd type appears in the public headers.
+#pragma once
+
+#include <cstdint>
+#include <xsimd/xsimd.hpp>
+
+#include "../src/thread_pool.hpp"
+
+namespace attnviz::simd {
+
+// Rows per attention task: a task computes one head's scores, weights and context for this many query rows.
+inline constexpr int kRowBlock = 32;
+
+// Everything one fast forward pass reads and writes: row-major buffers, pointers owned by the caller.
+struct LayerJob {
+  int T = 0, d_in = 0, heads = 1, head_dim = 1, width = 1, out_width = 1;
+  bool has_weights = true, causal = false;
+  float scale = 1.0f;
+  const float* x = nullptr;  // (T, d_in)
+  // Projection weights in panels of the ISA's width (pack.hpp), biases padded to whole panels (or null).
+  const float *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
+  float *q = nullptr, *k = nullptr, *v = nullptr;  // (T, width); with no weights, q = k = v = x
+  float* scores = nullptr;                         // (H, T, T) when kept, else null
+  float* scaled = nullptr;                         // (H, T, T) when kept, else null
+  float* weights = nullptr;                        // (H, T, T)
+  const std::uint8_t* keep = nullptr;              // (H, T, T) dropout keep mask, null without dropout
+  float keep_scale = 1.0f;
+  float* dropped = nullptr;  // (H, T, T) when kept (and dropout drawn), else null
+  float* context = nullptr;  // (T, width)
+  float* output = nullptr;   // (T, out_width) for out_proj, else null
+  // Scratch the caller sizes with scratch_floats(): packed K^T and V of every head, per-worker row buffers.
+  float* scratch = nullptr;
+  ThreadPool* pool = nullptr;
+};
+
+struct fast_layer {
+  template <class Arch>
+  void operator()(Arch, const LayerJob& job) const;
+};
+
+extern template void fast_layer::operator()<xsimd::avx512bw>(xsimd::avx512bw, const LayerJob&) const;
+extern template void fast_layer::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>,
+                                                                      const LayerJob&) const;
+extern template void fast_layer::operator()<xsimd::sse4_2>(xsimd::sse4_2, const LayerJob&) const;
+
+// Scratch a job needs, in floats, for panel width `nr` and `workers` workers.
+std::size_t scratch_floats(const LayerJob& job, int nr, int workers);
+
+}  // namespace attnviz::simd

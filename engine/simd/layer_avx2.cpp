@@ -1,0 +1,5 @@
+// The fast layer for one ISA: this file only instantiates it, with its -m flags from CMake.
+#include "layer_impl.hpp"
+
+template void attnviz::simd::fast_layer::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>,
+                                                                              const LayerJob&) const;

@@ -1,0 +1,290 @@
+// The fast forward pass, written once for every ISA. Included only by the layer_<isa>.cpp files: every helper
+// here is a template on Arch, so each ISA's copy is its own symbol, compiled with that file's flags.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+
+#include "layer.hpp"
+#include "pack.hpp"
+
+namespace attnviz::simd {
+namespace detail {
+
+template <class A>
+using vf = xsimd::batch<float, A>;
+template <class A>
+using vi = xsimd::batch<std::int32_t, A>;
+
+template <class A>
+constexpr int nr_of() {
+  return 2 * static_cast<int>(vf<A>::size);
+}
+template <class A>
+inline int lesser(int a, int b) {
+  return a < b ? a : b;
+}
+
+// exp(x) for x <= 88, to about 2 ulp; 0 below -87 (and for -inf). Built from a Cephes polynomial and a
+// magic-number round (adding 1.5 * 2^23 leaves round(x / ln 2) in the low mantissa bits), so it needs no
+// float-to-int conversion instruction, which WebAssembly SIMD only emulates lane by lane.
+template <class A>
+inline vf<A> exp_fast(vf<A> x) {
+  using B = vf<A>;
+  const B lo(-87.0f);
+  const B xc = xsimd::max(x, lo);
+  const B magic(12582912.0f);  // 1.5 * 2^23
+  const B t = xsimd::fma(xc, B(1.44269504088896341f), magic);
+  const B n = t - magic;
+  B r = xsimd::fnma(n, B(0.693359375f), xc);  // x - n ln2, in two parts
+  r = xsimd::fnma(n, B(-2.12194440e-4f), r);
+  B p(1.9875691500e-4f);
+  p = xsimd::fma(p, r, B(1.3981999507e-3f));
+  p = xsimd::fma(p, r, B(8.3334519073e-3f));
+  p = xsimd::fma(p, r, B(4.1665795894e-2f));
+  p = xsimd::fma(p, r, B(1.6666665459e-1f));
+  p = xsimd::fma(p, r, B(5.0000001201e-1f));
+  const B y = xsimd::fma(p, r * r, r) + B(1.0f);
+  const vi<A> biased = xsimd::bitwise_cast<vi<A>>(t) - vi<A>(0x4B400000 - 127);  // n + 127
+  const B pow2n = xsimd::bitwise_cast<B>(biased << 23);
+  return xsimd::select(x < lo, B(0.0f), y * pow2n);
+}
+
+// C[MR x n_valid] (+)= A[MR x K] * Bpanel[K x NR] (+ bias). A row-major with stride lda; the panel k-major
+// and aligned. The MR x NR accumulator block lives in registers for the whole K loop.
+template <class A, int MR>
+inline void micro_kernel(int K, const float* a, int lda, const float* b, float* c, int ldc, int n_valid,
+                         const float* bias, bool load_c) {
+  using B = vf<A>;
+  constexpr int W = static_cast<int>(B::size), NR = 2 * W;
+  B c0[MR], c1[MR];
+  alignas(64) float tmp[NR];
+  for (int r = 0; r < MR; ++r) {
+    if (load_c) {
+      if (n_valid == NR) {
+        c0[r] = B::load_unaligned(c + r * ldc);
+        c1[r] = B::load_unaligned(c + r * ldc + W);
+      } else {
+        for (int j = 0; j < NR; ++j) tmp[j] = j < n_valid ? c[r * ldc + j] : 0.0f;
+        c0[r] = B::load_aligned(tmp);
+        c1[r] = B::load_aligned(tmp + W);
+      }
+    } else if (bias) {
+      c0[r] = B::load_unaligned(bias);
+      c1[r] = B::load_unaligned(bias + W);
+    } else {
+      c0[r] = B(0.0f);
+      c1[r] = B(0.0f);
+    }
+  }
+  for (int k = 0; k < K; ++k) {
+    const B b0 = B::load_aligned(b + k * NR), b1 = B::load_aligned(b + k * NR + W);
+    for (int r = 0; r < MR; ++r) {
+      const B ar(a[r * lda + k]);
+      c0[r] = xsimd::fma(ar, b0, c0[r]);
+      c1[r] = xsimd::fma(ar, b1, c1[r]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    if (n_valid == NR) {
+      c0[r].store_unaligned(c + r * ldc);
+      c1[r].store_unaligned(c + r * ldc + W);
+    } else {
+      c0[r].store_aligned(tmp);
+      c1[r].store_aligned(tmp + W);
+      for (int j = 0; j < n_valid; ++j) c[r * ldc + j] = tmp[j];
+    }
+  }
+}
+
+// C[m0:m1, panels p0:p1] = A[m0:m1, :K] * B + bias, blocked over K so a panel's slice stays in L1.
+// B panels are `bstride` floats apart (a panel may hold more rows than the K used here).
+template <class A>
+void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda, const float* b,
+          std::size_t bstride, const float* bias, float* c, int ldc) {
+  constexpr int NR = nr_of<A>(), MR = 6, KC = 4096 / NR;
+  if (K == 0) return;
+  for (int k0 = 0; k0 < K; k0 += KC) {
+    const int kb = lesser<A>(KC, K - k0);
+    for (int p = p0; p < p1; ++p) {
+      const float* bp = b + static_cast<std::size_t>(p) * bstride + static_cast<std::size_t>(k0) * NR;
+      const int n_valid = lesser<A>(NR, N - p * NR);
+      const float* bb = k0 == 0 && bias ? bias + p * NR : nullptr;
+      for (int i = m0; i < m1; i += MR) {
+        const float* ai = a + static_cast<std::size_t>(i) * lda + k0;
+        float* ci = c + static_cast<std::size_t>(i) * ldc + p * NR;
+        switch (lesser<A>(MR, m1 - i)) {
+          case 6:
+            micro_kernel<A, 6>(kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
+            break;
+          case 5:
+            micro_kernel<A, 5>(kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
+            break;
+          case 4:
+            micro_kernel<A, 4>(kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
+            break;
+          case 3:
+            micro_kernel<A, 3>(kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
+            break;
+          case 2:
+            micro_kernel<A, 2>(kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
+            break;
+          default:
+            micro_kernel<A, 1>(kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
+            break;
+        }
+      }
+    }
+  }
+}
+
+// One row of attention weights: w[0:n) = softmax(s[0:n) * scale), w[n:T) = 0 (the masked future).
+// `scaled` (optional) receives the scaled scores with -inf in the masked cells. A row whose scores overflowed
+// float32 (inf or NaN) comes out all NaN, so the caller's finiteness check reports it.
+template <class A>
+void softmax_row(const float* s, int n, int T, float scale, float* scaled, float* w) {
+  using B = vf<A>;
+  constexpr int W = static_cast<int>(B::size);
+  const int nv = n - n % W;
+  // pass 1: scale, row max, and a check for overflowed scores
+  B vmax(-INFINITY), vabs(0.0f);
+  for (int j = 0; j < nv; j += W) {
+    const B x = B::load_unaligned(s + j) * B(scale);
+    x.store_unaligned(w + j);
+    vmax = xsimd::max(vmax, x);
+    vabs = vabs + xsimd::abs(x) * B(0.0f);  // stays 0 unless some |x| is inf or NaN
+  }
+  alignas(64) float lanes[W];
+  vmax.store_aligned(lanes);
+  float mx = -INFINITY, bad = xsimd::hadd(vabs);
+  for (int j = 0; j < W; ++j) mx = lanes[j] > mx ? lanes[j] : mx;
+  for (int j = nv; j < n; ++j) {
+    w[j] = s[j] * scale;
+    mx = w[j] > mx ? w[j] : mx;
+    bad += w[j] * 0.0f;
+  }
+  if (!(bad == 0.0f) || !(mx < INFINITY)) {
+    for (int j = 0; j < T; ++j) w[j] = NAN;
+    return;
+  }
+  if (scaled) {
+    std::memcpy(scaled, w, static_cast<std::size_t>(n) * sizeof(float));
+    for (int j = n; j < T; ++j) scaled[j] = -INFINITY;
+  }
+  // pass 2: exponentials and their sum (the tail goes through the same exp, padded with -inf)
+  const B vm(mx);
+  B vsum(0.0f);
+  for (int j = 0; j < nv; j += W) {
+    const B e = exp_fast<A>(B::load_unaligned(w + j) - vm);
+    e.store_unaligned(w + j);
+    vsum += e;
+  }
+  if (nv < n) {
+    for (int j = 0; j < W; ++j) lanes[j] = nv + j < n ? w[nv + j] : -INFINITY;
+    const B e = exp_fast<A>(B::load_aligned(lanes) - vm);
+    e.store_aligned(lanes);
+    vsum += e;
+    for (int j = nv; j < n; ++j) w[j] = lanes[j - nv];
+  }
+  // pass 3: normalize; the masked cells are exactly 0
+  const B inv(1.0f / xsimd::hadd(vsum));
+  for (int j = 0; j < nv; j += W) (B::load_unaligned(w + j) * inv).store_unaligned(w + j);
+  for (int j = nv; j < n; ++j) w[j] *= inv.get(0);
+  for (int j = n; j < T; ++j) w[j] = 0.0f;
+}
+
+}  // namespace detail
+
+template <class A>
+void fast_layer::operator()(A, const LayerJob& job) const {
+  using namespace detail;
+  constexpr int NR = nr_of<A>();
+  const int T = job.T, H = job.heads, hd = job.head_dim, W = job.width;
+  ThreadPool& pool = *job.pool;
+
+  // 1. projections q, k, v = x W^T + b: tiles of (48 rows x 4 panels), three matrices in one sweep
+  const float* q = job.x;
+  const float* k = job.x;
+  const float* v = job.x;
+  if (job.has_weights) {
+    constexpr int kRows = 48, kPanels = 4;
+    const int row_tiles = (T + kRows - 1) / kRows, panel_tiles = (panels(W, NR) + kPanels - 1) / kPanels;
+    const std::size_t bstride = static_cast<std::size_t>(job.d_in) * NR;
+    const float* w[3] = {job.wq, job.wk, job.wv};
+    const float* bias[3] = {job.bq, job.bk, job.bv};
+    float* out[3] = {job.q, job.k, job.v};
+    pool.run(3 * row_tiles * panel_tiles, [&](int task, int) {
+      const int m = task / (row_tiles * panel_tiles), rest = task % (row_tiles * panel_tiles);
+      const int r0 = (rest / panel_tiles) * kRows, p0 = (rest % panel_tiles) * kPanels;
+      gemm<A>(r0, lesser<A>(T, r0 + kRows), p0, lesser<A>(panels(W, NR), p0 + kPanels), W, job.d_in, job.x,
+              job.d_in, w[m], bstride, bias[m], out[m], W);
+    });
+    q = job.q, k = job.k, v = job.v;
+  }
+
+  // 2. per head: K^T and V in panels (scores = Q K^T and context = P V both become panel GEMMs)
+  float* kpack = job.scratch;
+  const std::size_t kpack_head = panel_floats(T, hd, NR), vpack_head = panel_floats(hd, T, NR);
+  float* vpack = kpack + kpack_head * H;
+  float* rows = vpack + vpack_head * H;
+  const std::size_t row_stride = static_cast<std::size_t>((T + 15) / 16 * 16);
+  const std::size_t worker_floats = 2 * kRowBlock * row_stride;
+  pool.run(H, [&](int h, int) {
+    pack_nk(k + h * hd, T, hd, W, NR, kpack + kpack_head * h);
+    pack_kn(v + h * hd, T, hd, W, NR, vpack + vpack_head * h);
+  });
+
+  // 3. attention, one task per (head, block of query rows): scores, softmax, dropout, context
+  const int blocks = (T + kRowBlock - 1) / kRowBlock;
+  const std::size_t tt = static_cast<std::size_t>(T) * T;
+  pool.run(H * blocks, [&](int task, int worker) {
+    const int h = task % H, r0 = (task / H) * kRowBlock, r1 = lesser<A>(T, r0 + kRowBlock);
+    float* scratch_rows = rows + worker_floats * static_cast<std::size_t>(worker);
+    // Causal rows r0..r1-1 only need keys up to r1-1; the raw scores stage keeps every cell.
+    const int needed = job.causal ? r1 : T;
+    const int ncols = job.scores ? T : needed;
+    float* s = job.scores ? job.scores + h * tt + static_cast<std::size_t>(r0) * T : scratch_rows;
+    const int lds = job.scores ? T : static_cast<int>(row_stride);
+    gemm<A>(0, r1 - r0, 0, panels(ncols, NR), ncols, hd, q + static_cast<std::size_t>(r0) * W + h * hd, W,
+            kpack + kpack_head * h, static_cast<std::size_t>(hd) * NR, nullptr, s, lds);
+
+    float* wts = job.weights + h * tt;
+    for (int i = r0; i < r1; ++i) {
+      float* scaled = job.scaled ? job.scaled + h * tt + static_cast<std::size_t>(i) * T : nullptr;
+      softmax_row<A>(s + static_cast<std::size_t>(i - r0) * lds, job.causal ? i + 1 : T, T, job.scale, scaled,
+                     wts + static_cast<std::size_t>(i) * T);
+    }
+    const float* p = wts + static_cast<std::size_t>(r0) * T;
+    int ldp = T;
+    if (job.keep) {
+      float* d = job.dropped ? job.dropped + h * tt + static_cast<std::size_t>(r0) * T
+                             : scratch_rows + kRowBlock * row_stride;
+      const int ldd = job.dropped ? T : static_cast<int>(row_stride);
+      const std::uint8_t* keep = job.keep + h * tt + static_cast<std::size_t>(r0) * T;
+      for (int i = 0; i < r1 - r0; ++i)
+        for (int j = 0; j < T; ++j) {
+          const std::size_t at = static_cast<std::size_t>(i) * T + j;
+          d[static_cast<std::size_t>(i) * ldd + j] = keep[at] ? p[at] * job.keep_scale : 0.0f;
+        }
+      p = d;
+      ldp = ldd;
+    }
+    gemm<A>(0, r1 - r0, 0, panels(hd, NR), hd, needed, p, ldp, vpack + vpack_head * h,
+            static_cast<std::size_t>(T) * NR, nullptr,
+            job.context + static_cast<std::size_t>(r0) * W + h * hd, W);
+  });
+
+  // 4. out_proj
+  if (job.output) {
+    constexpr int kRows = 48, kPanels = 4;
+    const int pn = panels(job.out_width, NR);
+    const int row_tiles = (T + kRows - 1) / kRows, panel_tiles = (pn + kPanels - 1) / kPanels;
+    pool.run(row_tiles * panel_tiles, [&](int task, int) {
+      const int r0 = (task / panel_tiles) * kRows, p0 = (task % panel_tiles) * kPanels;
+      gemm<A>(r0, lesser<A>(T, r0 + kRows), p0, lesser<A>(pn, p0 + kPanels), job.out_width, W, job.context, W,
+              job.wo, static_cast<std::size_t>(W) * NR, job.bo, job.output, job.out_width);
+    });
+  }
+}
+
+}  // namespace attnviz::simd

@@ -1,0 +1,27 @@
+// Params' projection weights laid out in panels for one ISA (see pack.hpp). Engine-internal.
+#pragma once
+
+#include <vector>
+#include <xsimd/xsimd.hpp>
+
+#include "attnviz/engine.hpp"
+
+namespace attnviz {
+
+using AlignedFloats = std::vector<float, xsimd::aligned_allocator<float, 64>>;
+
+struct PackedWeights {
+  Isa isa = Isa::scalar;
+  int nr = 0;                    // panel width in floats
+  AlignedFloats q, k, v, o;      // panels of W^T: (in x out) cut into nr-column panels
+  AlignedFloats bq, bk, bv, bo;  // biases padded to whole panels; empty without bias
+};
+
+namespace simd {
+// Panel width of an ISA's micro-kernel (two vectors).
+int panel_width(Isa isa);
+// Runs the fast layer with the ISA's kernels (isa must be available and not scalar).
+void run_layer(Isa isa, const LayerJob& job);
+}  // namespace simd
+
+}  // namespace attnviz

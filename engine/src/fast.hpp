@@ -1,0 +1,12 @@
+// The fast (SIMD, threaded) forward pass behind forward(). Engine-internal.
+#pragma once
+
+#include "attnviz/engine.hpp"
+
+namespace attnviz {
+
+// Fills r.q/k/v, the kept stages, weights, context and output. Expects r.shape, r.keep (when dropout applies)
+// and a validated configuration; `isa` is available and not scalar.
+void forward_fast(const Config& c, const Params& p, const Input& in, Isa isa, int threads, Result& r);
+
+}  // namespace attnviz

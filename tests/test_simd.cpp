@@ -1,0 +1,153 @@
+// The fast kernels of every ISA this machine has, against the scalar reference, over odd shapes; and the same
+// bits for every thread count.
+#include <doctest/doctest.h>
+
+#include "attnviz/engine.hpp"
+#include "check.hpp"
+
+using namespace attnviz;
+
+namespace {
+
+// float32 accumulation (fast path) against double accumulation (reference): relative error per element as in
+// check.hpp. Measured worst over these shapes: see the MESSAGE each case prints.
+constexpr double kTolerance = 2e-5;
+
+template <Isa I>
+struct IsaTag {
+  static constexpr Isa isa = I;
+};
+using Avx512 = IsaTag<Isa::avx512>;
+using Avx2 = IsaTag<Isa::avx2>;
+using Sse42 = IsaTag<Isa::sse4_2>;
+
+bool available(Isa isa) {
+  for (Isa i : available_isas())
+    if (i == isa) return true;
+  return false;
+}
+
+Input random_input(int T, int d_in, std::uint64_t seed) {
+  TorchGenerator g(seed);
+  std::vector<std::vector<double>> rows(static_cast<std::size_t>(T));
+  for (auto& row : rows)
+    for (int i = 0; i < d_in; ++i) row.push_back(2.0 * g.uniform_double() - 1.0);
+  Input in;
+  REQUIRE(input_from_rows(rows, in).is_ok());
+  return in;
+}
+
+double compare(const char* what, const Tensor& fast, const Tensor& ref) {
+  INFO(what);
+  REQUIRE(fast.size() == ref.size());
+  const double err = test::max_rel_error(fast.ptr(), ref.ptr(), ref.size());
+  CHECK_MESSAGE(err <= kTolerance, what << " relative error " << err);
+  return err;
+}
+
+struct Case {
+  Variant variant;
+  int d_in, d_out, heads;
+  double dropout;
+  bool bias;
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("fast kernels match the reference on odd shapes", Tag, Avx512, Avx2, Sse42) {
+  if (!available(Tag::isa)) {
+    MESSAGE(std::string(to_string(Tag::isa)) << " is not available on this processor: skipped");
+    return;
+  }
+  const Case cases[] = {
+      {Variant::simplified, 37, 37, 1, 0.0, false}, {Variant::self_v1, 19, 13, 1, 0.0, false},
+      {Variant::self_v2, 37, 21, 1, 0.0, true},     {Variant::causal, 37, 67, 1, 0.3, true},
+      {Variant::wrapper, 29, 3, 25, 0.1, false},    {Variant::mha, 37, 75, 25, 0.0, true},
+      {Variant::mha, 64, 64, 1, 0.2, false},        {Variant::mha, 96, 128, 2, 0.0, false},
+  };
+  double worst = 0.0;
+  for (const Case& k : cases) {
+    for (int T : {1, 7, 63, 130}) {
+      for (unsigned stages : {unsigned(kStageAll), 0u}) {
+        CAPTURE(to_string(k.variant));
+        CAPTURE(T);
+        CAPTURE(k.heads);
+        CAPTURE(stages);
+        Config c;
+        c.variant = k.variant, c.d_in = k.d_in, c.d_out = k.d_out, c.num_heads = k.heads;
+        c.dropout = k.dropout, c.qkv_bias = k.bias, c.seed = static_cast<std::uint64_t>(T), c.stages = stages;
+        const Input in = random_input(T, k.d_in, static_cast<std::uint64_t>(T) + 100);
+        Result ref, fast;
+        REQUIRE(run(c, in, ref, nullptr, Exec{Isa::scalar, 1}).is_ok());
+        REQUIRE(run(c, in, fast, nullptr, Exec{Tag::isa, 2}).is_ok());
+        CHECK(fast.isa == Tag::isa);
+        if (stages) {
+          worst = std::max(worst, compare("q", fast.q, ref.q));
+          worst = std::max(worst, compare("v", fast.v, ref.v));
+          worst = std::max(worst, compare("scores", fast.scores, ref.scores));
+          worst = std::max(worst, compare("scaled", fast.scaled, ref.scaled));
+          worst = std::max(worst, compare("dropped", fast.dropped, ref.dropped));
+        } else {
+          CHECK(fast.scores.empty());
+          CHECK(fast.scaled.empty());
+          CHECK(fast.dropped.empty());
+        }
+        worst = std::max(worst, compare("weights", fast.weights, ref.weights));
+        worst = std::max(worst, compare("context", fast.context, ref.context));
+        worst = std::max(worst, compare("output", fast.output, ref.output));
+        CHECK(fast.keep == ref.keep);
+        // Masked cells are exactly zero on the fast path too.
+        for (int h = 0; h < fast.shape.heads; ++h)
+          for (int i = 0; i < T; ++i)
+            for (int j = i + 1; j < T && fast.shape.causal; ++j) CHECK(fast.weights.at(h, i, j) == 0.0f);
+      }
+    }
+  }
+  MESSAGE(std::string(to_string(Tag::isa)) << ": largest relative error against the reference " << worst);
+}
+
+TEST_CASE("the fast path gives the same bits for any thread count") {
+  Config c;
+  c.variant = Variant::mha, c.d_in = 48, c.d_out = 64, c.num_heads = 4, c.dropout = 0.1, c.qkv_bias = true;
+  const Input in = random_input(97, 48, 5);
+  Result one;
+  REQUIRE(run(c, in, one, nullptr, Exec{Isa::automatic, 1}).is_ok());
+  for (int threads : {2, 3, 7}) {
+    Result many;
+    REQUIRE(run(c, in, many, nullptr, Exec{Isa::automatic, threads}).is_ok());
+    CHECK(many.threads == threads);
+    CHECK(many.scores.data == one.scores.data);
+    CHECK(many.weights.data == one.weights.data);
+    CHECK(many.dropped.data == one.dropped.data);
+    CHECK(many.output.data == one.output.data);
+  }
+}
+
+TEST_CASE("ISA selection: automatic picks the best, unavailable ones fall back, scalar is always there") {
+  const std::vector<Isa>& isas = available_isas();
+  REQUIRE(!isas.empty());
+  CHECK(isas.back() == Isa::scalar);
+  CHECK(resolve(Isa::automatic) == isas.front());
+  CHECK(resolve(Isa::scalar) == Isa::scalar);
+  for (Isa i : isas) CHECK(resolve(i) == i);
+  CHECK(resolve_threads(3) == 3);
+  CHECK(resolve_threads(0) >= 1);
+}
+
+TEST_CASE("packed weights are reused, and repacked when made for another ISA") {
+  Config c;
+  c.variant = Variant::mha, c.d_in = 16, c.d_out = 16, c.num_heads = 2;
+  TorchGenerator g(c.seed);
+  Params p;
+  REQUIRE(build_params(c, g, p).is_ok());
+  CHECK(static_cast<bool>(p.packed));
+  const Input in = random_input(9, 16, 1);
+  Result a, b, r;
+  TorchGenerator g1(0), g2(0), g3(0);
+  REQUIRE(forward(c, p, in, g1, a).is_ok());
+  pack(p, Exec{Isa::sse4_2, 1});  // packed for another ISA than the one forward runs next
+  REQUIRE(forward(c, p, in, g2, b, Exec{Isa::automatic, 1}).is_ok());
+  REQUIRE(forward(c, p, in, g3, r, Exec{Isa::scalar, 1}).is_ok());
+  CHECK(test::max_rel_error(a.output.ptr(), r.output.ptr(), r.output.size()) <= kTolerance);
+  CHECK(test::max_rel_error(b.output.ptr(), r.output.ptr(), r.output.size()) <= kTolerance);
+}
