@@ -77,26 +77,37 @@ int panel_width(Isa isa) {
   }
 }
 
-void run_layer(Isa isa, const LayerJob& job) {
+// Calls `f` with the ISA's xsimd architecture tag.
+template <class F>
+auto with_arch(Isa isa, F&& f) {
   switch (isa) {
 #if defined(__EMSCRIPTEN__)
     case Isa::simd128:
-      fast_layer{}(xsimd::sse4_1{}, job);
-      break;
+      return f(xsimd::sse4_1{});
 #elif defined(__x86_64__)
     case Isa::avx512:
-      fast_layer{}(xsimd::avx512bw{}, job);
-      break;
+      return f(xsimd::avx512bw{});
     case Isa::avx2:
-      fast_layer{}(xsimd::fma3<xsimd::avx2>{}, job);
-      break;
+      return f(xsimd::fma3<xsimd::avx2>{});
     case Isa::sse4_2:
-      fast_layer{}(xsimd::sse4_2{}, job);
-      break;
+      return f(xsimd::sse4_2{});
 #endif
     default:
       break;
   }
+  return decltype(f(xsimd::sse4_2{}))();
+}
+
+void run_gemm(Isa isa, int M, int N, int K, const float* a, const float* b, float* c, ThreadPool& pool) {
+  with_arch(isa, [&](auto arch) { fast_gemm{}(arch, M, N, K, a, b, c, &pool); });
+}
+
+double run_fma_probe(Isa isa, long iterations, float* sink) {
+  return with_arch(isa, [&](auto arch) { return fma_probe{}(arch, iterations, sink); });
+}
+
+void run_layer(Isa isa, const LayerJob& job) {
+  with_arch(isa, [&](auto arch) { fast_layer{}(arch, job); });
 }
 
 std::size_t scratch_floats(const LayerJob& job, int nr, int workers) {

@@ -41,10 +41,35 @@ struct fast_layer {
   void operator()(Arch, const LayerJob& job) const;
 };
 
+// For benchmarks: C (M x N) = A (M x K) B, with B in panels (pack_nk), over the pool.
+struct fast_gemm {
+  template <class Arch>
+  void operator()(Arch, int M, int N, int K, const float* a, const float* b, float* c,
+                  ThreadPool* pool) const;
+};
+
+// For benchmarks: `iterations` rounds of 12 independent FMA chains on full vectors; returns the FLOPs done
+// (and writes a checksum so the work cannot be optimized away).
+struct fma_probe {
+  template <class Arch>
+  double operator()(Arch, long iterations, float* sink) const;
+};
+
 extern template void fast_layer::operator()<xsimd::avx512bw>(xsimd::avx512bw, const LayerJob&) const;
 extern template void fast_layer::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>,
                                                                       const LayerJob&) const;
 extern template void fast_layer::operator()<xsimd::sse4_2>(xsimd::sse4_2, const LayerJob&) const;
+extern template void fast_gemm::operator()<xsimd::avx512bw>(xsimd::avx512bw, int, int, int, const float*,
+                                                            const float*, float*, ThreadPool*) const;
+extern template void fast_gemm::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>, int, int, int,
+                                                                     const float*, const float*, float*,
+                                                                     ThreadPool*) const;
+extern template void fast_gemm::operator()<xsimd::sse4_2>(xsimd::sse4_2, int, int, int, const float*,
+                                                          const float*, float*, ThreadPool*) const;
+extern template double fma_probe::operator()<xsimd::avx512bw>(xsimd::avx512bw, long, float*) const;
+extern template double fma_probe::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>, long,
+                                                                       float*) const;
+extern template double fma_probe::operator()<xsimd::sse4_2>(xsimd::sse4_2, long, float*) const;
 
 // Scratch a job needs, in floats, for panel width `nr` and `workers` workers.
 std::size_t scratch_floats(const LayerJob& job, int nr, int workers);

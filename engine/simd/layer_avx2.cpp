@@ -1,5 +1,11 @@
-// The fast layer for one ISA: this file only instantiates it, with its -m flags from CMake.
+// The fast kernels for one ISA: this file only instantiates them, with its -m flags from CMake.
 #include "layer_impl.hpp"
 
-template void attnviz::simd::fast_layer::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>,
-                                                                              const LayerJob&) const;
+namespace attnviz::simd {
+template void fast_layer::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>,
+                                                               const LayerJob&) const;
+template void fast_gemm::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>, int, int, int,
+                                                              const float*, const float*, float*,
+                                                              ThreadPool*) const;
+template double fma_probe::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>, long, float*) const;
+}  // namespace attnviz::simd

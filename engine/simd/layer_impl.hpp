@@ -193,6 +193,20 @@ void softmax_row(const float* s, int n, int T, float scale, float* scaled, float
   for (int j = n; j < T; ++j) w[j] = 0.0f;
 }
 
+// C (M x N) = A (M x K, row-major, lda K) B + bias, in tiles of (48 rows x 4 panels) over the pool.
+template <class A>
+void parallel_gemm(ThreadPool& pool, int M, int N, int K, const float* a, const float* b, const float* bias,
+                   float* c) {
+  constexpr int NR = nr_of<A>(), kRows = 96, kPanels = 4;
+  const int pn = panels(N, NR);
+  const int row_tiles = (M + kRows - 1) / kRows, panel_tiles = (pn + kPanels - 1) / kPanels;
+  pool.run(row_tiles * panel_tiles, [&](int task, int) {
+    const int r0 = (task / panel_tiles) * kRows, p0 = (task % panel_tiles) * kPanels;
+    gemm<A>(r0, lesser<A>(M, r0 + kRows), p0, lesser<A>(pn, p0 + kPanels), N, K, a, K, b,
+            static_cast<std::size_t>(K) * NR, bias, c, N);
+  });
+}
+
 }  // namespace detail
 
 template <class A>
@@ -207,7 +221,7 @@ void fast_layer::operator()(A, const LayerJob& job) const {
   const float* k = job.x;
   const float* v = job.x;
   if (job.has_weights) {
-    constexpr int kRows = 48, kPanels = 4;
+    constexpr int kRows = 96, kPanels = 4;
     const int row_tiles = (T + kRows - 1) / kRows, panel_tiles = (panels(W, NR) + kPanels - 1) / kPanels;
     const std::size_t bstride = static_cast<std::size_t>(job.d_in) * NR;
     const float* w[3] = {job.wq, job.wk, job.wv};
@@ -275,16 +289,27 @@ void fast_layer::operator()(A, const LayerJob& job) const {
   });
 
   // 4. out_proj
-  if (job.output) {
-    constexpr int kRows = 48, kPanels = 4;
-    const int pn = panels(job.out_width, NR);
-    const int row_tiles = (T + kRows - 1) / kRows, panel_tiles = (pn + kPanels - 1) / kPanels;
-    pool.run(row_tiles * panel_tiles, [&](int task, int) {
-      const int r0 = (task / panel_tiles) * kRows, p0 = (task % panel_tiles) * kPanels;
-      gemm<A>(r0, lesser<A>(T, r0 + kRows), p0, lesser<A>(pn, p0 + kPanels), job.out_width, W, job.context, W,
-              job.wo, static_cast<std::size_t>(W) * NR, job.bo, job.output, job.out_width);
-    });
-  }
+  if (job.output) parallel_gemm<A>(pool, T, job.out_width, W, job.context, job.wo, job.bo, job.output);
+}
+
+template <class A>
+void fast_gemm::operator()(A, int M, int N, int K, const float* a, const float* b, float* c,
+                           ThreadPool* pool) const {
+  detail::parallel_gemm<A>(*pool, M, N, K, a, b, nullptr, c);
+}
+
+template <class A>
+double fma_probe::operator()(A, long iterations, float* sink) const {
+  using B = detail::vf<A>;
+  B acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = B(static_cast<float>(i) * 1e-3f);
+  const B m(0.999999f), add(1e-7f);
+  for (long it = 0; it < iterations; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = xsimd::fma(acc[i], m, add);
+  B total(0.0f);
+  for (int i = 0; i < 12; ++i) total += acc[i];
+  *sink = xsimd::hadd(total);
+  return 2.0 * 12.0 * static_cast<double>(B::size) * static_cast<double>(iterations);
 }
 
 }  // namespace attnviz::simd

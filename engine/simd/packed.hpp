@@ -5,6 +5,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "attnviz/engine.hpp"
+#include "layer.hpp"
 
 namespace attnviz {
 
@@ -22,6 +23,9 @@ namespace simd {
 int panel_width(Isa isa);
 // Runs the fast layer with the ISA's kernels (isa must be available and not scalar).
 void run_layer(Isa isa, const LayerJob& job);
+// Benchmark hooks with the ISA's kernels: a panel GEMM (b from pack_nk) and the FMA peak probe.
+void run_gemm(Isa isa, int M, int N, int K, const float* a, const float* b, float* c, ThreadPool& pool);
+double run_fma_probe(Isa isa, long iterations, float* sink);
 }  // namespace simd
 
 }  // namespace attnviz

@@ -234,6 +234,9 @@ Status forward(const Config& config, const Params& p, const Input& in, TorchGene
   if (s.dropout) r.keep = draw_keep(c, s, T, g);
   r.isa = resolve(exec.isa);
   r.threads = r.isa == Isa::scalar ? 1 : resolve_threads(exec.threads);
+  // Waking the pool costs tens of microseconds: layers under ~1 MFLOP run on the calling thread.
+  const double flops = 2.0 * T * (3.0 * c.d_in * s.width + s.width * T + s.width * s.out_width);
+  if (flops < 1e6) r.threads = 1;
   if (r.isa == Isa::scalar) {
     forward_reference(c, p, in, r);
   } else {
@@ -242,6 +245,7 @@ Status forward(const Config& config, const Params& p, const Input& in, TorchGene
   if (!all_finite(r.output) || !all_finite(r.weights))
     return Status::fail("the result is not finite: the inputs are too large for float32 arithmetic");
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  recycle(out);
   out = std::move(r);
   return Status::ok();
 }

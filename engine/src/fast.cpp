@@ -41,7 +41,45 @@ const float* data_or_null(const AlignedFloats& v) {
   return v.empty() ? nullptr : v.data();
 }
 
+// Storage of earlier results, reused so that a keystroke's recompute does not zero-fill and page-fault tens
+// of megabytes of fresh memory (the fast kernels write every cell). Per thread; a handful of buffers at most.
+thread_local std::vector<std::vector<float>> spare;
+
+// A rank-3 tensor whose contents are unspecified (the kernels overwrite all of it).
+Tensor scratch_tensor(int d0, int d1, int d2) {
+  const std::size_t n = static_cast<std::size_t>(d0) * d1 * d2;
+  Tensor t;
+  auto best = spare.end();
+  for (auto it = spare.begin(); it != spare.end(); ++it)
+    if (it->capacity() >= n && (best == spare.end() || it->capacity() < best->capacity())) best = it;
+  if (best != spare.end()) {
+    t.data = std::move(*best);
+    spare.erase(best);
+  }
+  t.data.resize(n);
+  t.shape = {d0, d1, d2};
+  t.rank = 3;
+  return t;
+}
+
+Tensor scratch_matrix(int rows, int cols) {
+  Tensor t = scratch_tensor(rows, cols, 1);
+  t.rank = 2;
+  return t;
+}
+
 }  // namespace
+
+void recycle(Result& old) {
+  for (Tensor* t : {&old.q, &old.k, &old.v, &old.scores, &old.scaled, &old.weights, &old.dropped,
+                    &old.context, &old.output}) {
+    if (t->data.capacity() < (1u << 14)) continue;  // small buffers are cheap to allocate
+    spare.push_back(std::move(t->data));
+    *t = Tensor();
+  }
+  constexpr std::size_t kMaxSpare = 12;
+  if (spare.size() > kMaxSpare) spare.erase(spare.begin(), spare.end() - kMaxSpare);
+}
 
 void pack(Params& p, const Exec& exec) {
   const Isa isa = resolve(exec.isa);
@@ -63,24 +101,24 @@ void forward_fast(const Config& c, const Params& p, const Input& in, Isa isa, in
   job.bq = data_or_null(packed->bq), job.bk = data_or_null(packed->bk), job.bv = data_or_null(packed->bv);
   job.bo = data_or_null(packed->bo);
   if (s.has_weights) {
-    r.q = Tensor(T, s.width), r.k = Tensor(T, s.width), r.v = Tensor(T, s.width);
+    r.q = scratch_matrix(T, s.width), r.k = scratch_matrix(T, s.width), r.v = scratch_matrix(T, s.width);
     job.q = r.q.ptr(), job.k = r.k.ptr(), job.v = r.v.ptr();
   } else {
     r.q = r.k = r.v = in.x;
   }
   const int H = s.heads;
-  if (c.stages & kStageScores) r.scores = Tensor(H, T, T, 0.0f), job.scores = r.scores.ptr();
-  if (c.stages & kStageScaled) r.scaled = Tensor(H, T, T, 0.0f), job.scaled = r.scaled.ptr();
-  r.weights = Tensor(H, T, T, 0.0f);
+  if (c.stages & kStageScores) r.scores = scratch_tensor(H, T, T), job.scores = r.scores.ptr();
+  if (c.stages & kStageScaled) r.scaled = scratch_tensor(H, T, T), job.scaled = r.scaled.ptr();
+  r.weights = scratch_tensor(H, T, T);
   job.weights = r.weights.ptr();
   if (s.dropout) {
     job.keep = r.keep.data();
     job.keep_scale = dropout_scale(c.dropout);
-    if (c.stages & kStageDropped) r.dropped = Tensor(H, T, T, 0.0f), job.dropped = r.dropped.ptr();
+    if (c.stages & kStageDropped) r.dropped = scratch_tensor(H, T, T), job.dropped = r.dropped.ptr();
   }
-  r.context = Tensor(T, s.width);
+  r.context = scratch_matrix(T, s.width);
   job.context = r.context.ptr();
-  if (s.out_proj) r.output = Tensor(T, s.out_width), job.output = r.output.ptr();
+  if (s.out_proj) r.output = scratch_matrix(T, s.out_width), job.output = r.output.ptr();
 
   ThreadPool& pool = ThreadPool::shared(threads);
   job.pool = &pool;
