@@ -77,9 +77,9 @@ int panel_width(Isa isa) {
   }
 }
 
-// Calls `f` with the ISA's xsimd architecture tag.
-template <class F>
-auto with_arch(Isa isa, F&& f) {
+// Calls `f` with the ISA's xsimd architecture tag (R() for an ISA this build has no kernels for).
+template <class R, class F>
+R with_arch(Isa isa, F&& f) {
   switch (isa) {
 #if defined(__EMSCRIPTEN__)
     case Isa::simd128:
@@ -95,19 +95,19 @@ auto with_arch(Isa isa, F&& f) {
     default:
       break;
   }
-  return decltype(f(xsimd::sse4_2{}))();
+  return R();
 }
 
 void run_gemm(Isa isa, int M, int N, int K, const float* a, const float* b, float* c, ThreadPool& pool) {
-  with_arch(isa, [&](auto arch) { fast_gemm{}(arch, M, N, K, a, b, c, &pool); });
+  with_arch<void>(isa, [&](auto arch) { fast_gemm{}(arch, M, N, K, a, b, c, &pool); });
 }
 
 double run_fma_probe(Isa isa, long iterations, float* sink) {
-  return with_arch(isa, [&](auto arch) { return fma_probe{}(arch, iterations, sink); });
+  return with_arch<double>(isa, [&](auto arch) { return fma_probe{}(arch, iterations, sink); });
 }
 
 void run_layer(Isa isa, const LayerJob& job) {
-  with_arch(isa, [&](auto arch) { fast_layer{}(arch, job); });
+  with_arch<void>(isa, [&](auto arch) { fast_layer{}(arch, job); });
 }
 
 std::size_t scratch_floats(const LayerJob& job, int nr, int workers) {
