@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 namespace attnviz {
@@ -11,10 +12,19 @@ class Writer {
  public:
   std::string out;
 
+  // The shortest decimal that reads back as the same float32.
   void number(float x) {
     char buf[32];
+#if defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
     const auto res = std::to_chars(buf, buf + sizeof buf, x);
     out.append(buf, res.ptr);
+#else  // Emscripten 3.1.6's libc++ has no floating-point to_chars
+    for (int digits = 6; digits <= 9; ++digits) {
+      std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(x));
+      if (std::strtof(buf, nullptr) == x) break;
+    }
+    out += buf;
+#endif
   }
   void string(std::string_view s) {
     out += '"';

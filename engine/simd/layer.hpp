@@ -58,24 +58,24 @@ struct fma_probe {
 // Each ISA's instantiation lives in its own translation unit (layer_<isa>.cpp).
 #if defined(__EMSCRIPTEN__)
 extern template void fast_layer::operator()<xsimd::sse4_1>(xsimd::sse4_1, const LayerJob&) const;
-extern template void fast_gemm::operator()<xsimd::sse4_1>(xsimd::sse4_1, int, int, int, const float*, const float*,
-                                                          float*, ThreadPool*) const;
+extern template void fast_gemm::operator()<xsimd::sse4_1>(xsimd::sse4_1, int, int, int, const float*,
+                                                          const float*, float*, ThreadPool*) const;
 extern template double fma_probe::operator()<xsimd::sse4_1>(xsimd::sse4_1, long, float*) const;
 #else
 extern template void fast_layer::operator()<xsimd::avx512bw>(xsimd::avx512bw, const LayerJob&) const;
-extern template void fast_layer::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>,
-                                                                      const LayerJob&) const;
+extern template void fast_layer::operator()<xsimd::fma3<xsimd::avx2> >(xsimd::fma3<xsimd::avx2>,
+                                                                       const LayerJob&) const;
 extern template void fast_layer::operator()<xsimd::sse4_2>(xsimd::sse4_2, const LayerJob&) const;
 extern template void fast_gemm::operator()<xsimd::avx512bw>(xsimd::avx512bw, int, int, int, const float*,
                                                             const float*, float*, ThreadPool*) const;
-extern template void fast_gemm::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>, int, int, int,
-                                                                     const float*, const float*, float*,
-                                                                     ThreadPool*) const;
+extern template void fast_gemm::operator()<xsimd::fma3<xsimd::avx2> >(xsimd::fma3<xsimd::avx2>, int, int, int,
+                                                                      const float*, const float*, float*,
+                                                                      ThreadPool*) const;
 extern template void fast_gemm::operator()<xsimd::sse4_2>(xsimd::sse4_2, int, int, int, const float*,
                                                           const float*, float*, ThreadPool*) const;
 extern template double fma_probe::operator()<xsimd::avx512bw>(xsimd::avx512bw, long, float*) const;
-extern template double fma_probe::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>, long,
-                                                                       float*) const;
+extern template double fma_probe::operator()<xsimd::fma3<xsimd::avx2> >(xsimd::fma3<xsimd::avx2>, long,
+                                                                        float*) const;
 extern template double fma_probe::operator()<xsimd::sse4_2>(xsimd::sse4_2, long, float*) const;
 #endif
 
