@@ -70,6 +70,10 @@ void print_text(std::ostream& out, const Result& r) {
       << c.context_length << ", dropout " << c.dropout << (s.dropout ? " (" : "")
       << (s.dropout ? to_string(c.dropout_rng) : "") << (s.dropout ? ")" : "") << ", seed " << c.seed
       << (c.train ? ", train" : ", eval") << "\n";
+  char timing[160];
+  std::snprintf(timing, sizeof timing, "computed with %s kernels on %d thread%s in %.3f ms\n",
+                to_string(r.isa), r.threads, r.threads == 1 ? "" : "s", r.seconds * 1e3);
+  out << timing;
   out << "tokens (" << r.tokens_count() << "):";
   for (const std::string& t : r.tokens) out << ' ' << t;
   out << "\n";
@@ -119,6 +123,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   std::optional<double> dropout;
   std::uint64_t seed = 123;
   bool qkv_bias = false, eval = false, json = false;
+  std::string isa_name = "auto";
+  int threads = 0;
 
   auto* text_opt = app.add_option("--text", text, "the sentence, split on whitespace")->capture_default_str();
   app.add_option("--inputs", inputs_path, "JSON file with T rows of d_in numbers, instead of --text")
@@ -139,6 +145,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       ->capture_default_str();
   app.add_flag("--eval", eval, "evaluation mode: no dropout");
   app.add_flag("--json", json, "print one JSON object with every tensor");
+  app.add_option("--isa", isa_name, "kernels: auto | avx512 | avx2 | sse4.2 | scalar (the reference)")
+      ->capture_default_str();
+  app.add_option("--threads", threads, "threads for the fast kernels (0: all)")->capture_default_str();
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
   try {
@@ -197,9 +206,18 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (Status st = input_from_text(text, c, in); !st.is_ok()) return fail(st);
   }
 
+  Exec exec;
+  exec.threads = threads;
+  bool known_isa = false;
+  for (Isa i : {Isa::automatic, Isa::scalar, Isa::sse4_2, Isa::avx2, Isa::avx512, Isa::simd128})
+    if (isa_name == to_string(i)) exec.isa = i, known_isa = true;
+  if (!known_isa)
+    return fail(Status::fail("unknown isa '" + isa_name + "' (auto, avx512, avx2, sse4.2, scalar)"));
+  if (threads < 0) return fail(Status::fail("--threads must be 0 (all) or more"));
+
   Result r;
   Params params;
-  if (Status st = run(c, in, r, &params); !st.is_ok()) return fail(st);
+  if (Status st = run(c, in, r, &params, exec); !st.is_ok()) return fail(st);
   if (json) {
     out << result_to_json(r, state_dict(r.config, params)) << '\n';
   } else {

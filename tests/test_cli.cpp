@@ -123,6 +123,22 @@ TEST_CASE("bad input: one clear line on stderr and exit status 1") {
   check_refused({"--inputs", temp_file("bad7.json", "[[3e38, 3e38]]"), "--variant", "simplified"},
                 "not finite");
   check_refused({"--inputs", temp_file("bad8.json", "[[1, 2]]"), "--d-in", "3"}, "does not match");
+  check_refused({"--isa", "neon"}, "unknown isa 'neon'");
+  check_refused({"--threads", "-2"}, "--threads must be 0");
+}
+
+TEST_CASE("--isa scalar and the fast kernels print the same numbers") {
+  const Run ref = cli({"--json", "--isa", "scalar"});
+  const Run fast = cli({"--json", "--threads", "2"});
+  REQUIRE(ref.status == 0);
+  REQUIRE(fast.status == 0);
+  const json a = json::parse(ref.out), b = json::parse(fast.out);
+  CHECK(a["engine"]["isa"] == "scalar");
+  CHECK(b["engine"]["isa"] != "scalar");
+  for (std::size_t i = 0; i < a["output"].size(); ++i)
+    for (std::size_t j = 0; j < a["output"][i].size(); ++j)
+      CHECK(b["output"][i][j].get<double>() ==
+            doctest::Approx(a["output"][i][j].get<double>()).epsilon(1e-5));
 }
 
 TEST_CASE("--help prints usage and succeeds") {

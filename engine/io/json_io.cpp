@@ -132,6 +132,9 @@ std::string result_to_json(const Result& r, const std::vector<NamedTensor>& para
   w.out += "],";
   w.key("output");
   w.tensor(r.output);
+  std::snprintf(buf, sizeof buf, ",\"engine\":{\"isa\":\"%s\",\"threads\":%d,\"ms\":%.4f}", to_string(r.isa),
+                r.threads, r.seconds * 1e3);
+  w.out += buf;
   w.out += '}';
   return std::move(w.out);
 }
