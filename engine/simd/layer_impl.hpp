@@ -103,6 +103,15 @@ template <class A>
 void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda, const float* b,
           std::size_t bstride, const float* bias, float* c, int ldc) {
   constexpr int NR = nr_of<A>(), MR = 6, KC = 4096 / NR;
+  // The micro-kernel for each count of remaining rows (1..MR), so edge rows need no padding.
+  using Micro = void (*)(int, const float*, int, const float*, float*, int, int, const float*, bool);
+  static constexpr Micro kMicroKernels[MR + 1] = {nullptr,
+                                                  micro_kernel<A, 1>,
+                                                  micro_kernel<A, 2>,
+                                                  micro_kernel<A, 3>,
+                                                  micro_kernel<A, 4>,
+                                                  micro_kernel<A, 5>,
+                                                  micro_kernel<A, 6>};
   if (K == 0) return;
   for (int k0 = 0; k0 < K; k0 += KC) {
     const int kb = lesser<A>(KC, K - k0);
@@ -113,26 +122,7 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
       for (int i = m0; i < m1; i += MR) {
         const float* ai = a + static_cast<std::size_t>(i) * lda + k0;
         float* ci = c + static_cast<std::size_t>(i) * ldc + p * NR;
-        switch (lesser<A>(MR, m1 - i)) {
-          case 6:
-            micro_kernel<A, 6>(kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
-            break;
-          case 5:
-            micro_kernel<A, 5>(kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
-            break;
-          case 4:
-            micro_kernel<A, 4>(kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
-            break;
-          case 3:
-            micro_kernel<A, 3>(kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
-            break;
-          case 2:
-            micro_kernel<A, 2>(kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
-            break;
-          default:
-            micro_kernel<A, 1>(kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
-            break;
-        }
+        kMicroKernels[lesser<A>(MR, m1 - i)](kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
       }
     }
   }
