@@ -208,11 +208,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   Exec exec;
   exec.threads = threads;
-  bool known_isa = false;
-  for (Isa i : {Isa::automatic, Isa::scalar, Isa::sse4_2, Isa::avx2, Isa::avx512, Isa::simd128})
-    if (isa_name == to_string(i)) exec.isa = i, known_isa = true;
-  if (!known_isa)
-    return fail(Status::fail("unknown isa '" + isa_name + "' (auto, avx512, avx2, sse4.2, scalar)"));
+  const std::optional<Isa> isa = parse_isa(isa_name);
+  if (!isa) return fail(Status::fail("unknown isa '" + isa_name + "' (auto, avx512, avx2, sse4.2, scalar)"));
+  exec.isa = *isa;
   if (threads < 0) return fail(Status::fail("--threads must be 0 (all) or more"));
 
   Result r;

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "attnviz/tensor.hpp"
+#include "attnviz/text.hpp"
+#include "attnviz/torch_rng.hpp"
 
 namespace attnviz::test {
 
@@ -41,6 +43,17 @@ inline double max_rel_error(const float* got, const float* want, std::size_t n) 
     worst = std::max(worst, std::fabs(g - w) / std::max(std::fabs(w), floor));
   }
   return worst;
+}
+
+// A (T, d_in) input with components uniform in [-1, 1), reproducible from `seed`.
+inline Input random_input(int T, int d_in, std::uint64_t seed) {
+  TorchGenerator g(seed);
+  std::vector<std::vector<double>> rows(static_cast<std::size_t>(T));
+  for (auto& row : rows)
+    for (int i = 0; i < d_in; ++i) row.push_back(2.0 * g.uniform_double() - 1.0);
+  Input in;
+  REQUIRE(input_from_rows(rows, in).is_ok());
+  return in;
 }
 
 }  // namespace attnviz::test

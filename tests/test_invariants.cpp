@@ -4,8 +4,10 @@
 #include <cmath>
 
 #include "attnviz/engine.hpp"
+#include "check.hpp"
 
 using namespace attnviz;
+using attnviz::test::random_input;
 
 namespace {
 
@@ -14,16 +16,6 @@ Config make(Variant v, int d_in, int d_out, int heads, double p, bool bias = fal
   c.variant = v;
   c.d_in = d_in, c.d_out = d_out, c.num_heads = heads, c.dropout = p, c.qkv_bias = bias;
   return c;
-}
-
-Input random_input(int T, int d_in, std::uint64_t seed) {
-  TorchGenerator g(seed);
-  Input in;
-  std::vector<std::vector<double>> rows(static_cast<std::size_t>(T));
-  for (auto& row : rows)
-    for (int i = 0; i < d_in; ++i) row.push_back(2.0 * g.uniform_double() - 1.0);
-  REQUIRE(input_from_rows(rows, in).is_ok());
-  return in;
 }
 
 }  // namespace

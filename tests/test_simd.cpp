@@ -6,6 +6,7 @@
 #include "check.hpp"
 
 using namespace attnviz;
+using attnviz::test::random_input;
 
 namespace {
 
@@ -36,16 +37,6 @@ bool available(Isa isa) {
   for (Isa i : available_isas())
     if (i == isa) return true;
   return false;
-}
-
-Input random_input(int T, int d_in, std::uint64_t seed) {
-  TorchGenerator g(seed);
-  std::vector<std::vector<double>> rows(static_cast<std::size_t>(T));
-  for (auto& row : rows)
-    for (int i = 0; i < d_in; ++i) row.push_back(2.0 * g.uniform_double() - 1.0);
-  Input in;
-  REQUIRE(input_from_rows(rows, in).is_ok());
-  return in;
 }
 
 double compare(const char* what, const Tensor& fast, const Tensor& ref) {

@@ -25,6 +25,12 @@ const char* to_string(Isa isa) {
   return "?";
 }
 
+std::optional<Isa> parse_isa(std::string_view s) {
+  for (Isa i : {Isa::automatic, Isa::scalar, Isa::sse4_2, Isa::avx2, Isa::avx512, Isa::simd128})
+    if (s == to_string(i)) return i;
+  return std::nullopt;
+}
+
 const std::vector<Isa>& available_isas() {
   static const std::vector<Isa> isas = [] {
     std::vector<Isa> v;

@@ -1,6 +1,8 @@
 // How to compute (not what): which kernels and how many threads. Results are identical for any thread count.
 #pragma once
 
+#include <optional>
+#include <string_view>
 #include <vector>
 
 namespace attnviz {
@@ -20,6 +22,8 @@ struct Exec {
 };
 
 const char* to_string(Isa isa);
+// The ISA named as to_string names it ("auto", "scalar", "sse4.2", "avx2", "avx512", "simd128").
+std::optional<Isa> parse_isa(std::string_view s);
 // The ISAs this build and this processor can run, best first (always ends with scalar).
 const std::vector<Isa>& available_isas();
 // What `requested` runs as: automatic becomes the best available; an unavailable ISA falls back to the best
