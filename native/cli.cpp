@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "attnviz/engine.hpp"
+#include "config_args.hpp"
 #include "json_io.hpp"
 
 namespace attnviz {
@@ -118,36 +119,13 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       "attnviz-cli: multi-head causal self-attention, every intermediate tensor of every head.\n"
       "Numbers match PyTorch for the same seed (torch.manual_seed).",
       "attnviz-cli"};
-  std::string text = kDefaultText, inputs_path, variant = "mha", preset = "book", rng = "cpu";
-  std::optional<int> d_in, d_out, heads, context_length;
-  std::optional<double> dropout;
-  std::uint64_t seed = 123;
-  bool qkv_bias = false, eval = false, json = false;
-  std::string isa_name = "auto";
-  int threads = 0;
-
-  auto* text_opt = app.add_option("--text", text, "the sentence, split on whitespace")->capture_default_str();
+  ConfigArgs a;
+  std::string inputs_path;
+  bool json = false;
+  add_config_options(app, a);
   app.add_option("--inputs", inputs_path, "JSON file with T rows of d_in numbers, instead of --text")
-      ->excludes(text_opt);
-  app.add_option("--variant", variant, "simplified | self_v1 | self_v2 | causal | wrapper | mha")
-      ->capture_default_str();
-  app.add_option("--preset", preset, "book | gpt2-small | gpt2-medium | gpt2-large | gpt2-xl")
-      ->capture_default_str();
-  app.add_option("--d-in", d_in, "input embedding width (default: the preset's)");
-  app.add_option("--d-out", d_out,
-                 "output width: per head for wrapper, total for mha (default: the preset's)");
-  app.add_option("--heads", heads, "number of heads, for wrapper and mha (default: the preset's)");
-  app.add_option("--context-length", context_length, "longest accepted input (default: the preset's)");
-  app.add_option("--dropout", dropout, "dropout probability on the attention weights, in [0, 1)");
-  app.add_flag("--qkv-bias", qkv_bias, "give the query, key and value projections a bias");
-  app.add_option("--seed", seed, "torch.manual_seed value")->capture_default_str();
-  app.add_option("--dropout-rng", rng, "cpu (PyTorch without MKL, the book) | mkl (official x86-64 wheels)")
-      ->capture_default_str();
-  app.add_flag("--eval", eval, "evaluation mode: no dropout");
+      ->excludes(a.text_option);
   app.add_flag("--json", json, "print one JSON object with every tensor");
-  app.add_option("--isa", isa_name, "kernels: auto | avx512 | avx2 | sse4.2 | scalar (the reference)")
-      ->capture_default_str();
-  app.add_option("--threads", threads, "threads for the fast kernels (0: all)")->capture_default_str();
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
   try {
@@ -166,27 +144,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   };
 
   Config c;
-  const Preset* p = find_preset(preset);
-  if (!p)
-    return fail(
-        Status::fail("unknown preset '" + preset + "' (book, gpt2-small, gpt2-medium, gpt2-large, gpt2-xl)"));
-  apply(*p, c);
-  const std::optional<Variant> v = parse_variant(variant);
-  if (!v)
-    return fail(Status::fail("unknown variant '" + variant +
-                             "' (simplified, self_v1, self_v2, causal, wrapper, mha)"));
-  c.variant = *v;
-  const std::optional<DropoutRng> flavour = parse_dropout_rng(rng);
-  if (!flavour) return fail(Status::fail("unknown dropout rng '" + rng + "' (cpu, mkl)"));
-  c.dropout_rng = *flavour;
-  if (d_in) c.d_in = *d_in;
-  if (d_out) c.d_out = *d_out;
-  if (heads) c.num_heads = *heads;
-  if (context_length) c.context_length = *context_length;
-  if (dropout) c.dropout = *dropout;
-  c.qkv_bias = qkv_bias;
-  c.seed = seed;
-  c.train = !eval;
+  Exec exec;
+  if (Status st = config_from_args(a, c, exec); !st.is_ok()) return fail(st);
 
   Input in;
   if (!inputs_path.empty()) {
@@ -195,23 +154,16 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (Status st = read_file(inputs_path, body); !st.is_ok()) return fail(st);
     if (Status st = parse_input_rows(body, rows); !st.is_ok()) return fail(st);
     if (Status st = input_from_rows(rows, in); !st.is_ok()) return fail(st);
-    if (d_in && *d_in != in.x.shape[1]) {
-      return fail(Status::fail("--d-in " + std::to_string(*d_in) + " does not match the inputs' " +
+    if (a.d_in && *a.d_in != in.x.shape[1]) {
+      return fail(Status::fail("--d-in " + std::to_string(*a.d_in) + " does not match the inputs' " +
                                std::to_string(in.x.shape[1]) + " columns"));
     }
     c.d_in = in.x.shape[1];  // the file decides the input width
   }
   if (Status st = validate(c); !st.is_ok()) return fail(st);
   if (inputs_path.empty()) {
-    if (Status st = input_from_text(text, c, in); !st.is_ok()) return fail(st);
+    if (Status st = input_from_text(a.text, c, in); !st.is_ok()) return fail(st);
   }
-
-  Exec exec;
-  exec.threads = threads;
-  const std::optional<Isa> isa = parse_isa(isa_name);
-  if (!isa) return fail(Status::fail("unknown isa '" + isa_name + "' (auto, avx512, avx2, sse4.2, scalar)"));
-  exec.isa = *isa;
-  if (threads < 0) return fail(Status::fail("--threads must be 0 (all) or more"));
 
   Result r;
   Params params;

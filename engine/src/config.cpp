@@ -38,6 +38,7 @@ Config effective(const Config& c) {
     e.dropout_rng = DropoutRng::cpu;
   }
   if (e.variant == Variant::self_v1) e.qkv_bias = false;  // torch.rand parameters have no bias
+  if (!has_dropout_layer(e.variant)) e.mask = true;         // no mask to turn off
   return e;
 }
 
@@ -46,7 +47,7 @@ Shape shape_of(const Config& config) {
   Shape s;
   s.heads = c.num_heads;
   s.has_weights = c.variant != Variant::simplified;
-  s.causal = c.variant == Variant::causal || c.variant == Variant::wrapper || c.variant == Variant::mha;
+  s.causal = has_dropout_layer(c.variant) && c.mask;  // the variants with a dropout layer are the masked ones
   s.dropout = has_dropout_layer(c.variant) && c.train && c.dropout > 0.0;
   s.out_proj = c.variant == Variant::mha;
   if (c.variant == Variant::mha) {

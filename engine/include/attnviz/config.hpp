@@ -45,6 +45,7 @@ struct Config {
   bool qkv_bias = false;
   std::uint64_t seed = 123;  // torch.manual_seed(seed)
   bool train = true;         // modules start in training mode in PyTorch, so dropout is active by default
+  bool mask = true;  // the causal mask of causal/wrapper/mha; off shows what each token would see unmasked
   DropoutRng dropout_rng = DropoutRng::cpu;
   unsigned stages = kStageAll;
 };

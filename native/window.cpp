@@ -1,0 +1,117 @@
+#include "window.hpp"
+
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "attnviz/viz/export.hpp"
+
+namespace attnviz {
+namespace {
+
+void glfw_error(int code, const char* what) { std::fprintf(stderr, "attnviz: GLFW error %d: %s\n", code, what); }
+
+}  // namespace
+
+void load_fonts() {
+  ImGuiIO& io = ImGui::GetIO();
+  const char* path = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+  if (std::filesystem::exists(path)) {
+    // Latin, Greek, Cyrillic and general punctuation: the scripts DejaVu Sans covers well.
+    static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x052F, 0x2000, 0x206F, 0x2190, 0x21FF, 0};
+    if (io.Fonts->AddFontFromFileTTF(path, 15.0f, nullptr, ranges)) return;
+  }
+  io.Fonts->AddFontDefault();
+}
+
+Window::~Window() {
+  textures_.reset();  // textures go while the context is still current
+  if (imgui_) {
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui_ImplGlfw_Shutdown();
+    ImGui::DestroyContext();
+  }
+  if (window_) {
+    glfwDestroyWindow(window_);
+    glfwTerminate();
+  }
+}
+
+Status Window::open(const WindowOptions& o) {
+  glfwSetErrorCallback(glfw_error);
+  if (!glfwInit())
+    return Status::fail("cannot open a window: no display (for headless use run under xvfb-run -a)");
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  glfwWindowHint(GLFW_VISIBLE, o.visible ? GLFW_TRUE : GLFW_FALSE);
+  window_ = glfwCreateWindow(o.width, o.height, o.title.c_str(), nullptr, nullptr);
+  if (!window_) {
+    glfwTerminate();
+    return Status::fail("cannot create an OpenGL 3.3 core window");
+  }
+  glfwMakeContextCurrent(window_);
+  glfwSwapInterval(o.visible ? 1 : 0);
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // the layout is fixed; nothing to remember between runs
+  ImGui::StyleColorsDark();
+  load_fonts();
+  ImGui_ImplGlfw_InitForOpenGL(window_, true);
+  ImGui_ImplOpenGL3_Init("#version 330");
+  imgui_ = true;
+  textures_ = std::make_unique<viz::GlTextures>();
+  return Status::ok();
+}
+
+bool Window::should_close() const { return glfwWindowShouldClose(window_); }
+
+double Window::frame(viz::App& app, bool finish, Image* grab) {
+  const auto t0 = std::chrono::steady_clock::now();
+  glfwPollEvents();
+  ImGui_ImplOpenGL3_NewFrame();
+  ImGui_ImplGlfw_NewFrame();
+  ImGui::NewFrame();
+  viz::draw_frame(app, *textures_);
+  ImGui::Render();
+  int w = 0, h = 0;
+  glfwGetFramebufferSize(window_, &w, &h);
+  glViewport(0, 0, w, h);
+  glClearColor(0.08f, 0.08f, 0.1f, 1.0f);
+  glClear(GL_COLOR_BUFFER_BIT);
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  if (app.capture.pending) {
+    app.capture.pending = false;
+    std::vector<std::uint32_t> px;
+    const ImVec2 scale = ImGui::GetIO().DisplayFramebufferScale;
+    const int x = static_cast<int>(app.capture.x * scale.x), y = static_cast<int>(app.capture.y * scale.y);
+    const int cw = std::min(w - x, static_cast<int>(app.capture.w * scale.x));
+    const int ch = std::min(h - y, static_cast<int>(app.capture.h * scale.y));
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(app.capture.path).parent_path(), ec);
+    Status st = cw > 0 && ch > 0 ? Status::ok() : Status::fail("nothing on screen to capture");
+    if (st.is_ok()) {
+      viz::read_pixels(x, y, cw, ch, h, px);
+      st = viz::write_png(app.capture.path, cw, ch, px);
+    }
+    app.message = st.is_ok() ? "wrote " + app.capture.path : "export failed: " + st.error;
+  }
+  if (grab) {
+    grab->width = w;
+    grab->height = h;
+    viz::read_pixels(0, 0, w, h, h, grab->rgba);
+  }
+  if (finish) glFinish();
+  glfwSwapBuffers(window_);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  app.frame_ms = ms;
+  return ms;
+}
+
+}  // namespace attnviz

@@ -1,0 +1,106 @@
+// The attnviz UI: one draw_frame(App&) shared by the desktop app and the browser page. The host owns the
+// window, the ImGui backends and the GL textures (through TextureHost); everything else lives here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attnviz/viz/colorize.hpp"
+#include "attnviz/viz/session.hpp"
+#include "attnviz/viz/stages.hpp"
+
+namespace attnviz::viz {
+
+// Textures for the heatmaps. `slot` names one heatmap; upload creates or replaces its texels and returns what
+// ImGui draws (an ImTextureID).
+class TextureHost {
+ public:
+  virtual ~TextureHost() = default;
+  virtual void* upload(int slot, int width, int height, const std::uint32_t* rgba) = 0;
+};
+
+struct Cell {
+  bool active = false;
+  int head = 0, row = 0, col = 0;  // head is the heatmap's slot: a head index, or kAggregateSlot..
+  bool operator==(const Cell& o) const {
+    return active == o.active && head == o.head && row == o.row && col == o.col;
+  }
+};
+
+// Heatmap slots other than head indices.
+constexpr int kAggregateSlot = 1000;
+constexpr int kCompareSlot = 2000;  // + 0 (A), 1 (B), 2 (A - B)
+
+struct ViewState {
+  StageId stage = StageId::weights;
+  int enlarged = -1;  // the head shown alone; -1 shows the grid of every head
+  Aggregate aggregate = Aggregate::none;
+  std::vector<int> subset;  // heads the aggregate covers; empty: all
+  ColorOptions color;
+  bool show_values = true;  // print values in cells big enough to hold them
+  float zoom = 1.0f;        // >= 1; shared by every heatmap so heads stay aligned
+  float x0 = 0.0f, y0 = 0.0f;  // the top-left visible cell (column, row) when zoomed
+  Cell hover, locked;
+};
+
+enum class CompareMode { off, text, seed, mask };
+const char* to_string(CompareMode m);
+
+struct CompareState {
+  CompareMode mode = CompareMode::off;
+  std::string text = "Your journey ends with one step";
+  std::uint64_t seed = 456;
+  Session b;
+  int synced = -1;  // session A's generation that b was computed against
+};
+
+// Where each heatmap landed on screen in the last frame (tests drive the mouse with it).
+struct HeatmapRect {
+  int slot = 0;
+  float x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // the visible part on screen
+  float origin_x = 0, origin_y = 0;      // where cell (0, 0) would be (off screen when panned)
+  float cell = 0;                        // cell size in pixels (cells are square)
+  int rows = 0, cols = 0;
+  // The screen position of the centre of cell (row, col).
+  float cx(int col) const { return origin_x + (static_cast<float>(col) + 0.5f) * cell; }
+  float cy(int row) const { return origin_y + (static_cast<float>(row) + 0.5f) * cell; }
+};
+
+struct App {
+  Session session;
+  ViewState view;
+  CompareState compare;
+  std::string export_dir = "attnviz-export";
+  std::string message;        // the last export's outcome
+  double frame_ms = 0.0;      // set by the host: the previous frame's CPU time
+  std::vector<HeatmapRect> layout;
+  // A request for a PNG of the heatmap area, served by the host after rendering (it holds the pixels).
+  struct Capture {
+    bool pending = false;
+    std::string path;
+    float x = 0, y = 0, w = 0, h = 0;
+  } capture;
+
+  // Texture bookkeeping: the state each slot's texels were made from.
+  struct TextureEntry {
+    int slot;
+    std::string key;
+    void* id;
+  };
+  std::vector<TextureEntry> textures;
+  std::string range_key;
+  Range shared_range;
+  int uploads = 0;  // textures (re)made, for tests and the benchmark
+};
+
+// Computes the first view (the book's sentence with the book preset, unless the app was configured otherwise).
+Status start(App& app);
+
+// Draws the whole UI for this frame (between ImGui::NewFrame and ImGui::Render).
+void draw_frame(App& app, TextureHost& textures);
+
+// Finds the heatmap and cell under a screen point, from the last frame's layout.
+Cell cell_at(const App& app, float x, float y);
+
+}  // namespace attnviz::viz

@@ -1,0 +1,117 @@
+#include "attnviz/viz/colorize.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace attnviz::viz {
+
+const std::vector<Norm>& all_norms() {
+  static const std::vector<Norm> all = {Norm::head, Norm::row, Norm::all_heads, Norm::fixed};
+  return all;
+}
+
+const char* to_string(Norm n) {
+  switch (n) {
+    case Norm::row:
+      return "row";
+    case Norm::all_heads:
+      return "all-heads";
+    case Norm::fixed:
+      return "fixed";
+    case Norm::head:
+      break;
+  }
+  return "head";
+}
+
+bool parse_norm(const char* s, Norm& out) {
+  for (Norm n : all_norms()) {
+    if (std::strcmp(s, to_string(n)) == 0) {
+      out = n;
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+void widen(Range& r, float x) {
+  if (!std::isfinite(x)) return;
+  r.lo = std::min(r.lo, x);
+  r.hi = std::max(r.hi, x);
+}
+}  // namespace
+
+Range row_range(const MatrixDesc& m, int row) {
+  Range r{kInf, -kInf};
+  for (int j = 0; j < m.cols; ++j)
+    if (!m.masked(row, j) && !m.dropped(row, j)) widen(r, m.at(row, j));
+  return r;
+}
+
+Range finite_range(const MatrixDesc& m) {
+  Range r{kInf, -kInf};
+  for (int i = 0; i < m.rows; ++i) r = merge(r, row_range(m, i));
+  return r;
+}
+
+Range merge(Range a, Range b) { return {std::min(a.lo, b.lo), std::max(a.hi, b.hi)}; }
+
+float normalize(float x, Range r, bool centered) {
+  if (!std::isfinite(x) || !r.valid()) return std::numeric_limits<float>::quiet_NaN();
+  if (centered) {
+    const float m = std::max(std::fabs(r.lo), std::fabs(r.hi));
+    return m > 0.0f ? 0.5f + 0.5f * x / m : 0.5f;
+  }
+  const float span = r.hi - r.lo;
+  return span > 0.0f ? (x - r.lo) / span : 0.5f;
+}
+
+Range effective_range(const MatrixDesc& m, const ColorOptions& o, Range shared, int row) {
+  switch (o.norm) {
+    case Norm::row:
+      return row_range(m, row);
+    case Norm::all_heads:
+      return shared;
+    case Norm::fixed:
+      return o.fixed;
+    case Norm::head:
+      break;
+  }
+  return finite_range(m);
+}
+
+void colorize(const MatrixDesc& m, const ColorOptions& o, Range shared, std::vector<std::uint32_t>& out) {
+  out.resize(static_cast<std::size_t>(m.rows) * static_cast<std::size_t>(m.cols));
+  const Range head = o.norm == Norm::head ? finite_range(m) : Range{};
+  for (int i = 0; i < m.rows; ++i) {
+    const Range r = o.norm == Norm::head ? head : effective_range(m, o, shared, i);
+    std::uint32_t* row = out.data() + static_cast<std::size_t>(i) * static_cast<std::size_t>(m.cols);
+    for (int j = 0; j < m.cols; ++j) {
+      if (m.masked(i, j)) {
+        row[j] = kMaskedColor;
+      } else if (m.dropped(i, j)) {
+        row[j] = kDroppedColor;
+      } else {
+        const float x = m.at(i, j);
+        // -inf that is not the causal mask (e.g. a difference of masks) still reads as "no value".
+        row[j] = color_at(o.palette, std::isnan(x) || std::isinf(x) ? std::nanf("") : normalize(x, r, o.centered));
+      }
+    }
+  }
+}
+
+int label_step(float cell_px, float label_px) {
+  if (!(cell_px > 0.0f)) return std::numeric_limits<int>::max();
+  const float need = label_px / cell_px;
+  for (int scale = 1; scale < (1 << 28); scale *= 10)
+    for (int k : {1, 2, 5})
+      if (static_cast<float>(k * scale) >= need) return k * scale;
+  return std::numeric_limits<int>::max();
+}
+
+}  // namespace attnviz::viz

@@ -1,0 +1,330 @@
+#include "attnviz/viz/stages.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace attnviz::viz {
+namespace {
+
+std::string dims(std::initializer_list<int> d) {
+  std::string s = "(";
+  bool first = true;
+  for (int x : d) {
+    if (!first) s += ", ";
+    s += std::to_string(x);
+    first = false;
+  }
+  return s + ")";
+}
+
+std::string num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+// Columns [h * hd, (h + 1) * hd) of a (T, width) tensor.
+MatrixDesc head_columns(const Tensor& t, int head, int hd) {
+  MatrixDesc m;
+  if (t.empty()) return m;
+  m.data = t.ptr() + static_cast<std::ptrdiff_t>(head) * hd;
+  m.rows = t.shape[0];
+  m.cols = hd;
+  m.row_stride = t.shape[1];
+  m.square = false;
+  return m;
+}
+
+MatrixDesc whole(const Tensor& t) {
+  MatrixDesc m;
+  if (t.empty()) return m;
+  m.data = t.ptr();
+  m.rows = t.shape[0];
+  m.cols = t.shape[1];
+  m.row_stride = t.shape[1];
+  m.square = false;
+  return m;
+}
+
+MatrixDesc head_square(const Result& r, const Tensor& t, int head) {
+  MatrixDesc m;
+  const int T = r.tokens_count();
+  if (t.empty() || head >= t.shape[0]) return m;
+  m.data = t.slice(head);
+  m.rows = m.cols = T;
+  m.row_stride = T;
+  m.causal = r.shape.causal;
+  return m;
+}
+
+StageInfo make_info(const char* title, std::string formula, std::string shape) {
+  StageInfo i;
+  i.title = title;
+  i.formula = std::move(formula);
+  i.shape = std::move(shape);
+  return i;
+}
+
+}  // namespace
+
+const std::vector<StageId>& all_stages() {
+  static const std::vector<StageId> all = {StageId::inputs, StageId::queries, StageId::keys,    StageId::values,
+                                           StageId::scores, StageId::scaled,  StageId::masked,  StageId::weights,
+                                           StageId::dropped, StageId::context, StageId::output};
+  return all;
+}
+
+const char* to_string(StageId s) {
+  switch (s) {
+    case StageId::inputs:
+      return "inputs";
+    case StageId::queries:
+      return "queries";
+    case StageId::keys:
+      return "keys";
+    case StageId::values:
+      return "values";
+    case StageId::scores:
+      return "scores";
+    case StageId::scaled:
+      return "scaled";
+    case StageId::masked:
+      return "masked";
+    case StageId::weights:
+      return "weights";
+    case StageId::dropped:
+      return "dropped";
+    case StageId::context:
+      return "context";
+    case StageId::output:
+      return "output";
+  }
+  return "weights";
+}
+
+bool parse_stage(const std::string& s, StageId& out) {
+  for (StageId id : all_stages()) {
+    if (s == to_string(id)) {
+      out = id;
+      return true;
+    }
+  }
+  return false;
+}
+
+StageInfo stage_info(const Result& r, StageId s) {
+  const Shape& sh = r.shape;
+  const Config& c = r.config;
+  const int T = r.tokens_count(), H = sh.heads, hd = sh.head_dim;
+  const std::string dk = std::to_string(hd);
+  StageInfo info;
+  switch (s) {
+    case StageId::inputs:
+      info = make_info("x", "token embeddings", "(b, T, d_in) = " + dims({1, T, c.d_in}));
+      info.per_head = info.square = false;
+      break;
+    case StageId::queries:
+    case StageId::keys:
+    case StageId::values: {
+      const char* name = s == StageId::queries ? "q" : s == StageId::keys ? "k" : "v";
+      const char* w = s == StageId::queries ? "W_query" : s == StageId::keys ? "W_key" : "W_value";
+      info = make_info(name, std::string(name) + " = x " + w, "(b, H, T, hd) = " + dims({1, H, T, hd}));
+      info.square = false;
+      if (!sh.has_weights) {
+        info.available = false;
+        info.why_not = "the simplified variant has no weights: q = k = v = x";
+      }
+      break;
+    }
+    case StageId::scores:
+      info = make_info("q k^T", sh.has_weights ? "q k^T" : "x x^T", "(b, H, T, T) = " + dims({1, H, T, T}));
+      break;
+    case StageId::scaled:
+      info = make_info("/ sqrt(d_k)", "q k^T / sqrt(" + dk + ") = q k^T x " + num(sh.scale),
+              "(b, H, T, T) = " + dims({1, H, T, T}));
+      if (!sh.has_weights) {
+        info.available = false;
+        info.why_not = "the simplified variant does not scale its scores";
+      }
+      break;
+    case StageId::masked:
+      info = make_info("mask", "masked_fill(j > i, -inf)", "(b, H, T, T) = " + dims({1, H, T, T}));
+      if (!sh.causal) {
+        info.available = false;
+        info.why_not = c.mask && !(c.variant == Variant::causal || c.variant == Variant::wrapper ||
+                                   c.variant == Variant::mha)
+                           ? std::string("this variant has no causal mask (causal, wrapper and mha do)")
+                           : std::string("the causal mask is turned off");
+      }
+      break;
+    case StageId::weights:
+      info = make_info("softmax", sh.has_weights ? (sh.causal ? "softmax(mask(q k^T / sqrt(" + dk + ")))"
+                                                     : "softmax(q k^T / sqrt(" + dk + "))")
+                                        : "softmax(x x^T)",
+              "(b, H, T, T) = " + dims({1, H, T, T}));
+      break;
+    case StageId::dropped:
+      info = make_info("dropout", "dropout(weights, p = " + num(c.dropout) + "): kept x " + num(dropout_scale(c.dropout)),
+              "(b, H, T, T) = " + dims({1, H, T, T}));
+      if (!sh.dropout) {
+        info.available = false;
+        info.why_not = !(c.variant == Variant::causal || c.variant == Variant::wrapper || c.variant == Variant::mha)
+                           ? "this variant has no dropout layer"
+                       : !c.train ? "eval mode: dropout is off"
+                                  : "dropout p is 0";
+      }
+      break;
+    case StageId::context:
+      info = make_info("context", sh.has_weights ? "weights v" : "weights x", "(b, H, T, hd) = " + dims({1, H, T, hd}));
+      info.square = false;
+      break;
+    case StageId::output:
+      info = make_info("output", sh.out_proj ? "out_proj(concat heads)" : (H > 1 ? "concat heads" : "context"),
+              "(b, T, d_out) = " + dims({1, T, sh.out_width}));
+      info.per_head = info.square = false;
+      break;
+  }
+  if (info.available && (s == StageId::scores || s == StageId::scaled) && r.scores.empty()) {
+    info.available = false;
+    info.why_not = "not kept by this run";
+  }
+  if (info.available && s == StageId::masked && r.scaled.empty()) {
+    info.available = false;
+    info.why_not = "not kept by this run";
+  }
+  return info;
+}
+
+std::vector<ShapeStep> shape_strip(const Result& r) {
+  const Shape& sh = r.shape;
+  const int T = r.tokens_count(), H = sh.heads, hd = sh.head_dim;
+  std::vector<ShapeStep> strip;
+  strip.push_back({StageId::inputs, "x", dims({1, T, r.config.d_in})});
+  if (sh.has_weights) {
+    strip.push_back({StageId::queries, "x W_q, x W_k, x W_v", dims({1, T, sh.width})});
+    if (H > 1) strip.push_back({StageId::queries, "split heads", dims({1, H, T, hd})});
+  }
+  strip.push_back({StageId::scores, sh.has_weights ? "q k^T" : "x x^T", dims({1, H, T, T})});
+  if (sh.causal) strip.push_back({StageId::masked, "scale + mask", dims({1, H, T, T})});
+  strip.push_back({StageId::weights, "softmax", dims({1, H, T, T})});
+  if (sh.dropout) strip.push_back({StageId::dropped, "dropout", dims({1, H, T, T})});
+  strip.push_back({StageId::context, "weights v", dims({1, H, T, hd})});
+  if (H > 1) strip.push_back({StageId::context, "merge heads", dims({1, T, sh.width})});
+  if (sh.out_proj) strip.push_back({StageId::output, "out_proj", dims({1, T, sh.out_width})});
+  return strip;
+}
+
+int stage_heads(const Result& r, StageId s) {
+  return stage_info(r, s).per_head ? r.shape.heads : 1;
+}
+
+MatrixDesc stage_matrix(const Result& r, StageId s, int head) {
+  const StageInfo info = stage_info(r, s);
+  if (!info.available || head < 0 || head >= stage_heads(r, s)) return {};
+  const int hd = r.shape.head_dim;
+  MatrixDesc m;
+  switch (s) {
+    case StageId::inputs:
+      return whole(r.inputs);
+    case StageId::queries:
+      return head_columns(r.q, head, hd);
+    case StageId::keys:
+      return head_columns(r.k, head, hd);
+    case StageId::values:
+      return head_columns(r.v, head, hd);
+    case StageId::scores:
+      m = head_square(r, r.scores, head);
+      m.causal = false;  // raw scores exist everywhere; the mask comes later
+      return m;
+    case StageId::scaled:
+      m = head_square(r, r.scores, head);
+      m.causal = false;
+      m.multiplier = r.shape.scale;
+      return m;
+    case StageId::masked:
+      return head_square(r, r.scaled, head);
+    case StageId::weights:
+      return head_square(r, r.weights, head);
+    case StageId::dropped:
+      m = head_square(r, r.dropped, head);
+      if (!r.keep.empty())
+        m.keep = r.keep.data() + static_cast<std::size_t>(head) * static_cast<std::size_t>(m.rows) *
+                                     static_cast<std::size_t>(m.cols);
+      return m;
+    case StageId::context:
+      return head_columns(r.context, head, hd);
+    case StageId::output:
+      return whole(r.output);
+  }
+  return m;
+}
+
+const char* to_string(Aggregate a) {
+  switch (a) {
+    case Aggregate::mean:
+      return "mean";
+    case Aggregate::max:
+      return "max";
+    case Aggregate::none:
+      break;
+  }
+  return "none";
+}
+
+MatrixDesc aggregate(const Result& r, StageId s, Aggregate how, const std::vector<int>& heads) {
+  std::vector<int> picked;
+  for (int h : heads)
+    if (h >= 0 && h < stage_heads(r, s)) picked.push_back(h);
+  if (heads.empty())
+    for (int h = 0; h < stage_heads(r, s); ++h) picked.push_back(h);
+  if (picked.empty() || how == Aggregate::none) return picked.empty() ? MatrixDesc{} : stage_matrix(r, s, picked[0]);
+
+  const MatrixDesc first = stage_matrix(r, s, picked[0]);
+  if (first.empty()) return {};
+  const std::size_t n = static_cast<std::size_t>(first.rows) * static_cast<std::size_t>(first.cols);
+  auto out = std::make_shared<std::vector<float>>(
+      n, how == Aggregate::max ? -std::numeric_limits<float>::infinity() : 0.0f);
+  for (int h : picked) {
+    const MatrixDesc m = stage_matrix(r, s, h);
+    for (int i = 0; i < m.rows; ++i) {
+      for (int j = 0; j < m.cols; ++j) {
+        float& o = (*out)[static_cast<std::size_t>(i) * static_cast<std::size_t>(m.cols) + j];
+        o = how == Aggregate::max ? std::max(o, m.at(i, j)) : o + m.at(i, j);
+      }
+    }
+  }
+  if (how == Aggregate::mean)
+    for (float& x : *out) x /= static_cast<float>(picked.size());
+  MatrixDesc m = first;
+  m.owned = out;
+  m.data = out->data();
+  m.row_stride = first.cols;
+  m.multiplier = 1.0f;
+  m.keep = nullptr;  // a cell's dropout differs between heads
+  return m;
+}
+
+MatrixDesc difference(const MatrixDesc& a, const MatrixDesc& b) {
+  if (a.empty() || b.empty()) return {};
+  MatrixDesc m;
+  m.rows = std::min(a.rows, b.rows);
+  m.cols = std::min(a.cols, b.cols);
+  m.row_stride = m.cols;
+  m.square = a.square && b.square;
+  m.causal = a.causal && b.causal;
+  auto out = std::make_shared<std::vector<float>>(static_cast<std::size_t>(m.rows) * static_cast<std::size_t>(m.cols));
+  for (int i = 0; i < m.rows; ++i)
+    for (int j = 0; j < m.cols; ++j) {
+      const float x = a.at(i, j), y = b.at(i, j);
+      // Both -inf (masked in both) has no difference to show; the masked colour marks it.
+      (*out)[static_cast<std::size_t>(i) * static_cast<std::size_t>(m.cols) + j] =
+          std::isinf(x) && std::isinf(y) && x == y ? std::numeric_limits<float>::quiet_NaN() : x - y;
+    }
+  m.owned = out;
+  m.data = out->data();
+  return m;
+}
+
+}  // namespace attnviz::viz

@@ -1,0 +1,354 @@
+// The control column (sentence, configuration, colours, heads, compare, export), the pipeline stepper and the
+// status line, and draw_frame, which lays them out.
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "attnviz/viz/export.hpp"
+#include "ui_internal.hpp"
+
+namespace attnviz::viz {
+
+const char* to_string(CompareMode m) {
+  switch (m) {
+    case CompareMode::text:
+      return "second sentence";
+    case CompareMode::seed:
+      return "second seed";
+    case CompareMode::mask:
+      return "mask on vs off";
+    case CompareMode::off:
+      break;
+  }
+  return "off";
+}
+
+namespace ui {
+namespace {
+
+const ImVec4 kErrorColor{1.0f, 0.45f, 0.4f, 1.0f};
+const ImVec4 kDimColor{0.6f, 0.6f, 0.65f, 1.0f};
+
+bool input_int(const char* label, int& v, int step) {
+  return ImGui::InputInt(label, &v, step, step * 8);
+}
+
+// The preset whose sizes the configuration has, or null.
+const Preset* matching_preset(const Config& c) {
+  for (const Preset& p : presets())
+    if (p.d_in == c.d_in && p.d_out == c.d_out && p.num_heads == c.num_heads &&
+        p.context_length == c.context_length)
+      return &p;
+  return nullptr;
+}
+
+bool draw_config(Config& c) {
+  bool changed = false;
+  ImGui::PushItemWidth(-110);
+  if (ImGui::BeginCombo("variant", to_string(c.variant))) {
+    for (Variant v : all_variants()) {
+      if (ImGui::Selectable(to_string(v), v == c.variant)) {
+        c.variant = v;
+        changed = true;
+      }
+    }
+    ImGui::EndCombo();
+  }
+  const Preset* now = matching_preset(c);
+  if (ImGui::BeginCombo("preset", now ? now->name : "custom")) {
+    for (const Preset& p : presets()) {
+      if (ImGui::Selectable(p.name, &p == now)) {
+        apply(p, c);
+        changed = true;
+      }
+    }
+    ImGui::EndCombo();
+  }
+  changed |= input_int("d_in", c.d_in, 1);
+  changed |= input_int("d_out", c.d_out, 1);
+  changed |= input_int("heads", c.num_heads, 1);
+  changed |= input_int("context length", c.context_length, 16);
+  float p = static_cast<float>(c.dropout);
+  if (ImGui::SliderFloat("dropout p", &p, 0.0f, 0.95f, "%.2f")) {
+    c.dropout = static_cast<double>(p);
+    changed = true;
+  }
+  if (ImGui::BeginCombo("dropout rng", to_string(c.dropout_rng))) {
+    for (DropoutRng r : {DropoutRng::cpu, DropoutRng::mkl})
+      if (ImGui::Selectable(to_string(r), r == c.dropout_rng)) {
+        c.dropout_rng = r;
+        changed = true;
+      }
+    ImGui::EndCombo();
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("cpu: PyTorch without MKL (the book's printouts)\nmkl: official x86-64 wheels on Intel CPUs");
+  changed |= ImGui::InputScalar("seed", ImGuiDataType_U64, &c.seed);
+  ImGui::PopItemWidth();
+  changed |= ImGui::Checkbox("qkv_bias", &c.qkv_bias);
+  ImGui::SameLine();
+  changed |= ImGui::Checkbox("train", &c.train);
+  ImGui::SameLine();
+  changed |= ImGui::Checkbox("causal mask", &c.mask);
+  return changed;
+}
+
+void draw_colour(ViewState& v) {
+  ImGui::PushItemWidth(-110);
+  if (ImGui::BeginCombo("palette", to_string(v.color.palette))) {
+    for (Palette p : all_palettes())
+      if (ImGui::Selectable(to_string(p), p == v.color.palette)) v.color.palette = p;
+    ImGui::EndCombo();
+  }
+  v.color.centered = v.color.palette == Palette::diverging;
+  if (ImGui::BeginCombo("normalize", to_string(v.color.norm))) {
+    for (Norm n : all_norms())
+      if (ImGui::Selectable(to_string(n), n == v.color.norm)) v.color.norm = n;
+    ImGui::EndCombo();
+  }
+  if (v.color.norm == Norm::fixed) ImGui::InputFloat2("range", &v.color.fixed.lo);
+  ImGui::PopItemWidth();
+  if (v.color.norm == Norm::fixed && !v.color.fixed.valid())
+    ImGui::TextColored(kErrorColor, "the range's low end must not exceed its high end");
+  ImGui::Checkbox("values in cells", &v.show_values);
+  ImGui::SameLine();
+  if (ImGui::Button("reset zoom")) {
+    v.zoom = 1.0f;
+    v.x0 = v.y0 = 0.0f;
+  }
+}
+
+void draw_heads(App& app) {
+  ViewState& v = app.view;
+  const int H = app.session.result().shape.heads;
+  int how = static_cast<int>(v.aggregate);
+  ImGui::RadioButton("each head", &how, 0);
+  ImGui::SameLine();
+  ImGui::RadioButton("mean", &how, 1);
+  ImGui::SameLine();
+  ImGui::RadioButton("max", &how, 2);
+  v.aggregate = static_cast<Aggregate>(how);
+  if (v.aggregate != Aggregate::none && H > 1) {
+    ImGui::TextColored(kDimColor, "over heads (none ticked: all):");
+    for (int h = 0; h < H; ++h) {
+      bool on = std::find(v.subset.begin(), v.subset.end(), h) != v.subset.end();
+      if (h % 8) ImGui::SameLine();
+      ImGui::PushID(h);
+      if (ImGui::Checkbox(std::to_string(h).c_str(), &on)) {
+        if (on)
+          v.subset.push_back(h);
+        else
+          v.subset.erase(std::remove(v.subset.begin(), v.subset.end(), h), v.subset.end());
+        std::sort(v.subset.begin(), v.subset.end());
+      }
+      ImGui::PopID();
+    }
+  }
+  if (v.aggregate == Aggregate::none && v.enlarged >= 0) {
+    if (ImGui::Button("show every head")) v.enlarged = -1;
+    ImGui::SameLine();
+    ImGui::Text("head %d alone", v.enlarged);
+  }
+}
+
+void draw_compare(App& app) {
+  CompareState& cs = app.compare;
+  bool changed = false;
+  ImGui::PushItemWidth(-110);
+  if (ImGui::BeginCombo("compare", to_string(cs.mode))) {
+    for (CompareMode m : {CompareMode::off, CompareMode::text, CompareMode::seed, CompareMode::mask})
+      if (ImGui::Selectable(to_string(m), m == cs.mode)) {
+        cs.mode = m;
+        changed = true;
+      }
+    ImGui::EndCombo();
+  }
+  if (cs.mode == CompareMode::text) changed |= ImGui::InputText("sentence B", &cs.text);
+  if (cs.mode == CompareMode::seed) changed |= ImGui::InputScalar("seed B", ImGuiDataType_U64, &cs.seed);
+  ImGui::PopItemWidth();
+  if (changed) cs.synced = -1;
+  if (cs.mode != CompareMode::off && !cs.b.error().empty())
+    ImGui::TextColored(kErrorColor, "B: %s", cs.b.error().c_str());
+}
+
+void draw_export(App& app) {
+  ImGui::PushItemWidth(-110);
+  ImGui::InputText("folder", &app.export_dir);
+  ImGui::PopItemWidth();
+  const Session& s = app.session;
+  const Result& r = s.result();
+  const StageId stage = app.view.stage;
+  Written w;
+  Status st = Status::ok();
+  bool did = false;
+  if (ImGui::Button("PNG view")) {
+    app.capture.pending = true;
+    app.capture.path = app.export_dir + "/attnviz_view.png";
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("PNG heads")) {
+    st = export_png(app.export_dir, "attnviz", r, stage, app.view.color,
+                    default_cell_px(r.tokens_count(), r.tokens_count()), w);
+    did = true;
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("JSON")) {
+    st = export_json(app.export_dir, "attnviz", r, s.params(), w);
+    did = true;
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("CSV")) {
+    st = export_csv(app.export_dir, "attnviz", r, stage, w);
+    did = true;
+  }
+  if (did) {
+    app.message = st.is_ok() ? "wrote " + std::to_string(w.paths.size()) + " file" +
+                                   (w.paths.size() == 1 ? "" : "s") + (w.paths.empty() ? "" : ": " + w.paths[0])
+                             : "export failed: " + st.error;
+  }
+}
+
+}  // namespace
+
+void recompute(App& app) {
+  app.session.recompute();  // on failure the last good result stays and error() explains
+  sync_compare(app);
+}
+
+void sync_compare(App& app) {
+  CompareState& cs = app.compare;
+  if (cs.mode == CompareMode::off || cs.synced == app.session.generation()) return;
+  cs.b.config = app.session.config;
+  cs.b.exec = app.session.exec;
+  cs.b.text = app.session.text;
+  switch (cs.mode) {
+    case CompareMode::text:
+      cs.b.text = cs.text;
+      break;
+    case CompareMode::seed:
+      cs.b.config.seed = cs.seed;
+      break;
+    case CompareMode::mask:
+      cs.b.config.mask = !app.session.config.mask;
+      break;
+    case CompareMode::off:
+      break;
+  }
+  cs.b.recompute();
+  cs.synced = app.session.generation();
+}
+
+void draw_controls(App& app) {
+  Session& s = app.session;
+  ImGui::TextUnformatted("Sentence");
+  if (ImGui::InputTextMultiline("##text", &s.text, ImVec2(-1, ImGui::GetTextLineHeight() * 4.5f)))
+    recompute(app);
+  if (!s.error().empty()) {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(kErrorColor, "%s", s.error().c_str());
+    ImGui::TextColored(kDimColor, "(showing the last valid result)");
+    ImGui::PopTextWrapPos();
+  }
+  if (ImGui::CollapsingHeader("Configuration", ImGuiTreeNodeFlags_DefaultOpen)) {
+    if (draw_config(s.config)) recompute(app);
+  }
+  if (ImGui::CollapsingHeader("Colour", ImGuiTreeNodeFlags_DefaultOpen)) draw_colour(app.view);
+  if (ImGui::CollapsingHeader("Heads", ImGuiTreeNodeFlags_DefaultOpen)) draw_heads(app);
+  if (ImGui::CollapsingHeader("Compare")) {
+    draw_compare(app);
+    sync_compare(app);
+  }
+  if (ImGui::CollapsingHeader("Export")) draw_export(app);
+  if (!app.message.empty()) {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(kDimColor, "%s", app.message.c_str());
+    ImGui::PopTextWrapPos();
+  }
+}
+
+void draw_stepper(App& app) {
+  const Result& r = app.session.result();
+  for (StageId id : all_stages()) {
+    const StageInfo info = stage_info(r, id);
+    if (id != all_stages().front()) ImGui::SameLine(0.0f, 2.0f);
+    const bool current = id == app.view.stage;
+    if (current) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
+    ImGui::BeginDisabled(!info.available);
+    if (ImGui::Button(info.title)) app.view.stage = id;
+    ImGui::EndDisabled();
+    if (current) ImGui::PopStyleColor();
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+      ImGui::SetTooltip("%s\n%s", info.available ? info.formula.c_str() : info.why_not.c_str(), info.shape.c_str());
+  }
+  // A stage that became unavailable (e.g. dropout after switching to eval) falls back to the weights.
+  if (!stage_info(r, app.view.stage).available) app.view.stage = StageId::weights;
+
+  const StageInfo info = stage_info(r, app.view.stage);
+  ImGui::Text("%s    %s", info.formula.c_str(), info.shape.c_str());
+  // The shape strip, the current stage's tensor highlighted.
+  const std::vector<ShapeStep> strip = shape_strip(r);
+  const float right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
+  for (std::size_t i = 0; i < strip.size(); ++i) {
+    const std::string text = (i ? "-> " : "") + strip[i].label + " " + strip[i].shape;
+    if (i) {
+      // Wrap before a step that would run past the right edge.
+      ImGui::SameLine(0.0f, 6.0f);
+      if (ImGui::GetCursorScreenPos().x + ImGui::CalcTextSize(text.c_str()).x > right) ImGui::NewLine();
+    }
+    const bool here = strip[i].stage == app.view.stage ||
+                      (strip[i].stage == StageId::queries &&
+                       (app.view.stage == StageId::keys || app.view.stage == StageId::values)) ||
+                      (strip[i].stage == StageId::masked && app.view.stage == StageId::scaled);
+    if (here)
+      ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.3f, 1.0f), "%s", text.c_str());
+    else
+      ImGui::TextUnformatted(text.c_str());
+  }
+}
+
+void draw_status(const App& app) {
+  const Session& s = app.session;
+  const Result& r = s.result();
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "engine %.3f ms (%s, %d thread%s)   recompute %.2f ms   T = %d   %d head%s   frame %.2f ms",
+                r.seconds * 1e3, to_string(r.isa), r.threads, r.threads == 1 ? "" : "s", s.last_ms(),
+                r.tokens_count(), r.shape.heads, r.shape.heads == 1 ? "" : "s", app.frame_ms);
+  ImGui::TextColored(kDimColor, "%s", buf);
+}
+
+}  // namespace ui
+
+Status start(App& app) {
+  Status st = app.session.recompute();
+  ui::sync_compare(app);
+  return st;
+}
+
+void draw_frame(App& app, TextureHost& textures) {
+  const ImGuiViewport* vp = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(vp->WorkPos);
+  ImGui::SetNextWindowSize(vp->WorkSize);
+  ImGui::Begin("attnviz", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+  const float status_h = ImGui::GetFrameHeightWithSpacing();
+  const float controls_w = std::min(360.0f, vp->WorkSize.x * 0.32f);
+  ImGui::BeginChild("controls", ImVec2(controls_w, -status_h), true);
+  ui::draw_controls(app);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("main", ImVec2(0, -status_h), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  ui::draw_stepper(app);
+  const float info_h = ImGui::GetTextLineHeightWithSpacing() * 7.5f;
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  ui::draw_heatmaps(app, textures, ImVec2(avail.x, std::max(64.0f, avail.y - info_h)));
+  ui::draw_cell_info(app, ImVec2(avail.x, info_h - ImGui::GetStyle().ItemSpacing.y));
+  ImGui::EndChild();
+  ui::draw_status(app);
+  ImGui::End();
+}
+
+}  // namespace attnviz::viz
