@@ -21,10 +21,12 @@ struct ViewArgs {
 Status apply_view(const ViewArgs& a, viz::App& app) {
   viz::ViewState& v = app.view;
   if (!viz::parse_stage(a.stage, v.stage))
-    return Status::fail("unknown stage '" + a.stage +
-                        "' (inputs, queries, keys, values, scores, scaled, masked, weights, dropped, context, output)");
+    return Status::fail(
+        "unknown stage '" + a.stage +
+        "' (inputs, queries, keys, values, scores, scaled, masked, weights, dropped, context, output)");
   const auto palette = viz::parse_palette(a.palette);
-  if (!palette) return Status::fail("unknown palette '" + a.palette + "' (blues, viridis, cividis, diverging)");
+  if (!palette)
+    return Status::fail("unknown palette '" + a.palette + "' (blues, viridis, cividis, diverging)");
   v.color.palette = *palette;
   v.color.centered = *palette == viz::Palette::diverging;
   if (!viz::parse_norm(a.norm.c_str(), v.color.norm))
@@ -65,8 +67,9 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   std::string screenshot;
   int frames = 3, width = 1280, height = 800;
   add_config_options(cli, a);
-  cli.add_option("--stage", v.stage, "stage shown first: inputs | queries | keys | values | scores | scaled | "
-                                     "masked | weights | dropped | context | output")
+  cli.add_option("--stage", v.stage,
+                 "stage shown first: inputs | queries | keys | values | scores | scaled | "
+                 "masked | weights | dropped | context | output")
       ->capture_default_str();
   cli.add_option("--palette", v.palette, "blues | viridis | cividis | diverging")->capture_default_str();
   cli.add_option("--normalize", v.norm, "head | row | all-heads | fixed")->capture_default_str();
@@ -115,7 +118,8 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (!screenshot.empty()) {
     Window::Image image;
     for (int f = 0; f < frames; ++f) window.frame(app, false, f + 1 == frames ? &image : nullptr);
-    if (Status st = viz::write_png(screenshot, image.width, image.height, image.rgba); !st.is_ok()) return fail(st);
+    if (Status st = viz::write_png(screenshot, image.width, image.height, image.rgba); !st.is_ok())
+      return fail(st);
     out << "attnviz: wrote " << screenshot << " (" << image.width << "x" << image.height << ")\n";
     return 0;
   }

@@ -3,7 +3,8 @@
 namespace attnviz {
 
 void add_config_options(CLI::App& app, ConfigArgs& a) {
-  a.text_option = app.add_option("--text", a.text, "the sentence, split on whitespace")->capture_default_str();
+  a.text_option =
+      app.add_option("--text", a.text, "the sentence, split on whitespace")->capture_default_str();
   app.add_option("--variant", a.variant, "simplified | self_v1 | self_v2 | causal | wrapper | mha")
       ->capture_default_str();
   app.add_option("--preset", a.preset, "book | gpt2-small | gpt2-medium | gpt2-large | gpt2-xl")

@@ -1,5 +1,5 @@
-// The configuration flags shared by attnviz-cli and the desktop app (--variant, --preset, --d-in, ...), parsed
-// with CLI11 into an engine Config and Exec.
+// The configuration flags shared by attnviz-cli and the desktop app (--variant, --preset, --d-in, ...),
+// parsed with CLI11 into an engine Config and Exec.
 #pragma once
 
 #include <CLI/CLI.hpp>

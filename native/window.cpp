@@ -1,9 +1,9 @@
 #include "window.hpp"
 
 #include <GLFW/glfw3.h>
-#include <imgui.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +15,9 @@
 namespace attnviz {
 namespace {
 
-void glfw_error(int code, const char* what) { std::fprintf(stderr, "attnviz: GLFW error %d: %s\n", code, what); }
+void glfw_error(int code, const char* what) {
+  std::fprintf(stderr, "attnviz: GLFW error %d: %s\n", code, what);
+}
 
 }  // namespace
 
@@ -24,7 +26,8 @@ void load_fonts() {
   const char* path = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
   if (std::filesystem::exists(path)) {
     // Latin, Greek, Cyrillic and general punctuation: the scripts DejaVu Sans covers well.
-    static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x052F, 0x2000, 0x206F, 0x2190, 0x21FF, 0};
+    static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x052F,
+                                     0x2000, 0x206F, 0x2190, 0x21FF, 0};
     if (io.Fonts->AddFontFromFileTTF(path, 15.0f, nullptr, ranges)) return;
   }
   io.Fonts->AddFontDefault();
@@ -70,7 +73,9 @@ Status Window::open(const WindowOptions& o) {
   return Status::ok();
 }
 
-bool Window::should_close() const { return glfwWindowShouldClose(window_); }
+bool Window::should_close() const {
+  return glfwWindowShouldClose(window_);
+}
 
 double Window::frame(viz::App& app, bool finish, Image* grab) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -85,12 +85,13 @@ std::string result_to_json(const Result& r, const std::vector<NamedTensor>& para
   w.out += '{';
   w.key("config");
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "{\"variant\":\"%s\",\"d_in\":%d,\"d_out\":%d,\"num_heads\":%d,\"context_length\":%d,"
-                "\"dropout\":%.17g,\"qkv_bias\":%s,\"seed\":%llu,\"train\":%s,\"dropout_rng\":\"%s\",\"mask\":%s}",
-                to_string(c.variant), c.d_in, c.d_out, c.num_heads, c.context_length, c.dropout,
-                c.qkv_bias ? "true" : "false", static_cast<unsigned long long>(c.seed),
-                c.train ? "true" : "false", to_string(c.dropout_rng), c.mask ? "true" : "false");
+  std::snprintf(
+      buf, sizeof buf,
+      "{\"variant\":\"%s\",\"d_in\":%d,\"d_out\":%d,\"num_heads\":%d,\"context_length\":%d,"
+      "\"dropout\":%.17g,\"qkv_bias\":%s,\"seed\":%llu,\"train\":%s,\"dropout_rng\":\"%s\",\"mask\":%s}",
+      to_string(c.variant), c.d_in, c.d_out, c.num_heads, c.context_length, c.dropout,
+      c.qkv_bias ? "true" : "false", static_cast<unsigned long long>(c.seed), c.train ? "true" : "false",
+      to_string(c.dropout_rng), c.mask ? "true" : "false");
   w.out += buf;
   w.out += ",";
   w.key("tokens");

@@ -38,7 +38,7 @@ Config effective(const Config& c) {
     e.dropout_rng = DropoutRng::cpu;
   }
   if (e.variant == Variant::self_v1) e.qkv_bias = false;  // torch.rand parameters have no bias
-  if (!has_dropout_layer(e.variant)) e.mask = true;         // no mask to turn off
+  if (!has_dropout_layer(e.variant)) e.mask = true;       // no mask to turn off
   return e;
 }
 

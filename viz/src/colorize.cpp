@@ -59,7 +59,9 @@ Range finite_range(const MatrixDesc& m) {
   return r;
 }
 
-Range merge(Range a, Range b) { return {std::min(a.lo, b.lo), std::max(a.hi, b.hi)}; }
+Range merge(Range a, Range b) {
+  return {std::min(a.lo, b.lo), std::max(a.hi, b.hi)};
+}
 
 float normalize(float x, Range r, bool centered) {
   if (!std::isfinite(x) || !r.valid()) return std::numeric_limits<float>::quiet_NaN();
@@ -99,7 +101,8 @@ void colorize(const MatrixDesc& m, const ColorOptions& o, Range shared, std::vec
       } else {
         const float x = m.at(i, j);
         // -inf that is not the causal mask (e.g. a difference of masks) still reads as "no value".
-        row[j] = color_at(o.palette, std::isnan(x) || std::isinf(x) ? std::nanf("") : normalize(x, r, o.centered));
+        row[j] =
+            color_at(o.palette, std::isnan(x) || std::isinf(x) ? std::nanf("") : normalize(x, r, o.centered));
       }
     }
   }

@@ -34,14 +34,14 @@ CellExplain explain(const Result& r, StageId s, int head, int row, int col) {
   e.value = m.at(row, col);
   e.masked = r.masked(row, col) && m.square && s != StageId::scores && s != StageId::scaled;
   e.dropped = m.dropped(row, col);
-  const std::string where = "row " + std::to_string(row) + " '" + e.row_token + "', " +
-                            (m.square ? "column " + std::to_string(col) + " '" + e.col_token + "'" : e.col_token);
+  const std::string where =
+      "row " + std::to_string(row) + " '" + e.row_token + "', " +
+      (m.square ? "column " + std::to_string(col) + " '" + e.col_token + "'" : e.col_token);
   e.text = where + "\n";
   if (!m.square) {
-    e.text += s == StageId::context
-                  ? fmt("context = sum over %g tokens of weight[i, t] x v[t, d] = %.6g\n",
-                        r.shape.causal ? row + 1 : r.tokens_count(), e.value)
-                  : fmt("value %.6g\n", e.value);
+    e.text += s == StageId::context ? fmt("context = sum over %g tokens of weight[i, t] x v[t, d] = %.6g\n",
+                                          r.shape.causal ? row + 1 : r.tokens_count(), e.value)
+                                    : fmt("value %.6g\n", e.value);
     return e;
   }
 
@@ -58,7 +58,8 @@ CellExplain explain(const Result& r, StageId s, int head, int row, int col) {
   e.scale = r.shape.scale;
   e.text += std::string(qn) + "_i . " + kn + "_j = " + fmt("%.6g", e.dot) +
             fmt(" (sum of %g products)\n", static_cast<double>(e.terms.size()));
-  if (r.shape.has_weights) e.text += fmt("x 1/sqrt(%g) = x %.6g -> %.6g\n", r.shape.head_dim, e.scale, e.dot * e.scale);
+  if (r.shape.has_weights)
+    e.text += fmt("x 1/sqrt(%g) = x %.6g -> %.6g\n", r.shape.head_dim, e.scale, e.dot * e.scale);
 
   // the softmax over the row, from the kept raw scores when the run has them
   const int T = r.tokens_count();
@@ -82,8 +83,8 @@ CellExplain explain(const Result& r, StageId s, int head, int row, int col) {
   if (r.shape.dropout && !r.keep.empty() && !r.masked(row, col)) {
     e.keep_scale = dropout_scale(r.config.dropout);
     e.text += e.dropped ? std::string("dropout: dropped -> 0\n")
-                        : fmt("dropout: kept, x 1/(1 - %g) = x %.6g -> %.6g\n", r.config.dropout, e.keep_scale,
-                              e.weight * e.keep_scale);
+                        : fmt("dropout: kept, x 1/(1 - %g) = x %.6g -> %.6g\n", r.config.dropout,
+                              e.keep_scale, e.weight * e.keep_scale);
   }
   e.text += fmt("shown value: %.6g", e.value);
   return e;

@@ -50,7 +50,8 @@ std::string head_file(const std::string& dir, const std::string& prefix, StageId
 }  // namespace
 
 Status write_png(const std::string& path, int width, int height, const std::vector<std::uint32_t>& rgba) {
-  if (width <= 0 || height <= 0 || rgba.size() < static_cast<std::size_t>(width) * static_cast<std::size_t>(height))
+  if (width <= 0 || height <= 0 ||
+      rgba.size() < static_cast<std::size_t>(width) * static_cast<std::size_t>(height))
     return Status::fail("no image to write to " + path);
   // Texels are R in the low byte, so on a little-endian machine the bytes are already R, G, B, A.
   if (!stbi_write_png(path.c_str(), width, height, 4, rgba.data(), width * 4))
@@ -89,7 +90,8 @@ Status export_json(const std::string& dir, const std::string& prefix, const Resu
   return Status::ok();
 }
 
-Status export_csv(const std::string& dir, const std::string& prefix, const Result& r, StageId s, Written& out) {
+Status export_csv(const std::string& dir, const std::string& prefix, const Result& r, StageId s,
+                  Written& out) {
   const StageInfo info = stage_info(r, s);
   if (!info.available) return Status::fail(std::string("no ") + info.title + " to export: " + info.why_not);
   if (Status st = make_dir(dir); !st.is_ok()) return st;
@@ -102,7 +104,9 @@ Status export_csv(const std::string& dir, const std::string& prefix, const Resul
   return Status::ok();
 }
 
-int default_cell_px(int rows, int cols) { return std::max(1, 512 / std::max(1, std::max(rows, cols))); }
+int default_cell_px(int rows, int cols) {
+  return std::max(1, 512 / std::max(1, std::max(rows, cols)));
+}
 
 Status export_png(const std::string& dir, const std::string& prefix, const Result& r, StageId s,
                   const ColorOptions& o, int cell_px, Written& out) {

@@ -40,7 +40,8 @@ void* GlTextures::upload(int slot, int width, int height, const std::uint32_t* r
   return reinterpret_cast<void*>(static_cast<std::uintptr_t>(it->id));
 }
 
-void read_pixels(int x, int y, int width, int height, int framebuffer_height, std::vector<std::uint32_t>& out) {
+void read_pixels(int x, int y, int width, int height, int framebuffer_height,
+                 std::vector<std::uint32_t>& out) {
   out.assign(static_cast<std::size_t>(width) * static_cast<std::size_t>(height), 0);
   glPixelStorei(GL_PACK_ALIGNMENT, 4);
   glReadPixels(x, framebuffer_height - y - height, width, height, GL_RGBA, GL_UNSIGNED_BYTE, out.data());

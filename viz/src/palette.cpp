@@ -10,16 +10,20 @@ namespace {
 // tables at heatmap sizes). viridis and cividis are sampled from matplotlib's definitions.
 using Anchors = std::array<std::uint32_t, 17>;  // 0xRRGGBB
 
-constexpr Anchors kViridis = {0x440154, 0x48186A, 0x472D7B, 0x424086, 0x3B528B, 0x33638D, 0x2C728E, 0x26828E, 0x21918C,
-                              0x1FA088, 0x28AE80, 0x3FBC73, 0x5EC962, 0x84D44B, 0xADDC30, 0xD8E219, 0xFDE725};
-constexpr Anchors kCividis = {0x00224E, 0x002E6A, 0x1A386F, 0x32436D, 0x434E6C, 0x535A6D, 0x61656F, 0x6F7073, 0x7D7C78,
-                              0x8C8878, 0x9B9476, 0xABA072, 0xBCAE6C, 0xCDBB63, 0xDEC958, 0xF0D846, 0xFEE838};
+constexpr Anchors kViridis = {0x440154, 0x48186A, 0x472D7B, 0x424086, 0x3B528B, 0x33638D,
+                              0x2C728E, 0x26828E, 0x21918C, 0x1FA088, 0x28AE80, 0x3FBC73,
+                              0x5EC962, 0x84D44B, 0xADDC30, 0xD8E219, 0xFDE725};
+constexpr Anchors kCividis = {0x00224E, 0x002E6A, 0x1A386F, 0x32436D, 0x434E6C, 0x535A6D,
+                              0x61656F, 0x6F7073, 0x7D7C78, 0x8C8878, 0x9B9476, 0xABA072,
+                              0xBCAE6C, 0xCDBB63, 0xDEC958, 0xF0D846, 0xFEE838};
 // White through light blue to navy.
-constexpr Anchors kBlues = {0xF7FBFF, 0xEBF3FB, 0xDEEBF7, 0xD2E3F3, 0xC6DBEF, 0xB2D2E8, 0x9ECAE1, 0x84BCDB, 0x6BAED6,
-                            0x57A0CE, 0x4292C6, 0x3282BE, 0x2171B5, 0x1461A8, 0x08519C, 0x084084, 0x08306B};
+constexpr Anchors kBlues = {0xF7FBFF, 0xEBF3FB, 0xDEEBF7, 0xD2E3F3, 0xC6DBEF, 0xB2D2E8,
+                            0x9ECAE1, 0x84BCDB, 0x6BAED6, 0x57A0CE, 0x4292C6, 0x3282BE,
+                            0x2171B5, 0x1461A8, 0x08519C, 0x084084, 0x08306B};
 // Blue, white at the centre, red.
-constexpr Anchors kDiverging = {0x053061, 0x134C87, 0x2166AC, 0x3A87BD, 0x4393C3, 0x78B4D5, 0x92C5DE, 0xC5DFEC, 0xF7F7F7,
-                                0xFADBC9, 0xFDDBC7, 0xF4A582, 0xD6604D, 0xC7403B, 0xB2182B, 0x8A0B25, 0x67001F};
+constexpr Anchors kDiverging = {0x053061, 0x134C87, 0x2166AC, 0x3A87BD, 0x4393C3, 0x78B4D5,
+                                0x92C5DE, 0xC5DFEC, 0xF7F7F7, 0xFADBC9, 0xFDDBC7, 0xF4A582,
+                                0xD6604D, 0xC7403B, 0xB2182B, 0x8A0B25, 0x67001F};
 
 const Anchors& anchors(Palette p) {
   switch (p) {
@@ -35,12 +39,15 @@ const Anchors& anchors(Palette p) {
   return kBlues;
 }
 
-unsigned channel(std::uint32_t rgb, int shift) { return (rgb >> shift) & 0xFFu; }
+unsigned channel(std::uint32_t rgb, int shift) {
+  return (rgb >> shift) & 0xFFu;
+}
 
 }  // namespace
 
 const std::vector<Palette>& all_palettes() {
-  static const std::vector<Palette> all = {Palette::blues, Palette::viridis, Palette::cividis, Palette::diverging};
+  static const std::vector<Palette> all = {Palette::blues, Palette::viridis, Palette::cividis,
+                                           Palette::diverging};
   return all;
 }
 
@@ -71,7 +78,8 @@ std::uint32_t color_at(Palette p, float t) {
   const std::size_t i = std::min<std::size_t>(static_cast<std::size_t>(x), a.size() - 2);
   const float f = x - static_cast<float>(i);
   const auto mix = [&](int shift) {
-    const float lo = static_cast<float>(channel(a[i], shift)), hi = static_cast<float>(channel(a[i + 1], shift));
+    const float lo = static_cast<float>(channel(a[i], shift)),
+                hi = static_cast<float>(channel(a[i + 1], shift));
     return static_cast<unsigned>(std::lround(lo + (hi - lo) * f));
   };
   return rgba(mix(16), mix(8), mix(0));

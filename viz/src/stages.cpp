@@ -70,9 +70,9 @@ StageInfo make_info(const char* title, std::string formula, std::string shape) {
 }  // namespace
 
 const std::vector<StageId>& all_stages() {
-  static const std::vector<StageId> all = {StageId::inputs, StageId::queries, StageId::keys,    StageId::values,
-                                           StageId::scores, StageId::scaled,  StageId::masked,  StageId::weights,
-                                           StageId::dropped, StageId::context, StageId::output};
+  static const std::vector<StageId> all = {
+      StageId::inputs, StageId::queries, StageId::keys,    StageId::values,  StageId::scores, StageId::scaled,
+      StageId::masked, StageId::weights, StageId::dropped, StageId::context, StageId::output};
   return all;
 }
 
@@ -143,7 +143,7 @@ StageInfo stage_info(const Result& r, StageId s) {
       break;
     case StageId::scaled:
       info = make_info("/ sqrt(d_k)", "q k^T / sqrt(" + dk + ") = q k^T x " + num(sh.scale),
-              "(b, H, T, T) = " + dims({1, H, T, T}));
+                       "(b, H, T, T) = " + dims({1, H, T, T}));
       if (!sh.has_weights) {
         info.available = false;
         info.why_not = "the simplified variant does not scale its scores";
@@ -160,29 +160,34 @@ StageInfo stage_info(const Result& r, StageId s) {
       }
       break;
     case StageId::weights:
-      info = make_info("softmax", sh.has_weights ? (sh.causal ? "softmax(mask(q k^T / sqrt(" + dk + ")))"
-                                                     : "softmax(q k^T / sqrt(" + dk + "))")
-                                        : "softmax(x x^T)",
-              "(b, H, T, T) = " + dims({1, H, T, T}));
+      info = make_info("softmax",
+                       sh.has_weights ? (sh.causal ? "softmax(mask(q k^T / sqrt(" + dk + ")))"
+                                                   : "softmax(q k^T / sqrt(" + dk + "))")
+                                      : "softmax(x x^T)",
+                       "(b, H, T, T) = " + dims({1, H, T, T}));
       break;
     case StageId::dropped:
-      info = make_info("dropout", "dropout(weights, p = " + num(c.dropout) + "): kept x " + num(dropout_scale(c.dropout)),
-              "(b, H, T, T) = " + dims({1, H, T, T}));
+      info = make_info(
+          "dropout", "dropout(weights, p = " + num(c.dropout) + "): kept x " + num(dropout_scale(c.dropout)),
+          "(b, H, T, T) = " + dims({1, H, T, T}));
       if (!sh.dropout) {
         info.available = false;
-        info.why_not = !(c.variant == Variant::causal || c.variant == Variant::wrapper || c.variant == Variant::mha)
-                           ? "this variant has no dropout layer"
-                       : !c.train ? "eval mode: dropout is off"
-                                  : "dropout p is 0";
+        info.why_not =
+            !(c.variant == Variant::causal || c.variant == Variant::wrapper || c.variant == Variant::mha)
+                ? "this variant has no dropout layer"
+            : !c.train ? "eval mode: dropout is off"
+                       : "dropout p is 0";
       }
       break;
     case StageId::context:
-      info = make_info("context", sh.has_weights ? "weights v" : "weights x", "(b, H, T, hd) = " + dims({1, H, T, hd}));
+      info = make_info("context", sh.has_weights ? "weights v" : "weights x",
+                       "(b, H, T, hd) = " + dims({1, H, T, hd}));
       info.square = false;
       break;
     case StageId::output:
-      info = make_info("output", sh.out_proj ? "out_proj(concat heads)" : (H > 1 ? "concat heads" : "context"),
-              "(b, T, d_out) = " + dims({1, T, sh.out_width}));
+      info =
+          make_info("output", sh.out_proj ? "out_proj(concat heads)" : (H > 1 ? "concat heads" : "context"),
+                    "(b, T, d_out) = " + dims({1, T, sh.out_width}));
       info.per_head = info.square = false;
       break;
   }
@@ -279,7 +284,8 @@ MatrixDesc aggregate(const Result& r, StageId s, Aggregate how, const std::vecto
     if (h >= 0 && h < stage_heads(r, s)) picked.push_back(h);
   if (heads.empty())
     for (int h = 0; h < stage_heads(r, s); ++h) picked.push_back(h);
-  if (picked.empty() || how == Aggregate::none) return picked.empty() ? MatrixDesc{} : stage_matrix(r, s, picked[0]);
+  if (picked.empty() || how == Aggregate::none)
+    return picked.empty() ? MatrixDesc{} : stage_matrix(r, s, picked[0]);
 
   const MatrixDesc first = stage_matrix(r, s, picked[0]);
   if (first.empty()) return {};
@@ -314,7 +320,8 @@ MatrixDesc difference(const MatrixDesc& a, const MatrixDesc& b) {
   m.row_stride = m.cols;
   m.square = a.square && b.square;
   m.causal = a.causal && b.causal;
-  auto out = std::make_shared<std::vector<float>>(static_cast<std::size_t>(m.rows) * static_cast<std::size_t>(m.cols));
+  auto out = std::make_shared<std::vector<float>>(static_cast<std::size_t>(m.rows) *
+                                                  static_cast<std::size_t>(m.cols));
   for (int i = 0; i < m.rows; ++i)
     for (int j = 0; j < m.cols; ++j) {
       const float x = a.at(i, j), y = b.at(i, j);

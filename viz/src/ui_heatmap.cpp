@@ -27,7 +27,8 @@ std::string join_heads(const std::vector<int>& heads) {
 }
 
 MatrixDesc pick(const Result& r, const ViewState& v, int head) {
-  return v.aggregate == Aggregate::none ? stage_matrix(r, v.stage, head) : aggregate(r, v.stage, v.aggregate, v.subset);
+  return v.aggregate == Aggregate::none ? stage_matrix(r, v.stage, head)
+                                        : aggregate(r, v.stage, v.aggregate, v.subset);
 }
 
 std::vector<Heatmap> heatmaps_for(const App& app) {
@@ -36,9 +37,10 @@ std::vector<Heatmap> heatmaps_for(const App& app) {
   const StageInfo info = stage_info(r, v.stage);
   const int H = stage_heads(r, v.stage);
   std::vector<Heatmap> out;
-  const std::string what = v.aggregate == Aggregate::none
-                               ? (info.per_head ? "head " + std::to_string(std::clamp(v.enlarged, 0, H - 1)) : "")
-                               : std::string(to_string(v.aggregate)) + " over " + join_heads(v.subset);
+  const std::string what =
+      v.aggregate == Aggregate::none
+          ? (info.per_head ? "head " + std::to_string(std::clamp(v.enlarged, 0, H - 1)) : "")
+          : std::string(to_string(v.aggregate)) + " over " + join_heads(v.subset);
   if (app.compare.mode != CompareMode::off && app.compare.b.has_result()) {
     const int head = std::clamp(v.enlarged, 0, H - 1);
     const Result& rb = app.compare.b.result();
@@ -57,7 +59,8 @@ std::vector<Heatmap> heatmaps_for(const App& app) {
   } else if (v.enlarged >= 0 && v.enlarged < H) {
     out.push_back({stage_matrix(r, v.stage, v.enlarged), v.enlarged, what});
   } else {
-    for (int h = 0; h < H; ++h) out.push_back({stage_matrix(r, v.stage, h), h, "head " + std::to_string(h), true});
+    for (int h = 0; h < H; ++h)
+      out.push_back({stage_matrix(r, v.stage, h), h, "head " + std::to_string(h), true});
   }
   return out;
 }
@@ -67,10 +70,10 @@ std::string texture_key(const App& app, const Heatmap& hm) {
   const ViewState& v = app.view;
   char buf[256];
   std::snprintf(buf, sizeof buf, "%d/%d/%d/%d/%d/%g/%g/%d/%d/%d", app.session.generation(),
-                app.compare.mode == CompareMode::off ? -1 : app.compare.b.generation(), static_cast<int>(v.stage),
-                static_cast<int>(v.color.palette), static_cast<int>(v.color.norm), static_cast<double>(v.color.fixed.lo),
-                static_cast<double>(v.color.fixed.hi), static_cast<int>(v.aggregate), static_cast<int>(app.compare.mode),
-                hm.m.rows);
+                app.compare.mode == CompareMode::off ? -1 : app.compare.b.generation(),
+                static_cast<int>(v.stage), static_cast<int>(v.color.palette), static_cast<int>(v.color.norm),
+                static_cast<double>(v.color.fixed.lo), static_cast<double>(v.color.fixed.hi),
+                static_cast<int>(v.aggregate), static_cast<int>(app.compare.mode), hm.m.rows);
   std::string key = buf;
   for (int h : v.subset) key += "," + std::to_string(h);
   return key;
@@ -121,13 +124,15 @@ void format_value(char* buf, std::size_t n, float x) {
 ImU32 text_on(std::uint32_t texel) {
   const float r = static_cast<float>(texel & 0xFF), g = static_cast<float>((texel >> 8) & 0xFF),
               b = static_cast<float>((texel >> 16) & 0xFF);
-  return 0.299f * r + 0.587f * g + 0.114f * b > 140.0f ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255);
+  return 0.299f * r + 0.587f * g + 0.114f * b > 140.0f ? IM_COL32(0, 0, 0, 255)
+                                                       : IM_COL32(255, 255, 255, 255);
 }
 
 float label_width(const Result& r, const MatrixDesc& m) {
   float w = 0.0f;
   const int n = std::min(m.rows, 256);  // enough to size the margin
-  for (int i = 0; i < n; ++i) w = std::max(w, ImGui::CalcTextSize(r.tokens[static_cast<std::size_t>(i)].c_str()).x);
+  for (int i = 0; i < n; ++i)
+    w = std::max(w, ImGui::CalcTextSize(r.tokens[static_cast<std::size_t>(i)].c_str()).x);
   return std::min(w, 90.0f) + 6.0f;
 }
 
@@ -157,8 +162,8 @@ void draw_one(App& app, TextureHost& textures, const Heatmap& hm, ImVec2 pos, Im
   }
   const float base = std::min(iw / static_cast<float>(m.cols), ih / static_cast<float>(m.rows));
   const float cell = base * v.zoom;
-  const float vis_c = std::min(static_cast<float>(m.cols), iw / cell);
-  const float vis_r = std::min(static_cast<float>(m.rows), ih / cell);
+  // Zoom keeps the heatmap's place and size on screen and shows a smaller window of cells in it.
+  const float vis_c = static_cast<float>(m.cols) / v.zoom, vis_r = static_cast<float>(m.rows) / v.zoom;
   const float x0 = std::clamp(v.x0, 0.0f, static_cast<float>(m.cols) - vis_c);
   const float y0 = std::clamp(v.y0, 0.0f, static_cast<float>(m.rows) - vis_r);
   const ImVec2 p0(pos.x + left, pos.y + top);
@@ -180,8 +185,7 @@ void draw_one(App& app, TextureHost& textures, const Heatmap& hm, ImVec2 pos, Im
     const int j = std::clamp(static_cast<int>((io.MousePos.x - origin.x) / cell), 0, m.cols - 1);
     const int i = std::clamp(static_cast<int>((io.MousePos.y - origin.y) / cell), 0, m.rows - 1);
     v.hover = {true, hm.slot, i, j};
-    if (ImGui::IsMouseClicked(ImGuiMouseButton_Left))
-      v.locked = v.locked == v.hover ? Cell{} : v.hover;
+    if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) v.locked = v.locked == v.hover ? Cell{} : v.hover;
     if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left) && hm.enlargeable) v.enlarged = hm.slot;
     if (io.MouseWheel != 0.0f) {
       const float cx = x0 + (io.MousePos.x - p0.x) / cell, cy = y0 + (io.MousePos.y - p0.y) / cell;
@@ -223,8 +227,8 @@ void draw_one(App& app, TextureHost& textures, const Heatmap& hm, ImVec2 pos, Im
           }
           if (values && v.stage == StageId::masked) {
             const ImVec2 ts = ImGui::CalcTextSize("-inf");
-            dl->AddText(ImVec2(a.x + (cell - ts.x) * 0.5f, a.y + (cell - ts.y) * 0.5f), IM_COL32(230, 230, 235, 255),
-                        "-inf");
+            dl->AddText(ImVec2(a.x + (cell - ts.x) * 0.5f, a.y + (cell - ts.y) * 0.5f),
+                        IM_COL32(230, 230, 235, 255), "-inf");
           }
           continue;
         }
@@ -239,9 +243,10 @@ void draw_one(App& app, TextureHost& textures, const Heatmap& hm, ImVec2 pos, Im
           format_value(buf, sizeof buf, x);
           const ImVec2 ts = ImGui::CalcTextSize(buf);
           if (hm.diverging) o.palette = Palette::diverging;
-          const float t = normalize(x, effective_range(m, o, app.shared_range, i), o.centered || hm.diverging);
-          dl->AddText(ImVec2(a.x + (cell - ts.x) * 0.5f, a.y + (cell - ts.y) * 0.5f), text_on(color_at(o.palette, t)),
-                      buf);
+          const float t =
+              normalize(x, effective_range(m, o, app.shared_range, i), o.centered || hm.diverging);
+          dl->AddText(ImVec2(a.x + (cell - ts.x) * 0.5f, a.y + (cell - ts.y) * 0.5f),
+                      text_on(color_at(o.palette, t)), buf);
         }
       }
     }
@@ -249,7 +254,8 @@ void draw_one(App& app, TextureHost& textures, const Heatmap& hm, ImVec2 pos, Im
   // The selected row and column, in every heatmap.
   const Cell& sel = v.locked.active ? v.locked : v.hover;
   if (sel.active && sel.row < m.rows && sel.col < m.cols) {
-    const float ry = origin.y + static_cast<float>(sel.row) * cell, cx = origin.x + static_cast<float>(sel.col) * cell;
+    const float ry = origin.y + static_cast<float>(sel.row) * cell,
+                cx = origin.x + static_cast<float>(sel.col) * cell;
     dl->AddRect(ImVec2(p0.x, ry), ImVec2(p1.x, ry + cell), kHighlight);
     dl->AddRect(ImVec2(cx, p0.y), ImVec2(cx + cell, p1.y), kHighlight);
     dl->AddRect(ImVec2(cx - 1, ry - 1), ImVec2(cx + cell + 1, ry + cell + 1),
@@ -359,7 +365,8 @@ void draw_heatmaps(App& app, TextureHost& textures, ImVec2 size) {
   // The column count that gives the largest cells.
   int best_cols = 1;
   float best_cell = 0.0f;
-  const int rows = maps.empty() ? 1 : std::max(1, maps[0].m.rows), cols = maps.empty() ? 1 : std::max(1, maps[0].m.cols);
+  const int rows = maps.empty() ? 1 : std::max(1, maps[0].m.rows),
+            cols = maps.empty() ? 1 : std::max(1, maps[0].m.cols);
   for (int c = 1; c <= n; ++c) {
     const int lines = (n + c - 1) / c;
     const float cell = std::min((w / static_cast<float>(c) - 60.0f) / static_cast<float>(cols),
@@ -372,9 +379,12 @@ void draw_heatmaps(App& app, TextureHost& textures, ImVec2 size) {
   const int lines = (n + best_cols - 1) / best_cols;
   const ImVec2 tile(w / static_cast<float>(best_cols), h / static_cast<float>(lines));
   for (int k = 0; k < n; ++k) {
-    const ImVec2 at(pos.x + static_cast<float>(k % best_cols) * tile.x, pos.y + static_cast<float>(k / best_cols) * tile.y);
-    const Result& owner = maps[static_cast<std::size_t>(k)].slot == kCompareSlot + 1 ? app.compare.b.result() : r;
-    draw_one(app, textures, maps[static_cast<std::size_t>(k)], at, ImVec2(tile.x - 8.0f, tile.y - 4.0f), owner);
+    const ImVec2 at(pos.x + static_cast<float>(k % best_cols) * tile.x,
+                    pos.y + static_cast<float>(k / best_cols) * tile.y);
+    const Result& owner =
+        maps[static_cast<std::size_t>(k)].slot == kCompareSlot + 1 ? app.compare.b.result() : r;
+    draw_one(app, textures, maps[static_cast<std::size_t>(k)], at, ImVec2(tile.x - 8.0f, tile.y - 4.0f),
+             owner);
   }
   draw_legend(app, ImVec2(pos.x + w, pos.y), h);
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) app.view.locked = {};
@@ -418,7 +428,8 @@ void draw_cell_info(const App& app, ImVec2 size) {
       std::string per = "per head:";
       char buf[48];
       for (int h = 0; h < stage_heads(r, v.stage); ++h) {
-        std::snprintf(buf, sizeof buf, " %d: %.4g", h, static_cast<double>(stage_matrix(r, v.stage, h).at(c.row, c.col)));
+        std::snprintf(buf, sizeof buf, " %d: %.4g", h,
+                      static_cast<double>(stage_matrix(r, v.stage, h).at(c.row, c.col)));
         per += buf;
       }
       ImGui::PushTextWrapPos(0.0f);
@@ -431,7 +442,9 @@ void draw_cell_info(const App& app, ImVec2 size) {
   if (v.locked.active && single_head && stage_info(r, v.stage).square) {
     const CellExplain e = explain(r, v.stage, head, c.row, c.col);
     ImGui::SameLine();
-    if (e.valid && ImGui::BeginTable("terms", 4, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV)) {
+    if (e.valid &&
+        ImGui::BeginTable("terms", 4,
+                          ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV)) {
       ImGui::TableSetupScrollFreeze(0, 1);
       ImGui::TableSetupColumn("d");
       ImGui::TableSetupColumn(r.shape.has_weights ? "q_i[d]" : "x_i[d]");
@@ -467,7 +480,8 @@ void draw_cell_info(const App& app, ImVec2 size) {
 Cell cell_at(const App& app, float x, float y) {
   for (const HeatmapRect& h : app.layout) {
     if (x >= h.x0 && x < h.x1 && y >= h.y0 && y < h.y1)
-      return {true, h.slot, static_cast<int>((y - h.origin_y) / h.cell), static_cast<int>((x - h.origin_x) / h.cell)};
+      return {true, h.slot, static_cast<int>((y - h.origin_y) / h.cell),
+              static_cast<int>((x - h.origin_x) / h.cell)};
   }
   return {};
 }

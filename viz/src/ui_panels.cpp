@@ -84,7 +84,8 @@ bool draw_config(Config& c) {
     ImGui::EndCombo();
   }
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("cpu: PyTorch without MKL (the book's printouts)\nmkl: official x86-64 wheels on Intel CPUs");
+    ImGui::SetTooltip(
+        "cpu: PyTorch without MKL (the book's printouts)\nmkl: official x86-64 wheels on Intel CPUs");
   changed |= ImGui::InputScalar("seed", ImGuiDataType_U64, &c.seed);
   ImGui::PopItemWidth();
   changed |= ImGui::Checkbox("qkv_bias", &c.qkv_bias);
@@ -204,9 +205,10 @@ void draw_export(App& app) {
     did = true;
   }
   if (did) {
-    app.message = st.is_ok() ? "wrote " + std::to_string(w.paths.size()) + " file" +
-                                   (w.paths.size() == 1 ? "" : "s") + (w.paths.empty() ? "" : ": " + w.paths[0])
-                             : "export failed: " + st.error;
+    app.message = st.is_ok()
+                      ? "wrote " + std::to_string(w.paths.size()) + " file" +
+                            (w.paths.size() == 1 ? "" : "s") + (w.paths.empty() ? "" : ": " + w.paths[0])
+                      : "export failed: " + st.error;
   }
 }
 
@@ -243,7 +245,22 @@ void sync_compare(App& app) {
 void draw_controls(App& app) {
   Session& s = app.session;
   ImGui::TextUnformatted("Sentence");
-  if (ImGui::InputTextMultiline("##text", &s.text, ImVec2(-1, ImGui::GetTextLineHeight() * 4.5f)))
+  // On start the box takes the keyboard with the cursor after the sentence, so typing extends it.
+  static bool cursor_to_end = false;
+  if (app.focus_text) {
+    ImGui::SetKeyboardFocusHere();
+    app.focus_text = false;
+    cursor_to_end = true;
+  }
+  const auto to_end = [](ImGuiInputTextCallbackData* d) {
+    if (cursor_to_end) {
+      d->CursorPos = d->SelectionStart = d->SelectionEnd = d->BufTextLen;
+      cursor_to_end = false;
+    }
+    return 0;
+  };
+  if (ImGui::InputTextMultiline("##text", &s.text, ImVec2(-1, ImGui::GetTextLineHeight() * 4.5f),
+                                ImGuiInputTextFlags_CallbackAlways, to_end))
     recompute(app);
   if (!s.error().empty()) {
     ImGui::PushTextWrapPos(0.0f);
@@ -280,7 +297,8 @@ void draw_stepper(App& app) {
     ImGui::EndDisabled();
     if (current) ImGui::PopStyleColor();
     if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-      ImGui::SetTooltip("%s\n%s", info.available ? info.formula.c_str() : info.why_not.c_str(), info.shape.c_str());
+      ImGui::SetTooltip("%s\n%s", info.available ? info.formula.c_str() : info.why_not.c_str(),
+                        info.shape.c_str());
   }
   // A stage that became unavailable (e.g. dropout after switching to eval) falls back to the weights.
   if (!stage_info(r, app.view.stage).available) app.view.stage = StageId::weights;
@@ -340,7 +358,8 @@ void draw_frame(App& app, TextureHost& textures) {
   ui::draw_controls(app);
   ImGui::EndChild();
   ImGui::SameLine();
-  ImGui::BeginChild("main", ImVec2(0, -status_h), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  ImGui::BeginChild("main", ImVec2(0, -status_h), false,
+                    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   ui::draw_stepper(app);
   const float info_h = ImGui::GetTextLineHeightWithSpacing() * 7.5f;
   const ImVec2 avail = ImGui::GetContentRegionAvail();

@@ -38,8 +38,8 @@ struct ViewState {
   Aggregate aggregate = Aggregate::none;
   std::vector<int> subset;  // heads the aggregate covers; empty: all
   ColorOptions color;
-  bool show_values = true;  // print values in cells big enough to hold them
-  float zoom = 1.0f;        // >= 1; shared by every heatmap so heads stay aligned
+  bool show_values = true;     // print values in cells big enough to hold them
+  float zoom = 1.0f;           // >= 1; shared by every heatmap so heads stay aligned
   float x0 = 0.0f, y0 = 0.0f;  // the top-left visible cell (column, row) when zoomed
   Cell hover, locked;
 };
@@ -72,8 +72,9 @@ struct App {
   ViewState view;
   CompareState compare;
   std::string export_dir = "attnviz-export";
-  std::string message;        // the last export's outcome
-  double frame_ms = 0.0;      // set by the host: the previous frame's CPU time
+  std::string message;     // the last export's outcome
+  double frame_ms = 0.0;   // set by the host: the previous frame's CPU time
+  bool focus_text = true;  // give the sentence box the keyboard on the next frame (so typing starts at once)
   std::vector<HeatmapRect> layout;
   // A request for a PNG of the heatmap area, served by the host after rendering (it holds the pixels).
   struct Capture {
@@ -94,7 +95,8 @@ struct App {
   int uploads = 0;  // textures (re)made, for tests and the benchmark
 };
 
-// Computes the first view (the book's sentence with the book preset, unless the app was configured otherwise).
+// Computes the first view (the book's sentence with the book preset, unless the app was configured
+// otherwise).
 Status start(App& app);
 
 // Draws the whole UI for this frame (between ImGui::NewFrame and ImGui::Render).

@@ -26,7 +26,8 @@ struct Written {
 Status export_json(const std::string& dir, const std::string& prefix, const Result& r, const Params& p,
                    Written& out);
 // `<dir>/<prefix>_<stage>_head<h>.csv` for every head of the stage (one file for shared stages).
-Status export_csv(const std::string& dir, const std::string& prefix, const Result& r, StageId s, Written& out);
+Status export_csv(const std::string& dir, const std::string& prefix, const Result& r, StageId s,
+                  Written& out);
 // `<dir>/<prefix>_<stage>_head<h>.png`: each head's heatmap, each cell `cell_px` square pixels.
 Status export_png(const std::string& dir, const std::string& prefix, const Result& r, StageId s,
                   const ColorOptions& o, int cell_px, Written& out);

@@ -27,6 +27,7 @@ class GlTextures final : public TextureHost {
 };
 
 // Reads the framebuffer's rectangle (x, y from the top-left, in pixels) as RGBA texels, top row first.
-void read_pixels(int x, int y, int width, int height, int framebuffer_height, std::vector<std::uint32_t>& out);
+void read_pixels(int x, int y, int width, int height, int framebuffer_height,
+                 std::vector<std::uint32_t>& out);
 
 }  // namespace attnviz::viz

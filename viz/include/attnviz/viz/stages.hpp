@@ -35,7 +35,7 @@ struct StageInfo {
   std::string formula;  // e.g. "softmax(q k^T / sqrt(2))"
   std::string shape;    // the tensor's shape in the seeds' notation, e.g. "(b, H, T, T) = (1, 2, 6, 6)"
   bool available = true;
-  std::string why_not;  // when not available: what this variant does instead
+  std::string why_not;   // when not available: what this variant does instead
   bool per_head = true;  // false: one matrix shared by (or merged from) every head
   bool square = true;    // a (T, T) attention matrix with tokens on both axes
 };
@@ -47,26 +47,25 @@ struct MatrixDesc {
   int rows = 0, cols = 0;
   std::ptrdiff_t row_stride = 0;
   float multiplier = 1.0f;
-  bool square = true;                   // columns are tokens (else feature dimensions)
-  bool causal = false;                  // cells above the diagonal are masked
-  const std::uint8_t* keep = nullptr;   // dropout keep mask (rows x cols), when this stage shows dropout
+  bool square = true;                  // columns are tokens (else feature dimensions)
+  bool causal = false;                 // cells above the diagonal are masked
+  const std::uint8_t* keep = nullptr;  // dropout keep mask (rows x cols), when this stage shows dropout
   std::shared_ptr<const std::vector<float>> owned;  // storage of computed matrices (aggregates, differences)
 
-  float at(int i, int j) const {
-    return data[static_cast<std::ptrdiff_t>(i) * row_stride + j] * multiplier;
-  }
+  float at(int i, int j) const { return data[static_cast<std::ptrdiff_t>(i) * row_stride + j] * multiplier; }
   bool masked(int i, int j) const { return causal && j > i; }
   bool dropped(int i, int j) const {
-    return keep && !masked(i, j) && keep[static_cast<std::size_t>(i) * static_cast<std::size_t>(cols) + j] == 0;
+    return keep && !masked(i, j) &&
+           keep[static_cast<std::size_t>(i) * static_cast<std::size_t>(cols) + j] == 0;
   }
   bool empty() const { return rows == 0 || cols == 0; }
 };
 
 // The shape strip: every tensor of the pipeline in order, as in the seeds' diagrams.
 struct ShapeStep {
-  StageId stage;       // the stage that shows this tensor
-  std::string label;   // e.g. "q k^T"
-  std::string shape;   // e.g. "(1, 2, 6, 6)"
+  StageId stage;      // the stage that shows this tensor
+  std::string label;  // e.g. "q k^T"
+  std::string shape;  // e.g. "(1, 2, 6, 6)"
 };
 std::vector<ShapeStep> shape_strip(const Result& r);
 

@@ -1,0 +1,166 @@
+// The desktop app rendered for real (OpenGL 3.3 on Mesa, under Xvfb): screenshots have the window's size, are
+// not blank, change where the heatmaps are when the text changes, and stay close to the reference images kept
+// in tests/ui/reference (set ATTNVIZ_UPDATE_REFERENCES=1 to rewrite them after an intended change).
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "app.hpp"
+
+#define STB_IMAGE_IMPLEMENTATION
+#define STB_IMAGE_STATIC
+#include <stb/stb_image.h>
+
+namespace {
+
+struct Png {
+  int width = 0, height = 0;
+  std::vector<std::uint8_t> rgba;
+  std::uint8_t at(int x, int y, int c) const {
+    return rgba[(static_cast<std::size_t>(y) * static_cast<std::size_t>(width) +
+                 static_cast<std::size_t>(x)) *
+                    4 +
+                static_cast<std::size_t>(c)];
+  }
+};
+
+Png load(const std::string& path) {
+  Png p;
+  int n = 0;
+  unsigned char* data = stbi_load(path.c_str(), &p.width, &p.height, &n, 4);
+  REQUIRE_MESSAGE(data != nullptr, "cannot read " << path);
+  p.rgba.assign(data, data + static_cast<std::size_t>(p.width) * static_cast<std::size_t>(p.height) * 4);
+  stbi_image_free(data);
+  return p;
+}
+
+std::string out_path(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / "attnviz_ui";
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+// Runs `attnviz ... --screenshot <name>` in-process and loads the PNG.
+Png shoot(const std::string& name, std::vector<std::string> args) {
+  const std::string path = out_path(name);
+  args.insert(args.end(), {"--screenshot", path, "--frames", "3"});
+  std::ostringstream out, err;
+  const int rc = attnviz::run_app(args, out, err);
+  INFO(err.str());
+  REQUIRE(rc == 0);
+  return load(path);
+}
+
+std::size_t distinct_colours(const Png& p) {
+  std::set<std::uint32_t> seen;
+  for (std::size_t i = 0; i + 3 < p.rgba.size(); i += 4)
+    seen.insert(static_cast<std::uint32_t>(p.rgba[i]) | p.rgba[i + 1] << 8 | p.rgba[i + 2] << 16);
+  return seen.size();
+}
+
+// Fraction of pixels in [x0, x1) x [y0, y1) whose colour differs by more than `tol` in some channel.
+double changed(const Png& a, const Png& b, int x0, int y0, int x1, int y1, int tol) {
+  long n = 0, diff = 0;
+  for (int y = y0; y < y1; ++y)
+    for (int x = x0; x < x1; ++x, ++n)
+      for (int c = 0; c < 3; ++c)
+        if (std::abs(a.at(x, y, c) - b.at(x, y, c)) > tol) {
+          ++diff;
+          break;
+        }
+  return n ? static_cast<double>(diff) / static_cast<double>(n) : 0.0;
+}
+
+void compare_with_reference(const Png& got, const std::string& name) {
+  const std::string ref = std::string(ATTNVIZ_REFERENCE_DIR) + "/" + name;
+  if (std::getenv("ATTNVIZ_UPDATE_REFERENCES")) {
+    std::filesystem::copy_file(out_path(name), ref, std::filesystem::copy_options::overwrite_existing);
+    MESSAGE("updated " << ref);
+    return;
+  }
+  const Png want = load(ref);
+  REQUIRE(want.width == got.width);
+  REQUIRE(want.height == got.height);
+  // Loose: timings in the status line and rasterizer details may differ; the picture may not.
+  const double frac = changed(got, want, 0, 0, got.width, got.height, 40);
+  INFO(name << ": " << frac * 100 << "% of pixels differ");
+  CHECK(frac < 0.01);
+}
+
+const char* kLong256() {
+  static std::string text;
+  if (text.empty()) {
+    const char* words[] = {"the",     "model", "reads", "every", "token", "and",
+                           "attends", "to",    "what",  "came",  "before"};
+    for (int i = 0; i < 256; ++i) text += std::string(i ? " " : "") + words[(i * 7 + i / 11) % 11];
+  }
+  return text.c_str();
+}
+
+}  // namespace
+
+TEST_CASE("the default view: the book sentence, sized, not blank, as the reference") {
+  const Png p = shoot("book.png", {});
+  CHECK(p.width == 1280);
+  CHECK(p.height == 800);
+  CHECK(distinct_colours(p) > 200);  // text, heatmaps, widgets: far from a blank frame
+  compare_with_reference(p, "book.png");
+}
+
+TEST_CASE("a 256-token, 12-head gpt2-small view renders every head") {
+  const Png p = shoot("gpt2_small_256.png", {"--preset", "gpt2-small", "--text", kLong256(), "--eval"});
+  CHECK(p.width == 1280);
+  CHECK(p.height == 800);
+  CHECK(distinct_colours(p) > 200);
+  compare_with_reference(p, "gpt2_small_256.png");
+}
+
+TEST_CASE("heatmap pixels change with the text, the controls do not move") {
+  const std::vector<std::string> common = {"--palette", "viridis", "--width", "1024", "--height", "700"};
+  std::vector<std::string> a = common, b = common;
+  a.insert(a.end(), {"--text", "Your journey starts with one step"});
+  b.insert(b.end(), {"--text", "Every journey begins with a single step"});
+  const Png pa = shoot("text_a.png", a), pb = shoot("text_b.png", b);
+  REQUIRE(pa.width == 1024);
+  REQUIRE(pa.height == 700);
+  // The heatmap area (right of the control column, below the stepper) changes...
+  CHECK(changed(pa, pb, 400, 120, 1000, 500, 24) > 0.05);
+  // ...the configuration panel below the sentence box does not.
+  CHECK(changed(pa, pb, 10, 140, 300, 400, 24) < 0.001);
+}
+
+TEST_CASE("every stage, palette and view mode renders") {
+  for (const char* stage :
+       {"inputs", "queries", "scores", "scaled", "masked", "dropped", "context", "output"}) {
+    CAPTURE(stage);
+    const Png p = shoot("stage.png", {"--stage", stage, "--dropout", "0.5", "--palette", "cividis"});
+    CHECK(distinct_colours(p) > 100);
+  }
+  CHECK(distinct_colours(shoot("compare.png", {"--compare", "mask", "--lock", "4", "2"})) > 100);
+  CHECK(distinct_colours(shoot("mean.png", {"--aggregate", "mean", "--normalize", "row"})) > 100);
+  CHECK(distinct_colours(shoot("head.png", {"--head", "1", "--lock", "5", "3"})) > 100);
+}
+
+TEST_CASE("bad arguments fail with one line, never a crash") {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{{"--stage", "nope"},
+                                                                                    {"--palette", "rainbow"},
+                                                                                    {"--heads", "3"},
+                                                                                    {"--text", ""},
+                                                                                    {"--context-length", "3"},
+                                                                                    {"--frames", "0"},
+                                                                                    {"--lock", "1"}}) {
+    std::ostringstream out, err;
+    CHECK(attnviz::run_app(args, out, err) == 1);
+    const std::string e = err.str();
+    CHECK(e.rfind("attnviz: ", 0) == 0);
+    CHECK(std::count(e.begin(), e.end(), '\n') == 1);
+  }
+}

@@ -1,0 +1,190 @@
+// The UI driven through ImGui's own input (mouse position, buttons, wheel, typed characters) with no window
+// and no GPU: textures go to a stub, frames are built and rendered to draw lists only.
+#include <doctest/doctest.h>
+#include <imgui.h>
+
+#include "attnviz/viz/app.hpp"
+
+using namespace attnviz;
+using namespace attnviz::viz;
+
+namespace {
+
+class StubTextures final : public TextureHost {
+ public:
+  void* upload(int slot, int width, int height, const std::uint32_t* rgba) override {
+    last_width = width;
+    last_height = height;
+    last_first = rgba[0];
+    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot + 1));
+  }
+  int last_width = 0, last_height = 0;
+  std::uint32_t last_first = 0;
+};
+
+// An ImGui context with a built font atlas, the size of the desktop window.
+struct Ui {
+  Ui() {
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    io.DisplaySize = ImVec2(1280, 800);
+    io.DeltaTime = 1.0f / 60.0f;
+    unsigned char* px = nullptr;
+    int w = 0, h = 0;
+    io.Fonts->GetTexDataAsRGBA32(&px, &w, &h);
+  }
+  ~Ui() { ImGui::DestroyContext(); }
+  void frame(App& app) {
+    ImGui::NewFrame();
+    draw_frame(app, textures);
+    ImGui::Render();
+  }
+  // Moves the mouse to a cell's centre and renders twice (hover is seen on the frame after the move).
+  void hover(App& app, int slot, int row, int col) {
+    const HeatmapRect* r = rect(app, slot);
+    REQUIRE(r != nullptr);
+    ImGui::GetIO().MousePos = ImVec2(r->cx(col), r->cy(row));
+    frame(app);
+    frame(app);
+  }
+  void click(App& app) {
+    ImGui::GetIO().MouseDown[0] = true;
+    frame(app);
+    ImGui::GetIO().MouseDown[0] = false;
+    frame(app);
+  }
+  static const HeatmapRect* rect(const App& app, int slot) {
+    for (const HeatmapRect& r : app.layout)
+      if (r.slot == slot) return &r;
+    return nullptr;
+  }
+  StubTextures textures;
+};
+
+}  // namespace
+
+TEST_CASE("ui: the first screen shows the book sentence, one heatmap per head") {
+  Ui ui;
+  App app;
+  REQUIRE(start(app).is_ok());
+  ui.frame(app);
+  ui.frame(app);
+  CHECK(app.session.result().tokens_count() == 6);
+  REQUIRE(app.layout.size() == 2u);
+  CHECK(app.layout[0].rows == 6);
+  CHECK(app.layout[1].slot == 1);
+  CHECK(app.layout[0].cell > 20.0f);  // the book's 6 x 6 gets big cells
+  CHECK(ui.textures.last_width == 6);
+  CHECK(app.uploads == 2);
+  for (int i = 0; i < 5; ++i) ui.frame(app);
+  CHECK(app.uploads == 2);  // nothing changed: no texture work per frame
+}
+
+TEST_CASE("ui: hover shows a cell, click locks it, the lock survives moving away, a second click frees it") {
+  Ui ui;
+  App app;
+  REQUIRE(start(app).is_ok());
+  ui.frame(app);
+  ui.hover(app, 1, 3, 1);
+  CHECK(app.view.hover == Cell{true, 1, 3, 1});
+  CHECK_FALSE(app.view.locked.active);
+  CHECK(cell_at(app, ImGui::GetIO().MousePos.x, ImGui::GetIO().MousePos.y) == Cell{true, 1, 3, 1});
+
+  ui.click(app);
+  CHECK(app.view.locked == Cell{true, 1, 3, 1});
+  ui.hover(app, 0, 5, 4);
+  CHECK(app.view.hover == Cell{true, 0, 5, 4});
+  CHECK(app.view.locked == Cell{true, 1, 3, 1});
+
+  ui.hover(app, 1, 3, 1);
+  ui.click(app);
+  CHECK_FALSE(app.view.locked.active);
+
+  ImGui::GetIO().MousePos = ImVec2(5, 5);  // over the controls: nothing hovered
+  ui.frame(app);
+  ui.frame(app);
+  CHECK_FALSE(app.view.hover.active);
+}
+
+TEST_CASE("ui: typing into the sentence box recomputes on every keystroke") {
+  Ui ui;
+  App app;
+  REQUIRE(start(app).is_ok());
+  ui.frame(app);  // the sentence box takes the keyboard
+  ui.frame(app);
+  const int gen = app.session.generation(), uploads = app.uploads;
+  for (char ch : std::string(" home")) {
+    ImGui::GetIO().AddInputCharacter(static_cast<unsigned>(ch));
+    ui.frame(app);
+  }
+  CHECK(app.session.text == "Your journey starts with one step home");
+  CHECK(app.session.generation() == gen + 5);  // one recompute per keystroke
+  CHECK(app.session.result().tokens_count() == 7);
+  CHECK(app.layout[0].rows == 7);
+  CHECK(app.uploads > uploads);
+}
+
+TEST_CASE("ui: the wheel zooms around the pointer, a head's title enlarges it, stages switch") {
+  Ui ui;
+  App app;
+  app.session.text = "one two three four five six seven eight nine ten eleven twelve";
+  REQUIRE(start(app).is_ok());
+  ui.frame(app);
+  ui.hover(app, 0, 6, 6);
+  ImGui::GetIO().MouseWheel = 2.0f;
+  ui.frame(app);
+  ImGui::GetIO().MouseWheel = 0.0f;
+  ui.frame(app);
+  CHECK(app.view.zoom == doctest::Approx(1.5625f));
+  // The cell under the pointer stays under it.
+  const ImVec2 m = ImGui::GetIO().MousePos;
+  CHECK(cell_at(app, m.x, m.y) == Cell{true, 0, 6, 6});
+
+  app.view.enlarged = 1;  // what the title button does
+  ui.frame(app);
+  REQUIRE(app.layout.size() == 1u);
+  CHECK(app.layout[0].slot == 1);
+
+  app.view.stage = StageId::context;
+  ui.frame(app);
+  CHECK(app.layout[0].cols == app.session.result().shape.head_dim);
+  app.view.stage = StageId::dropped;  // not available without dropout: falls back to the weights
+  ui.frame(app);
+  CHECK(app.view.stage == StageId::weights);
+}
+
+TEST_CASE("ui: aggregate and compare views") {
+  Ui ui;
+  App app;
+  app.view.aggregate = Aggregate::mean;
+  REQUIRE(start(app).is_ok());
+  ui.frame(app);
+  REQUIRE(app.layout.size() == 1u);
+  CHECK(app.layout[0].slot == kAggregateSlot);
+
+  app.view.aggregate = Aggregate::none;
+  app.compare.mode = CompareMode::mask;
+  app.compare.synced = -1;
+  REQUIRE(start(app).is_ok());
+  ui.frame(app);
+  REQUIRE(app.layout.size() == 3u);
+  CHECK(app.layout[2].slot == kCompareSlot + 2);
+  CHECK_FALSE(app.compare.b.result().shape.causal);  // B: the same layer without its mask
+  CHECK(app.session.result().shape.causal);
+  ui.hover(app, kCompareSlot + 2, 1, 4);
+  CHECK(app.view.hover == Cell{true, kCompareSlot + 2, 1, 4});
+}
+
+TEST_CASE("ui: an invalid edit is explained in place and the last good view stays") {
+  Ui ui;
+  App app;
+  REQUIRE(start(app).is_ok());
+  ui.frame(app);
+  app.session.config.num_heads = 3;  // as if typed into the heads field
+  app.session.recompute();
+  ui.frame(app);
+  CHECK_FALSE(app.session.error().empty());
+  CHECK(app.layout.size() == 2u);  // still the two heads of the last valid result
+  CHECK(app.layout[0].rows == 6);
+}
