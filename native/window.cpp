@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "attnviz/viz/export.hpp"
@@ -40,15 +41,19 @@ Window::~Window() {
     ImGui_ImplGlfw_Shutdown();
     ImGui::DestroyContext();
   }
-  if (window_) {
-    glfwDestroyWindow(window_);
-    glfwTerminate();
-  }
+  if (window_) glfwDestroyWindow(window_);
 }
 
 Status Window::open(const WindowOptions& o) {
-  glfwSetErrorCallback(glfw_error);
-  if (!glfwInit())
+  // GLFW stays initialized for the whole process: reconnecting to the X server for every window races with
+  // Xvfb's reset after its last client leaves.
+  static const bool ready = [] {
+    glfwSetErrorCallback(glfw_error);
+    if (!glfwInit()) return false;
+    std::atexit(glfwTerminate);
+    return true;
+  }();
+  if (!ready)
     return Status::fail("cannot open a window: no display (for headless use run under xvfb-run -a)");
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
@@ -56,7 +61,6 @@ Status Window::open(const WindowOptions& o) {
   glfwWindowHint(GLFW_VISIBLE, o.visible ? GLFW_TRUE : GLFW_FALSE);
   window_ = glfwCreateWindow(o.width, o.height, o.title.c_str(), nullptr, nullptr);
   if (!window_) {
-    glfwTerminate();
     return Status::fail("cannot create an OpenGL 3.3 core window");
   }
   glfwMakeContextCurrent(window_);
@@ -82,6 +86,7 @@ double Window::frame(viz::App& app, bool finish, Image* grab) {
   glfwPollEvents();
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
+  if (pointer_) ImGui::GetIO().MousePos = ImVec2(pointer_x_, pointer_y_);
   ImGui::NewFrame();
   viz::draw_frame(app, *textures_);
   ImGui::Render();

@@ -42,10 +42,19 @@ class Window {
 
   viz::TextureHost& textures() { return *textures_; }
 
+  // Scripted pointer for benchmarks: frames see the mouse at (x, y) instead of the system cursor.
+  void set_pointer(float x, float y) {
+    pointer_ = true;
+    pointer_x_ = x;
+    pointer_y_ = y;
+  }
+
  private:
   GLFWwindow* window_ = nullptr;
   bool imgui_ = false;
   std::unique_ptr<viz::GlTextures> textures_;
+  bool pointer_ = false;
+  float pointer_x_ = 0, pointer_y_ = 0;
 };
 
 // Loads DejaVu Sans (fonts-dejavu-core) for non-ASCII tokens when it is installed; ImGui's built-in font
