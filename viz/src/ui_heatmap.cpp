@@ -44,9 +44,13 @@ std::vector<Heatmap> heatmaps_for(const App& app) {
   if (app.compare.mode != CompareMode::off && app.compare.b.has_result()) {
     const int head = std::clamp(v.enlarged, 0, H - 1);
     const Result& rb = app.compare.b.result();
+    const CompareState& cs = app.compare;
+    const std::string b_is = cs.mode == CompareMode::text   ? "\"" + cs.text + "\""
+                             : cs.mode == CompareMode::seed ? "seed " + std::to_string(cs.seed)
+                                                            : (rb.config.mask ? "mask on" : "mask off");
     Heatmap a{pick(r, v, head), kCompareSlot, "A: " + what};
     Heatmap b{info.per_head && head >= stage_heads(rb, v.stage) ? MatrixDesc{} : pick(rb, v, head),
-              kCompareSlot + 1, "B: " + what};
+              kCompareSlot + 1, "B (" + b_is + "): " + what};
     if (stage_info(rb, v.stage).available == false) b.m = {};
     Heatmap d{difference(a.m, b.m), kCompareSlot + 2, "A - B"};
     d.diverging = true;
@@ -270,8 +274,10 @@ void draw_one(App& app, TextureHost& textures, const Heatmap& hm, ImVec2 pos, Im
   for (int i = (i0 + rstep - 1) / rstep * rstep; i < i1; i += rstep) {
     const char* t = r.tokens[static_cast<std::size_t>(i)].c_str();
     const float w = ImGui::CalcTextSize(t).x;
-    dl->AddText(ImVec2(p0.x - 4.0f - w, origin.y + (static_cast<float>(i) + 0.5f) * cell - fh * 0.5f),
-                sel.active && sel.row == i ? kHighlight : label, t);
+    // Centred on its row, but kept inside the heatmap's height when rows are thinner than the text.
+    const float ly =
+        std::clamp(origin.y + (static_cast<float>(i) + 0.5f) * cell - fh * 0.5f, p0.y, p1.y - fh);
+    dl->AddText(ImVec2(p0.x - 4.0f - w, ly), sel.active && sel.row == i ? kHighlight : label, t);
   }
   dl->PopClipRect();
   float col_w = 0.0f;
