@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "app.hpp"
+#include "window.hpp"
 
 #define STB_IMAGE_IMPLEMENTATION
 #define STB_IMAGE_STATIC
@@ -163,4 +164,23 @@ TEST_CASE("bad arguments fail with one line, never a crash") {
     CHECK(e.rfind("attnviz: ", 0) == 0);
     CHECK(std::count(e.begin(), e.end(), '\n') == 1);
   }
+}
+
+TEST_CASE("the PNG view export captures the heatmap area as rendered") {
+  attnviz::Window w;
+  attnviz::WindowOptions o;
+  o.visible = false;
+  REQUIRE(w.open(o).is_ok());
+  attnviz::viz::App app;
+  REQUIRE(attnviz::viz::start(app).is_ok());
+  w.frame(app);
+  app.capture.pending = true;  // what the Export panel's "PNG view" button asks for
+  app.capture.path = out_path("view.png");
+  std::filesystem::remove(app.capture.path);
+  w.frame(app);
+  CHECK(app.message == "wrote " + app.capture.path);
+  const Png p = load(app.capture.path);
+  CHECK(p.width == static_cast<int>(app.capture.w));
+  CHECK(p.height == static_cast<int>(app.capture.h));
+  CHECK(distinct_colours(p) > 50);
 }
