@@ -69,6 +69,27 @@ std::vector<Heatmap> heatmaps_for(const App& app) {
   return out;
 }
 
+// What the heatmaps of the view depend on (besides colours).
+std::string view_key(const App& app) {
+  const ViewState& v = app.view;
+  std::string key = std::to_string(app.session.generation()) + "/" +
+                    std::to_string(app.compare.mode == CompareMode::off ? -1 : app.compare.b.generation()) +
+                    "/" + std::to_string(static_cast<int>(app.compare.mode)) + "/" + to_string(v.stage) +
+                    "/" + to_string(v.aggregate) + "/" + std::to_string(v.enlarged);
+  for (int h : v.subset) key += "," + std::to_string(h);
+  return key;
+}
+
+const std::vector<Heatmap>& heatmaps(App& app) {
+  if (!app.view_cache) app.view_cache = std::make_shared<ViewCache>();
+  std::string key = view_key(app);
+  if (key != app.view_cache->key) {
+    app.view_cache->maps = heatmaps_for(app);
+    app.view_cache->key = std::move(key);
+  }
+  return app.view_cache->maps;
+}
+
 // What a slot's texels depend on.
 std::string texture_key(const App& app, const Heatmap& hm) {
   const ViewState& v = app.view;
@@ -359,7 +380,7 @@ void draw_heatmaps(App& app, TextureHost& textures, ImVec2 size) {
   const ImVec2 pos = ImGui::GetCursorScreenPos();
   app.layout.clear();
   const Result& r = app.session.result();
-  const std::vector<Heatmap> maps = heatmaps_for(app);
+  const std::vector<Heatmap>& maps = heatmaps(app);
   update_shared_range(app, maps);
   app.view.hover = {};
   app.capture.x = pos.x;
@@ -427,7 +448,10 @@ void draw_cell_info(const App& app, ImVec2 size) {
       ImGui::TextUnformatted(e.text.c_str());
     }
   } else {
-    const MatrixDesc m = aggregate(r, v.stage, v.aggregate, v.subset);
+    MatrixDesc m;  // the hovered heatmap's own matrix (an aggregate, or one side of a comparison)
+    if (app.view_cache)
+      for (const Heatmap& hm : app.view_cache->maps)
+        if (hm.slot == c.head) m = hm.m;
     if (!m.empty() && c.row < m.rows && c.col < m.cols) {
       ImGui::Text("%s over %s: %.6g", to_string(v.aggregate), join_heads(v.subset).c_str(),
                   static_cast<double>(m.at(c.row, c.col)));

@@ -4,6 +4,7 @@
 #include <imgui.h>
 
 #include <string>
+#include <vector>
 
 #include "attnviz/viz/app.hpp"
 
@@ -17,6 +18,17 @@ struct Heatmap {
   bool enlargeable = false;  // clicking the title shows this head alone
   bool diverging = false;    // a difference: centred diverging colours
 };
+
+}  // namespace attnviz::viz::ui
+
+namespace attnviz::viz {
+struct ViewCache {
+  std::string key;
+  std::vector<ui::Heatmap> maps;
+};
+}  // namespace attnviz::viz
+
+namespace attnviz::viz::ui {
 
 void draw_controls(App& app);
 void draw_stepper(App& app);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,8 @@ struct HeatmapRect {
   float cy(int row) const { return origin_y + (static_cast<float>(row) + 0.5f) * cell; }
 };
 
+struct ViewCache;  // the heatmaps of the current view, derived matrices included (UI-internal)
+
 struct App {
   Session session;
   ViewState view;
@@ -93,6 +96,8 @@ struct App {
   std::string range_key;
   Range shared_range;
   int uploads = 0;  // textures (re)made, for tests and the benchmark
+  // Aggregates and differences are computed once per change, not once per frame.
+  std::shared_ptr<ViewCache> view_cache;
 };
 
 // Computes the first view (the book's sentence with the book preset, unless the app was configured
