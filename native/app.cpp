@@ -84,16 +84,7 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   cli.add_option("--width", width, "window width in pixels")->capture_default_str();
   cli.add_option("--height", height, "window height in pixels")->capture_default_str();
 
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
-  try {
-    cli.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    out << cli.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    err << "attnviz: " << e.what() << " (see --help)\n";
-    return 1;
-  }
+  if (const std::optional<int> done = parse_command_line(cli, args, out, err)) return *done;
   const auto fail = [&err](const Status& st) {
     err << "attnviz: " << st.error << "\n";
     return 1;

@@ -127,16 +127,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       ->excludes(a.text_option);
   app.add_flag("--json", json, "print one JSON object with every tensor");
 
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    out << app.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    err << "attnviz-cli: " << e.what() << " (see --help)\n";
-    return 1;
-  }
+  if (const std::optional<int> done = parse_command_line(app, args, out, err)) return *done;
 
   const auto fail = [&err](const Status& st) {
     err << "attnviz-cli: " << st.error << "\n";

@@ -26,6 +26,21 @@ void add_config_options(CLI::App& app, ConfigArgs& a) {
   app.add_option("--threads", a.threads, "threads for the fast kernels (0: all)")->capture_default_str();
 }
 
+std::optional<int> parse_command_line(CLI::App& app, const std::vector<std::string>& args, std::ostream& out,
+                                      std::ostream& err) {
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    err << app.get_name() << ": " << e.what() << " (see --help)\n";
+    return 1;
+  }
+  return std::nullopt;
+}
+
 Status config_from_args(const ConfigArgs& a, Config& c, Exec& exec) {
   c = Config{};
   const Preset* p = find_preset(a.preset);

@@ -5,7 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <string>
+#include <vector>
 
 #include "attnviz/config.hpp"
 #include "attnviz/exec.hpp"
@@ -31,5 +33,10 @@ void add_config_options(CLI::App& app, ConfigArgs& a);
 // Turns parsed flags into a configuration (not yet validated) and execution options. Fails with one line
 // naming the bad value.
 Status config_from_args(const ConfigArgs& a, Config& c, Exec& exec);
+
+// Parses `args` (without the program name) into `app`. Returns the exit status when the program should stop
+// now: 0 after printing --help to `out`, 1 after one line on `err` naming the bad argument.
+std::optional<int> parse_command_line(CLI::App& app, const std::vector<std::string>& args, std::ostream& out,
+                                      std::ostream& err);
 
 }  // namespace attnviz

@@ -14,9 +14,6 @@ constexpr double kMaxBytes = 4.0e9;   // refuse configurations whose tensors alo
 bool single_head(Variant v) {
   return v != Variant::wrapper && v != Variant::mha;
 }
-bool has_dropout_layer(Variant v) {
-  return v == Variant::causal || v == Variant::wrapper || v == Variant::mha;
-}
 
 std::string format(const char* fmt, long long a, long long b) {
   char buf[256];
@@ -26,6 +23,10 @@ std::string format(const char* fmt, long long a, long long b) {
 
 }  // namespace
 
+bool is_causal(Variant v) {
+  return v == Variant::causal || v == Variant::wrapper || v == Variant::mha;
+}
+
 Config effective(const Config& c) {
   Config e = c;
   if (single_head(e.variant)) e.num_heads = 1;
@@ -33,12 +34,12 @@ Config effective(const Config& c) {
     e.d_out = e.d_in;
     e.qkv_bias = false;
   }
-  if (!has_dropout_layer(e.variant)) {
+  if (!is_causal(e.variant)) {
     e.dropout = 0.0;
     e.dropout_rng = DropoutRng::cpu;
   }
   if (e.variant == Variant::self_v1) e.qkv_bias = false;  // torch.rand parameters have no bias
-  if (!has_dropout_layer(e.variant)) e.mask = true;       // no mask to turn off
+  if (!is_causal(e.variant)) e.mask = true;               // no mask to turn off
   return e;
 }
 
@@ -47,8 +48,8 @@ Shape shape_of(const Config& config) {
   Shape s;
   s.heads = c.num_heads;
   s.has_weights = c.variant != Variant::simplified;
-  s.causal = has_dropout_layer(c.variant) && c.mask;  // the variants with a dropout layer are the masked ones
-  s.dropout = has_dropout_layer(c.variant) && c.train && c.dropout > 0.0;
+  s.causal = is_causal(c.variant) && c.mask;
+  s.dropout = is_causal(c.variant) && c.train && c.dropout > 0.0;
   s.out_proj = c.variant == Variant::mha;
   if (c.variant == Variant::mha) {
     s.head_dim = c.num_heads > 0 ? c.d_out / c.num_heads : 1;

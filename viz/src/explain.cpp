@@ -46,9 +46,8 @@ CellExplain explain(const Result& r, StageId s, int head, int row, int col) {
   }
 
   // score = q_i . k_j, term by term
-  const int h = stage_heads(r, s) > 1 ? head : 0;
-  e.q = head_row(r, r.q, h, row);
-  e.k = head_row(r, r.k, h, col);
+  e.q = head_row(r, r.q, head, row);  // a square stage is per head, and stage_matrix checked `head`
+  e.k = head_row(r, r.k, head, col);
   const char* qn = r.shape.has_weights ? "q" : "x";
   const char* kn = r.shape.has_weights ? "k" : "x";
   for (std::size_t d = 0; d < e.q.size(); ++d) {

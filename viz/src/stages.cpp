@@ -153,10 +153,8 @@ StageInfo stage_info(const Result& r, StageId s) {
       info = make_info("mask", "masked_fill(j > i, -inf)", "(b, H, T, T) = " + dims({1, H, T, T}));
       if (!sh.causal) {
         info.available = false;
-        info.why_not = c.mask && !(c.variant == Variant::causal || c.variant == Variant::wrapper ||
-                                   c.variant == Variant::mha)
-                           ? std::string("this variant has no causal mask (causal, wrapper and mha do)")
-                           : std::string("the causal mask is turned off");
+        info.why_not = is_causal(c.variant) ? "the causal mask is turned off"
+                                            : "this variant has no causal mask (causal, wrapper and mha do)";
       }
       break;
     case StageId::weights:
@@ -172,11 +170,9 @@ StageInfo stage_info(const Result& r, StageId s) {
           "(b, H, T, T) = " + dims({1, H, T, T}));
       if (!sh.dropout) {
         info.available = false;
-        info.why_not =
-            !(c.variant == Variant::causal || c.variant == Variant::wrapper || c.variant == Variant::mha)
-                ? "this variant has no dropout layer"
-            : !c.train ? "eval mode: dropout is off"
-                       : "dropout p is 0";
+        info.why_not = !is_causal(c.variant) ? "this variant has no dropout layer"
+                       : !c.train            ? "eval mode: dropout is off"
+                                             : "dropout p is 0";
       }
       break;
     case StageId::context:

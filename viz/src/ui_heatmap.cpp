@@ -90,18 +90,25 @@ const std::vector<Heatmap>& heatmaps(App& app) {
   return app.view_cache->maps;
 }
 
-// What a slot's texels depend on.
+// What a slot's texels depend on: the view and the colour settings.
 std::string texture_key(const App& app, const Heatmap& hm) {
-  const ViewState& v = app.view;
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%d/%d/%d/%d/%d/%g/%g/%d/%d/%d", app.session.generation(),
-                app.compare.mode == CompareMode::off ? -1 : app.compare.b.generation(),
-                static_cast<int>(v.stage), static_cast<int>(v.color.palette), static_cast<int>(v.color.norm),
-                static_cast<double>(v.color.fixed.lo), static_cast<double>(v.color.fixed.hi),
-                static_cast<int>(v.aggregate), static_cast<int>(app.compare.mode), hm.m.rows);
-  std::string key = buf;
-  for (int h : v.subset) key += "," + std::to_string(h);
-  return key;
+  const ColorOptions& c = app.view.color;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "/%d/%d/%g/%g/%d", static_cast<int>(c.palette), static_cast<int>(c.norm),
+                static_cast<double>(c.fixed.lo), static_cast<double>(c.fixed.hi), hm.m.rows);
+  return view_key(app) + buf;
+}
+
+// The colours a heatmap is drawn with: a difference always uses the diverging palette around 0, on its own
+// range.
+ColorOptions colors_for(const App& app, const Heatmap& hm) {
+  ColorOptions o = app.view.color;
+  if (hm.diverging) {
+    o.palette = Palette::diverging;
+    o.centered = true;
+    if (o.norm == Norm::all_heads || o.norm == Norm::fixed) o.norm = Norm::head;
+  }
+  return o;
 }
 
 void* texture_for(App& app, TextureHost& textures, const Heatmap& hm) {
@@ -109,14 +116,8 @@ void* texture_for(App& app, TextureHost& textures, const Heatmap& hm) {
   auto it = std::find_if(app.textures.begin(), app.textures.end(),
                          [&](const App::TextureEntry& e) { return e.slot == hm.slot; });
   if (it != app.textures.end() && it->key == key) return it->id;
-  ColorOptions o = app.view.color;
-  if (hm.diverging) {
-    o.palette = Palette::diverging;
-    o.centered = true;
-    if (o.norm == Norm::all_heads || o.norm == Norm::fixed) o.norm = Norm::head;
-  }
   std::vector<std::uint32_t> texels;
-  colorize(hm.m, o, app.shared_range, texels);
+  colorize(hm.m, colors_for(app, hm), app.shared_range, texels);
   void* id = textures.upload(hm.slot, hm.m.cols, hm.m.rows, texels.data());
   ++app.uploads;
   if (it == app.textures.end())
@@ -238,8 +239,12 @@ void draw_one(App& app, TextureHost& textures, const Heatmap& hm, ImVec2 pos, Im
   if (few && cell >= 6.0f) {
     char buf[32];
     const bool values = v.show_values && cell >= ImGui::CalcTextSize("-0.00").x + 4.0f && cell >= fh + 2.0f;
-    ColorOptions o = v.color;
+    const ColorOptions o = colors_for(app, hm);
+    const Range head_range = values && o.norm == Norm::head ? finite_range(m) : Range{};
     for (int i = i0; i < i1; ++i) {
+      // The range a value's text colour is judged against: once per row, not per cell.
+      const Range row_range =
+          !values || o.norm == Norm::head ? head_range : effective_range(m, o, app.shared_range, i);
       for (int j = j0; j < j1; ++j) {
         const ImVec2 a(origin.x + static_cast<float>(j) * cell, origin.y + static_cast<float>(i) * cell);
         const ImVec2 b(a.x + cell, a.y + cell);
@@ -267,9 +272,7 @@ void draw_one(App& app, TextureHost& textures, const Heatmap& hm, ImVec2 pos, Im
           const float x = m.at(i, j);
           format_value(buf, sizeof buf, x);
           const ImVec2 ts = ImGui::CalcTextSize(buf);
-          if (hm.diverging) o.palette = Palette::diverging;
-          const float t =
-              normalize(x, effective_range(m, o, app.shared_range, i), o.centered || hm.diverging);
+          const float t = normalize(x, row_range, o.centered);
           dl->AddText(ImVec2(a.x + (cell - ts.x) * 0.5f, a.y + (cell - ts.y) * 0.5f),
                       text_on(color_at(o.palette, t)), buf);
         }

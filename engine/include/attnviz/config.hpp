@@ -69,6 +69,9 @@ Shape shape_of(const Config& c);
 // Checks the configuration (and a sequence length, when known: tokens <= 0 skips that check).
 Status validate(const Config& c, int tokens = 0);
 
+// causal, wrapper and mha: the variants with a causal mask and a dropout layer on the weights.
+bool is_causal(Variant v);
+
 // The configuration as PyTorch would run it: options a variant doesn't use are reset (heads 1 for single-head
 // variants, dropout 0 without a dropout layer, d_out = d_in for `simplified`).
 Config effective(const Config& c);
