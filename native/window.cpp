@@ -24,7 +24,11 @@ void glfw_error(int code, const char* what) {
 
 void load_fonts() {
   ImGuiIO& io = ImGui::GetIO();
+#ifdef __EMSCRIPTEN__
+  const char* path = "/fonts/DejaVuSans.ttf";  // embedded in the page's module at link time
+#else
   const char* path = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+#endif
   if (std::filesystem::exists(path)) {
     // Latin, Greek, Cyrillic and general punctuation: the scripts DejaVu Sans covers well.
     static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x052F,
@@ -55,23 +59,35 @@ Status Window::open(const WindowOptions& o) {
   }();
   if (!ready)
     return Status::fail("cannot open a window: no display (for headless use run under xvfb-run -a)");
+#ifdef __EMSCRIPTEN__
+  // The page's canvas, with a WebGL2 context (Emscripten's GLFW; the link flags ask for WebGL2 only).
+  const char* glsl = "#version 300 es";
+#else
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
   glfwWindowHint(GLFW_VISIBLE, o.visible ? GLFW_TRUE : GLFW_FALSE);
+  const char* glsl = "#version 330";
+#endif
   window_ = glfwCreateWindow(o.width, o.height, o.title.c_str(), nullptr, nullptr);
   if (!window_) {
+#ifdef __EMSCRIPTEN__
+    return Status::fail("cannot create a WebGL2 context on the page's canvas");
+#else
     return Status::fail("cannot create an OpenGL 3.3 core window");
+#endif
   }
   glfwMakeContextCurrent(window_);
+#ifndef __EMSCRIPTEN__  // the browser paces frames itself (requestAnimationFrame)
   glfwSwapInterval(o.visible ? 1 : 0);
+#endif
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
   ImGui::GetIO().IniFilename = nullptr;  // the layout is fixed; nothing to remember between runs
   ImGui::StyleColorsDark();
   load_fonts();
   ImGui_ImplGlfw_InitForOpenGL(window_, true);
-  ImGui_ImplOpenGL3_Init("#version 330");
+  ImGui_ImplOpenGL3_Init(glsl);
   imgui_ = true;
   textures_ = std::make_unique<viz::GlTextures>();
   return Status::ok();
@@ -111,6 +127,7 @@ double Window::frame(viz::App& app, bool finish, Image* grab) {
       st = viz::write_png(app.capture.path, cw, ch, px);
     }
     app.message = st.is_ok() ? "wrote " + app.capture.path : "export failed: " + st.error;
+    if (st.is_ok()) app.written.push_back(app.capture.path);
   }
   if (grab) {
     grab->width = w;

@@ -41,6 +41,7 @@ class Window {
   double frame(viz::App& app, bool finish = false, Image* grab = nullptr);
 
   viz::TextureHost& textures() { return *textures_; }
+  GLFWwindow* handle() const { return window_; }
 
   // Scripted pointer for benchmarks: frames see the mouse at (x, y) instead of the system cursor.
   void set_pointer(float x, float y) {

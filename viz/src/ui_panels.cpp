@@ -175,9 +175,11 @@ void draw_compare(App& app) {
 }
 
 void draw_export(App& app) {
-  ImGui::PushItemWidth(-110);
-  ImGui::InputText("folder", &app.export_dir);
-  ImGui::PopItemWidth();
+  if (!app.downloads) {
+    ImGui::PushItemWidth(-110);
+    ImGui::InputText("folder", &app.export_dir);
+    ImGui::PopItemWidth();
+  }
   const Session& s = app.session;
   const Result& r = s.result();
   const StageId stage = app.view.stage;
@@ -205,6 +207,7 @@ void draw_export(App& app) {
     did = true;
   }
   if (did) {
+    app.written.insert(app.written.end(), w.paths.begin(), w.paths.end());
     app.message = st.is_ok()
                       ? "wrote " + std::to_string(w.paths.size()) + " file" +
                             (w.paths.size() == 1 ? "" : "s") + (w.paths.empty() ? "" : ": " + w.paths[0])

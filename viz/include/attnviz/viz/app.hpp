@@ -75,7 +75,11 @@ struct App {
   ViewState view;
   CompareState compare;
   std::string export_dir = "attnviz-export";
-  std::string message;     // the last export's outcome
+  std::string message;  // the last export's outcome
+  // Files the exports wrote, for a host that hands them on (the browser page downloads them, then clears
+  // this). With `downloads` set the export panel has no folder to choose: the files go to the user.
+  std::vector<std::string> written;
+  bool downloads = false;
   double frame_ms = 0.0;   // set by the host: the previous frame's CPU time
   bool focus_text = true;  // give the sentence box the keyboard on the next frame (so typing starts at once)
   std::vector<HeatmapRect> layout;

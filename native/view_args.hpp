@@ -1,0 +1,47 @@
+// The view flags of the desktop app (--stage, --palette, --compare, ...) and the whole state of the UI as
+// flags: the browser page keeps the same state in its URL (#text=...&variant=...&stage=...), with the
+// flags' long names as keys, so a link and a command line say the same thing.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attnviz/status.hpp"
+#include "attnviz/viz/app.hpp"
+#include "config_args.hpp"
+
+namespace attnviz {
+
+// How the view looks, beyond the engine configuration.
+struct ViewArgs {
+  std::string stage = "weights", palette = "blues", norm = "head", aggregate = "none", compare = "off";
+  std::string compare_text = "Your journey ends with one step";
+  std::uint64_t compare_seed = 456;
+  int head = -1;
+  std::vector<int> lock;  // row, column (and head)
+};
+
+// Registers --stage, --palette, --normalize, --aggregate, --head, --lock, --compare, --compare-text and
+// --compare-seed on `cli`.
+void add_view_options(CLI::App& cli, ViewArgs& v);
+
+// Applies parsed view flags to the app's view and compare state. Fails with one line naming the bad value.
+Status apply_view(const ViewArgs& a, viz::App& app);
+
+// One flag of the UI state: its long name without dashes, and its value ("" for a flag without one).
+using StateArg = std::pair<std::string, std::string>;
+
+// The app's sentence, configuration and view as flags, leaving out those at their defaults, in a fixed
+// order. Parsing them back (apply_state_args) restores the same state.
+std::vector<StateArg> state_args(const viz::App& app);
+
+// Sets the app's sentence, configuration and view from flags (names without dashes; a flag without a value
+// takes "" or "1", and "0" or "false" leaves it off), starting from the defaults, and recomputes. A flag
+// that does not parse changes nothing and the error names it; a configuration the engine rejects is taken
+// like an edit in the app: the last good result stays and the session's error() explains.
+Status apply_state_args(const std::vector<StateArg>& args, viz::App& app);
+
+}  // namespace attnviz

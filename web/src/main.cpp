@@ -1,0 +1,194 @@
+// The browser host: the desktop app's UI on the page's canvas (Emscripten GLFW + WebGL2), driven by the
+// browser's animation frames. The page script (web/page/attnviz-page.js) owns the URL, the downloads and the
+// `attnviz` JS API; it reaches this module through the attnviz_* functions below.
+#include <emscripten/emscripten.h>
+#include <imgui.h>
+#include <imgui_internal.h>  // ClearActiveID: a text box being edited ignores outside changes otherwise
+
+#include <GLFW/glfw3.h>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "json_io.hpp"
+#include "view_args.hpp"
+#include "window.hpp"
+
+namespace {
+
+using attnviz::Status;
+
+struct Page {
+  attnviz::viz::App app;
+  attnviz::Window window;
+  std::string state;          // the last state handed to the page (JSON pairs), to notice changes
+  int drawn_generation = -1;  // the session generation the last frame showed
+  double drawn_at = 0.0;      // when that frame ended (performance.now() time base)
+  double first_heatmap_at = 0.0;
+  long frames = 0;
+  bool finish = false;  // glFinish at the end of each frame (benchmarks: the frame's GPU work counted)
+};
+Page* page = nullptr;
+
+std::string state_json(const attnviz::viz::App& app) {
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const auto& [name, value] : attnviz::state_args(app)) pairs.push_back({name, value});
+  return pairs.dump();
+}
+
+Status apply_state_json(const char* json, attnviz::viz::App& app) {
+  const nlohmann::json pairs = nlohmann::json::parse(json, nullptr, false);
+  if (pairs.is_discarded() || !pairs.is_array()) return Status::fail("the state is not a JSON array");
+  std::vector<attnviz::StateArg> args;
+  for (const nlohmann::json& p : pairs) {
+    if (!p.is_array() || p.size() != 2 || !p[0].is_string() || !p[1].is_string())
+      return Status::fail("each setting is a [name, value] pair of strings");
+    args.emplace_back(p[0].get<std::string>(), p[1].get<std::string>());
+  }
+  return attnviz::apply_state_args(args, app);
+}
+
+// A change from outside (the URL, the JS API) must win over a text box the user is editing.
+void release_keyboard() {
+  if (ImGui::GetCurrentContext()) ImGui::ClearActiveID();
+  page->app.focus_text = true;
+}
+
+}  // namespace
+
+// Calls into the page script (web/page/attnviz-page.js), which installs these hooks before the module runs.
+EM_JS(char*, page_initial_state, (), {
+  const s = Module.attnvizHooks.initialState();
+  const n = lengthBytesUTF8(s) + 1;
+  const p = _malloc(n);
+  stringToUTF8(s, p, n);
+  return p;
+});
+EM_JS(void, page_state_changed, (const char* json),
+      { Module.attnvizHooks.stateChanged(UTF8ToString(json)); });
+EM_JS(void, page_first_heatmap, (), { Module.attnvizHooks.firstHeatmap(); });
+EM_JS(void, page_download, (const char* path), { Module.attnvizHooks.download(UTF8ToString(path)); });
+EM_JS(int, page_canvas_width, (), { return Module.canvas.clientWidth | 0; });
+EM_JS(int, page_canvas_height, (), { return Module.canvas.clientHeight | 0; });
+
+namespace {
+
+void frame() {
+  Page& p = *page;
+  const int w = std::max(page_canvas_width(), 320), h = std::max(page_canvas_height(), 240);
+  int ww = 0, wh = 0;
+  glfwGetWindowSize(p.window.handle(), &ww, &wh);
+  if (w != ww || h != wh) glfwSetWindowSize(p.window.handle(), w, h);
+
+  p.window.frame(p.app, p.finish);
+  ++p.frames;
+  const int generation = p.app.session.generation();
+  if (generation != p.drawn_generation && !p.app.layout.empty()) {
+    p.drawn_generation = generation;
+    p.drawn_at = emscripten_get_now();
+    if (p.first_heatmap_at == 0.0) {
+      p.first_heatmap_at = p.drawn_at;
+      page_first_heatmap();
+    }
+  }
+  if (!p.app.written.empty()) {
+    for (const std::string& path : p.app.written) page_download(path.c_str());
+    const std::size_t n = p.app.written.size();
+    p.app.message = "downloaded " + p.app.written[0].substr(p.app.written[0].rfind('/') + 1) +
+                    (n > 1 ? " and " + std::to_string(n - 1) + " more" : "");
+    p.app.written.clear();
+  }
+  std::string state = state_json(p.app);
+  if (state != p.state) {
+    p.state = std::move(state);
+    page_state_changed(p.state.c_str());
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+// Replaces the sentence (as if typed); "" when it was computed, else why the last good result stays.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_set_text(const char* text) {
+  static std::string error;
+  release_keyboard();
+  page->app.session.text = text;
+  attnviz::viz::start(page->app);  // recomputes, and brings the compare session up to date
+  error = page->app.session.error();
+  return error.c_str();
+}
+
+// The current result in attnviz-cli --json's format.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_result_json() {
+  static std::string json;
+  const attnviz::viz::Session& s = page->app.session;
+  json = attnviz::result_to_json(s.result(), attnviz::state_dict(s.result().config, s.params()));
+  return json.c_str();
+}
+
+// The state as [name, value] pairs (the desktop app's flags), defaults left out.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_state() {
+  static std::string json;
+  json = state_json(page->app);
+  return json.c_str();
+}
+
+// Sets the whole state from [name, value] pairs (missing names take their defaults). "" on success, else
+// why (a bad setting changes nothing).
+EMSCRIPTEN_KEEPALIVE const char* attnviz_apply_state(const char* json) {
+  static std::string error;
+  release_keyboard();
+  const Status st = apply_state_json(json, page->app);
+  error = st.is_ok() ? page->app.session.error() : st.error;
+  if (!st.is_ok()) page->app.message = "link: " + st.error;
+  return error.c_str();
+}
+
+// Figures for tests and benchmarks.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_status() {
+  static std::string json;
+  const Page& p = *page;
+  const attnviz::viz::Session& s = p.app.session;
+  json = nlohmann::json{{"generation", s.generation()}, {"error", s.error()},
+                        {"message", p.app.message},     {"tokens", s.result().tokens_count()},
+                        {"compute_ms", s.last_ms()},    {"frame_ms", p.app.frame_ms},
+                        {"frames", p.frames},           {"drawn_generation", p.drawn_generation},
+                        {"drawn_at", p.drawn_at},       {"first_heatmap_at", p.first_heatmap_at}}
+             .dump();
+  return json.c_str();
+}
+
+EMSCRIPTEN_KEEPALIVE void attnviz_set_finish(int on) {
+  page->finish = on != 0;
+}
+
+// Draws one frame now, outside the animation-frame loop (benchmarks).
+EMSCRIPTEN_KEEPALIVE void attnviz_frame() {
+  frame();
+}
+
+}  // extern "C"
+
+int main() {
+  page = new Page;  // lives as long as the page
+  attnviz::viz::App& app = page->app;
+  app.downloads = true;
+  app.export_dir = "/attnviz-export";
+  char* initial = page_initial_state();
+  const Status linked = apply_state_json(initial, app);
+  std::free(initial);
+  if (!linked.is_ok()) {
+    app.message = "this link's settings were not used: " + linked.error;
+    attnviz::viz::start(app);
+  }
+  attnviz::WindowOptions wo;
+  wo.width = std::max(page_canvas_width(), 320);
+  wo.height = std::max(page_canvas_height(), 240);
+  if (Status st = page->window.open(wo); !st.is_ok()) {
+    std::fprintf(stderr, "attnviz: %s\n", st.error.c_str());
+    return 1;
+  }
+  emscripten_set_main_loop(frame, 0, false);
+  return 0;
+}
