@@ -305,6 +305,13 @@ TEST_CASE("exports: CSV per head, PNG per head, JSON in the CLI's format") {
     CHECK(std::stof(cell) == r.weights.at(1, 3, j));  // %.9g reads back to the same float
   }
 
+  // The panel's "PNG heads" size: short sentences get the largest cells, long ones at least a pixel.
+  CHECK(default_cell_px(6, 6) == kMaxCellPx);
+  CHECK(default_cell_px(256, 256) == 2);
+  CHECK(default_cell_px(4096, 4096) == 1);
+  REQUIRE(
+      export_png(dir.string(), "t", r, StageId::weights, ColorOptions{}, default_cell_px(6, 6), w).is_ok());
+  CHECK_FALSE(export_png(dir.string(), "t", r, StageId::weights, ColorOptions{}, kMaxCellPx + 1, w).is_ok());
   REQUIRE(export_png(dir.string(), "t", r, StageId::weights, ColorOptions{}, 10, w).is_ok());
   int iw = 0, ih = 0, n = 0;
   unsigned char* px = stbi_load(w.paths.back().c_str(), &iw, &ih, &n, 4);

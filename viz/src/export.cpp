@@ -105,14 +105,15 @@ Status export_csv(const std::string& dir, const std::string& prefix, const Resul
 }
 
 int default_cell_px(int rows, int cols) {
-  return std::max(1, 512 / std::max(1, std::max(rows, cols)));
+  return std::clamp(512 / std::max(1, std::max(rows, cols)), 1, kMaxCellPx);
 }
 
 Status export_png(const std::string& dir, const std::string& prefix, const Result& r, StageId s,
                   const ColorOptions& o, int cell_px, Written& out) {
   const StageInfo info = stage_info(r, s);
   if (!info.available) return Status::fail(std::string("no ") + info.title + " to export: " + info.why_not);
-  if (cell_px < 1 || cell_px > 64) return Status::fail("cell size must be 1 to 64 pixels");
+  if (cell_px < 1 || cell_px > kMaxCellPx)
+    return Status::fail("cell size must be 1 to " + std::to_string(kMaxCellPx) + " pixels");
   if (Status st = make_dir(dir); !st.is_ok()) return st;
   const int heads = stage_heads(r, s);
   Range shared{HUGE_VALF, -HUGE_VALF};

@@ -180,39 +180,13 @@ void draw_export(App& app) {
     ImGui::InputText("folder", &app.export_dir);
     ImGui::PopItemWidth();
   }
-  const Session& s = app.session;
-  const Result& r = s.result();
-  const StageId stage = app.view.stage;
-  Written w;
-  Status st = Status::ok();
-  bool did = false;
-  if (ImGui::Button("PNG view")) {
-    app.capture.pending = true;
-    app.capture.path = app.export_dir + "/attnviz_view.png";
-  }
+  if (ImGui::Button("PNG view")) run_export(app, ExportKind::view_png);
   ImGui::SameLine();
-  if (ImGui::Button("PNG heads")) {
-    st = export_png(app.export_dir, "attnviz", r, stage, app.view.color,
-                    default_cell_px(r.tokens_count(), r.tokens_count()), w);
-    did = true;
-  }
+  if (ImGui::Button("PNG heads")) run_export(app, ExportKind::heads_png);
   ImGui::SameLine();
-  if (ImGui::Button("JSON")) {
-    st = export_json(app.export_dir, "attnviz", r, s.params(), w);
-    did = true;
-  }
+  if (ImGui::Button("JSON")) run_export(app, ExportKind::json);
   ImGui::SameLine();
-  if (ImGui::Button("CSV")) {
-    st = export_csv(app.export_dir, "attnviz", r, stage, w);
-    did = true;
-  }
-  if (did) {
-    app.written.insert(app.written.end(), w.paths.begin(), w.paths.end());
-    app.message = st.is_ok()
-                      ? "wrote " + std::to_string(w.paths.size()) + " file" +
-                            (w.paths.size() == 1 ? "" : "s") + (w.paths.empty() ? "" : ": " + w.paths[0])
-                      : "export failed: " + st.error;
-  }
+  if (ImGui::Button("CSV")) run_export(app, ExportKind::csv);
 }
 
 }  // namespace
@@ -341,6 +315,30 @@ void draw_status(const App& app) {
 }
 
 }  // namespace ui
+
+void run_export(App& app, ExportKind kind) {
+  if (kind == ExportKind::view_png) {  // the host reads the pixels back after rendering this frame
+    app.capture.pending = true;
+    app.capture.path = app.export_dir + "/attnviz_view.png";
+    return;
+  }
+  const Session& s = app.session;
+  const Result& r = s.result();
+  const StageId stage = app.view.stage;
+  Written w;
+  Status st = Status::ok();
+  if (kind == ExportKind::heads_png)
+    st = export_png(app.export_dir, "attnviz", r, stage, app.view.color,
+                    default_cell_px(r.tokens_count(), r.tokens_count()), w);
+  else if (kind == ExportKind::json)
+    st = export_json(app.export_dir, "attnviz", r, s.params(), w);
+  else
+    st = export_csv(app.export_dir, "attnviz", r, stage, w);
+  app.written.insert(app.written.end(), w.paths.begin(), w.paths.end());
+  app.message = st.is_ok() ? "wrote " + std::to_string(w.paths.size()) + " file" +
+                                 (w.paths.size() == 1 ? "" : "s") + (w.paths.empty() ? "" : ": " + w.paths[0])
+                           : "export failed: " + st.error;
+}
 
 Status start(App& app) {
   Status st = app.session.recompute();

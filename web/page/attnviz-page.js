@@ -5,7 +5,9 @@
 //   attnviz.setText(s)      replaces the sentence; returns '' or why the last good result stays
 //   attnviz.getResult()     the current result, in attnviz-cli --json's format
 //   attnviz.getState()      the state as {flag: value} (defaults left out); setState(obj) sets it
-//   attnviz.status()        figures: generation, error, compute and frame times, frames drawn
+//   attnviz.exportFiles(k)  what the Export buttons do, k = 'png' | 'heads' | 'json' | 'csv': the files download
+//   attnviz.status()        figures: generation, error, compute and frame times, frames drawn, where the
+//                           heatmaps are on the canvas, the hovered cell
 'use strict';
 (function () {
   const $ = (id) => document.getElementById(id);
@@ -49,12 +51,13 @@
     const hash = pairsHash(JSON.parse(json));
     const now = performance.now();
     const burst = now - lastChange < PAUSE_MS;
-    lastChange = now;
-    if (hash === location.hash || (hash === '' && location.hash === '')) return;
-    const url = location.pathname + location.search + hash;
-    if (firstState || burst) history.replaceState(null, '', url);
-    else history.pushState(null, '', url);
+    const first = firstState;
     firstState = false;
+    if (!first) lastChange = now;  // the link the page opened with is not an edit
+    if (hash === location.hash) return;
+    const url = location.pathname + location.search + hash;
+    if (first || burst) history.replaceState(null, '', url);
+    else history.pushState(null, '', url);
   }
 
   const MIME = { png: 'image/png', json: 'application/json', csv: 'text/csv' };
@@ -109,6 +112,10 @@
       needModule();
       const pairs = Object.entries(state).map(([k, v]) => [k, String(v)]);
       return call('attnviz_apply_state', JSON.stringify(pairs));
+    },
+    exportFiles(kind) {
+      needModule();
+      return call('attnviz_export', String(kind));
     },
     status() {
       needModule();

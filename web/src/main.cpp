@@ -150,13 +150,56 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_status() {
   static std::string json;
   const Page& p = *page;
   const attnviz::viz::Session& s = p.app.session;
-  json = nlohmann::json{{"generation", s.generation()}, {"error", s.error()},
-                        {"message", p.app.message},     {"tokens", s.result().tokens_count()},
-                        {"compute_ms", s.last_ms()},    {"frame_ms", p.app.frame_ms},
-                        {"frames", p.frames},           {"drawn_generation", p.drawn_generation},
-                        {"drawn_at", p.drawn_at},       {"first_heatmap_at", p.first_heatmap_at}}
+  nlohmann::json heatmaps = nlohmann::json::array();
+  for (const attnviz::viz::HeatmapRect& r : p.app.layout)
+    heatmaps.push_back({{"slot", r.slot},
+                        {"x0", r.x0},
+                        {"y0", r.y0},
+                        {"x1", r.x1},
+                        {"y1", r.y1},
+                        {"origin_x", r.origin_x},
+                        {"origin_y", r.origin_y},
+                        {"cell", r.cell},
+                        {"rows", r.rows},
+                        {"cols", r.cols}});
+  const attnviz::viz::Cell& hover = p.app.view.hover;
+  json = nlohmann::json{{"generation", s.generation()},
+                        {"error", s.error()},
+                        {"message", p.app.message},
+                        {"tokens", s.result().tokens_count()},
+                        {"compute_ms", s.last_ms()},
+                        {"frame_ms", p.app.frame_ms},
+                        {"frames", p.frames},
+                        {"drawn_generation", p.drawn_generation},
+                        {"drawn_at", p.drawn_at},
+                        {"first_heatmap_at", p.first_heatmap_at},
+                        {"heatmaps", heatmaps},
+                        {"hover",
+                         hover.active
+                             ? nlohmann::json{{"head", hover.head}, {"row", hover.row}, {"col", hover.col}}
+                             : nlohmann::json(nullptr)}}
              .dump();
   return json.c_str();
+}
+
+// What the export panel's buttons do: "png" (the view on screen), "heads" (a PNG per head), "json", "csv".
+// The files download once written. Returns "" or why nothing was exported.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_export(const char* kind) {
+  static std::string error;
+  using attnviz::viz::ExportKind;
+  const std::string k = kind;
+  error.clear();
+  if (k == "png")
+    attnviz::viz::run_export(page->app, ExportKind::view_png);
+  else if (k == "heads")
+    attnviz::viz::run_export(page->app, ExportKind::heads_png);
+  else if (k == "json")
+    attnviz::viz::run_export(page->app, ExportKind::json);
+  else if (k == "csv")
+    attnviz::viz::run_export(page->app, ExportKind::csv);
+  else
+    error = "unknown export '" + k + "' (png, heads, json, csv)";
+  return error.c_str();
 }
 
 EMSCRIPTEN_KEEPALIVE void attnviz_set_finish(int on) {

@@ -111,6 +111,12 @@ Status start(App& app);
 // Draws the whole UI for this frame (between ImGui::NewFrame and ImGui::Render).
 void draw_frame(App& app, TextureHost& textures);
 
+// The export panel's buttons: a PNG of the view on screen (served by the host after rendering), a PNG per
+// head of the current stage, the result as JSON (the CLI's format), the stage as CSV per head. Files go to
+// app.export_dir and are listed in app.written; the outcome is in app.message.
+enum class ExportKind { view_png, heads_png, json, csv };
+void run_export(App& app, ExportKind kind);
+
 // Finds the heatmap and cell under a screen point, from the last frame's layout.
 Cell cell_at(const App& app, float x, float y);
 

@@ -32,7 +32,10 @@ Status export_csv(const std::string& dir, const std::string& prefix, const Resul
 Status export_png(const std::string& dir, const std::string& prefix, const Result& r, StageId s,
                   const ColorOptions& o, int cell_px, Written& out);
 
-// A cell size that makes a (rows x cols) image about 512 pixels on its longer side (at least 1).
+// The largest cell export_png draws, in pixels.
+constexpr int kMaxCellPx = 64;
+
+// A cell size that makes a (rows x cols) image about 512 pixels on its longer side (1 to kMaxCellPx).
 int default_cell_px(int rows, int cols);
 
 }  // namespace attnviz::viz
