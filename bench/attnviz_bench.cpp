@@ -4,9 +4,7 @@
 //
 //   attnviz-bench [--quick] [--threads N] [--no-reference]
 //
-// The layer is GPT-2's attention as nn.MultiheadAttention computes it for the PyTorch peer
-// (bench/torch_peer.py): mha with biases, causal mask, eval mode (no dropout), the attention weights of every
-// head materialized, raw scores not kept.
+// The layer is the one bench/layer_timing.hpp describes.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,11 +15,13 @@
 #include <vector>
 
 #include "attnviz/engine.hpp"
+#include "layer_timing.hpp"
 #include "simd/pack.hpp"
 #include "simd/packed.hpp"
 #include "src/thread_pool.hpp"
 
 using namespace attnviz;
+using namespace attnviz::bench;
 
 namespace {
 
@@ -29,24 +29,6 @@ struct Options {
   bool quick = false, reference = true;
   int threads = 0;
 };
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Median seconds of fn() over repetitions lasting about `budget` seconds (at least `min_reps`).
-double median_seconds(const std::function<void()>& fn, double budget, int min_reps) {
-  fn();  // warm-up
-  std::vector<double> times;
-  const double start = now();
-  while (static_cast<int>(times.size()) < min_reps || (now() - start < budget && times.size() < 1000)) {
-    const double t0 = now();
-    fn();
-    times.push_back(now() - t0);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 // FP32 FMA peak in FLOP/s: independent FMA chains on every thread at once.
 double fma_peak(Isa isa, int threads) {
@@ -66,32 +48,6 @@ double fma_peak(Isa isa, int threads) {
       },
       0.5, 3);
   return flops / seconds;
-}
-
-Input random_input(int T, int d_in) {
-  TorchGenerator g(2024);
-  std::vector<std::vector<double>> rows(static_cast<std::size_t>(T));
-  for (auto& row : rows)
-    for (int i = 0; i < d_in; ++i) row.push_back(2.0 * g.uniform_double() - 1.0);
-  Input in;
-  input_from_rows(rows, in);
-  return in;
-}
-
-double max_rel_error(const Tensor& got, const Tensor& want) {
-  double scale = 0, worst = 0;
-  for (float w : want.data) scale = std::max(scale, std::fabs(static_cast<double>(w)));
-  const double floor = std::max(0.1 * scale, 1e-30);
-  for (std::size_t i = 0; i < want.size(); ++i)
-    worst = std::max(worst, std::fabs(static_cast<double>(got.data[i]) - want.data[i]) /
-                                std::max(std::fabs(static_cast<double>(want.data[i])), floor));
-  return worst;
-}
-
-// FLOPs of one causal mha layer: projections, scores and context over the unmasked triangle, out_proj.
-double layer_flops(const Config& c, int T) {
-  const double t = T, tri = t * (t + 1) / 2, w = c.d_out;
-  return 2 * t * c.d_in * 3 * w + 2 * 2 * tri * w + 2 * t * w * c.d_out;
 }
 
 struct BenchShape {
@@ -146,9 +102,7 @@ int main(int argc, char** argv) {
   const BenchShape shapes[] = {{"book", 6},         {"gpt2-small", 16},   {"gpt2-small", 128},
                                {"gpt2-small", 512}, {"gpt2-small", 1024}, {"gpt2-xl", 256}};
   for (const BenchShape& sh : shapes) {
-    Config c;
-    apply(*find_preset(sh.preset), c);
-    c.variant = Variant::mha, c.qkv_bias = true, c.train = false, c.stages = 0;
+    const Config c = layer_config(*find_preset(sh.preset));
     const Input in = random_input(sh.T, c.d_in);
     TorchGenerator g(c.seed);
     Params p;

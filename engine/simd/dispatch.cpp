@@ -34,7 +34,7 @@ std::optional<Isa> parse_isa(std::string_view s) {
 const std::vector<Isa>& available_isas() {
   static const std::vector<Isa> isas = [] {
     std::vector<Isa> v;
-#if defined(__EMSCRIPTEN__)
+#if defined(__wasm_simd128__)
     v.push_back(Isa::simd128);
 #elif defined(__x86_64__)
     const unsigned best = xsimd::available_architectures().best;
@@ -87,7 +87,7 @@ int panel_width(Isa isa) {
 template <class R, class F>
 R with_arch(Isa isa, F&& f) {
   switch (isa) {
-#if defined(__EMSCRIPTEN__)
+#if defined(__wasm_simd128__)
     case Isa::simd128:
       return f(xsimd::sse4_1{});
 #elif defined(__x86_64__)
@@ -101,6 +101,7 @@ R with_arch(Isa isa, F&& f) {
     default:
       break;
   }
+  (void)f;  // a build without SIMD (the WebAssembly baseline) has no kernels to call
   return R();
 }
 

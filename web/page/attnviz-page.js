@@ -121,6 +121,11 @@
       needModule();
       return JSON.parse(call('attnviz_status'));
     },
+    // Benchmarks: wait for the GPU at the end of every frame, so frame times include its work.
+    setFinish(on) {
+      needModule();
+      Module._attnviz_set_finish(on ? 1 : 0);
+    },
   };
 
   window.addEventListener('popstate', () => {
@@ -134,6 +139,15 @@
     showProblem('attnviz cannot run in this browser', problem);
     return;
   }
+
+  // The module draws only when something happens: every input wakes it.
+  const wake = () => {
+    if (window.Module && Module._attnviz_wake) Module._attnviz_wake();
+  };
+  for (const kind of ['pointermove', 'pointerdown', 'pointerup', 'pointerleave', 'wheel', 'keydown', 'keyup',
+                      'keypress', 'focus', 'blur', 'resize'])
+    window.addEventListener(kind, wake, { capture: true, passive: true });
+  document.addEventListener('visibilitychange', wake);
 
   const canvas = $('canvas');
   canvas.addEventListener('webglcontextlost', (e) => {
@@ -149,6 +163,12 @@
       download,
       firstHeatmap() {
         started = true;
+        // A key is drawn at once, not at the next animation frame: these listeners come after the module's
+        // own (registered when it made its window), so the key has reached the UI when they run.
+        window.addEventListener('keypress', () => Module._attnviz_frame());
+        window.addEventListener('keydown', (e) => {
+          if (e.key.length !== 1) Module._attnviz_frame();  // Backspace, arrows, Enter: no keypress follows
+        });
         $('overlay').hidden = true;
         canvas.focus();
         resolveReady(window.attnviz);

@@ -26,6 +26,11 @@ struct Page {
   double drawn_at = 0.0;      // when that frame ended (performance.now() time base)
   double first_heatmap_at = 0.0;
   long frames = 0;
+  // Frames still to draw. The page draws only when something happened (input, a resize, a change through
+  // the API) and for a few frames after: an idle page costs nothing, and a browser that is not busy
+  // drawing delivers the next key at once (in headless Chromium a page drawing 60 frames a second gets its
+  // key events about 15 ms late).
+  int frames_due = 5;
   bool finish = false;  // glFinish at the end of each frame (benchmarks: the frame's GPU work counted)
 };
 Page* page = nullptr;
@@ -73,13 +78,14 @@ EM_JS(int, page_canvas_height, (), { return Module.canvas.clientHeight | 0; });
 
 namespace {
 
-void frame() {
-  Page& p = *page;
-  const int w = std::max(page_canvas_width(), 320), h = std::max(page_canvas_height(), 240);
-  int ww = 0, wh = 0;
-  glfwGetWindowSize(p.window.handle(), &ww, &wh);
-  if (w != ww || h != wh) glfwSetWindowSize(p.window.handle(), w, h);
+constexpr int kFramesAfterEvent = 3;  // ImGui settles a change (a popup, a layout) within a frame or two
 
+void wake() {
+  page->frames_due = std::max(page->frames_due, kFramesAfterEvent);
+}
+
+void render() {
+  Page& p = *page;
   p.window.frame(p.app, p.finish);
   ++p.frames;
   const int generation = p.app.session.generation();
@@ -103,6 +109,21 @@ void frame() {
     p.state = std::move(state);
     page_state_changed(p.state.c_str());
   }
+}
+
+// The animation-frame loop: resizes the canvas to its box, and draws when a frame is due.
+void tick() {
+  Page& p = *page;
+  const int w = std::max(page_canvas_width(), 320), h = std::max(page_canvas_height(), 240);
+  int ww = 0, wh = 0;
+  glfwGetWindowSize(p.window.handle(), &ww, &wh);
+  if (w != ww || h != wh) {
+    glfwSetWindowSize(p.window.handle(), w, h);
+    wake();
+  }
+  if (p.frames_due <= 0) return;
+  --p.frames_due;
+  render();
 }
 
 }  // namespace
@@ -139,6 +160,7 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_state() {
 EMSCRIPTEN_KEEPALIVE const char* attnviz_apply_state(const char* json) {
   static std::string error;
   release_keyboard();
+  wake();
   const Status st = apply_state_json(json, page->app);
   error = st.is_ok() ? page->app.session.error() : st.error;
   if (!st.is_ok()) page->app.message = "link: " + st.error;
@@ -189,6 +211,7 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_export(const char* kind) {
   using attnviz::viz::ExportKind;
   const std::string k = kind;
   error.clear();
+  wake();
   if (k == "png")
     attnviz::viz::run_export(page->app, ExportKind::view_png);
   else if (k == "heads")
@@ -206,9 +229,16 @@ EMSCRIPTEN_KEEPALIVE void attnviz_set_finish(int on) {
   page->finish = on != 0;
 }
 
-// Draws one frame now, outside the animation-frame loop (benchmarks).
+// Input arrived: draw the next few frames.
+EMSCRIPTEN_KEEPALIVE void attnviz_wake() {
+  wake();
+}
+
+// Draws one frame now, outside the animation-frame loop: the page calls it right after a key reached the
+// UI, so the heatmap follows the key without waiting for the next animation frame.
 EMSCRIPTEN_KEEPALIVE void attnviz_frame() {
-  frame();
+  wake();
+  render();
 }
 
 }  // extern "C"
@@ -232,6 +262,7 @@ int main() {
     std::fprintf(stderr, "attnviz: %s\n", st.error.c_str());
     return 1;
   }
-  emscripten_set_main_loop(frame, 0, false);
+  ImGui::GetIO().ConfigInputTextCursorBlink = false;  // idle pages draw nothing, so no blinking
+  emscripten_set_main_loop(tick, 0, false);
   return 0;
 }

@@ -70,6 +70,12 @@ test('typing changes the result and the heatmap pixels, and nothing else moves t
   await page.waitForTimeout(200);
   assert.ok(before.equals(await page.screenshot({ clip })), 'the heatmaps are steady without input');
   const generation = (await page.evaluate(() => attnviz.status())).generation;
+  // An idle page draws nothing; the mouse wakes it.
+  const idle = (await page.evaluate(() => attnviz.status())).frames;
+  await page.waitForTimeout(300);
+  assert.equal((await page.evaluate(() => attnviz.status())).frames, idle, 'no frames while idle');
+  await page.mouse.move(20, 20);
+  await page.waitForFunction((f) => attnviz.status().frames > f, idle);
 
   await page.keyboard.type(' today');  // real key events: the sentence box has the keyboard on start
   await page.waitForFunction((g) => attnviz.status().generation >= g + 6, generation);
