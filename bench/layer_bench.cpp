@@ -20,10 +20,8 @@ using namespace attnviz;
 using namespace attnviz::bench;
 
 const char* build_name() {
-#if defined(__wasm_simd128__)
-  return "wasm-simd128";
-#elif defined(__EMSCRIPTEN__)
-  return "wasm-no-simd";
+#ifdef __EMSCRIPTEN__
+  return available_isas().front() == Isa::simd128 ? "wasm-simd128" : "wasm-no-simd";
 #else
   return "native";
 #endif

@@ -25,7 +25,7 @@ const quick = args.includes('--quick');
 const T = Number(opt('--T', '128'));
 const web = opt('--web', join(repo, 'build', 'wasm-release', 'web'));
 const native = opt('--native', join(repo, 'build', 'native-release', 'bench', 'attnviz-layer-bench'));
-const budget = quick ? 0.3 : 2.0;
+const budget = quick ? 0.3 : 1.5;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
 const figures = {};
@@ -36,28 +36,40 @@ for (const f of ['site/attnviz.wasm', 'bench/layer-bench-simd.wasm'])
 const { server, url } = await serve(web, 0);
 const browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: chromiumArgs });
 
-// 1. The engine.
+// 1. The engine. Each build runs once to warm up (V8 compiles WebAssembly in tiers), then the builds take
+// turns, three rounds, and each keeps its best median: the machine's other work moves all of them alike.
 {
   const page = await browser.newPage();
   await page.goto(url + 'bench/');
-  const run = (kind) => page.evaluate(async ({ kind, T, budget }) => {
-    const m = await globalThis['LayerBench_' + kind]();
-    return JSON.parse(m.ccall('attnviz_layer_bench', 'string', ['string', 'number', 'number'], ['gpt2-small', T, budget]));
-  }, { kind, T, budget });
-  const simd = await run('simd'), nosimd = await run('nosimd');
-  const ms = (r, isa) => r.kernels.find((k) => k.isa === isa).ms;
+  const run = (kind, b) => page.evaluate(async ({ kind, T, b }) => {
+    globalThis.modules ??= {};
+    const m = (globalThis.modules[kind] ??= await globalThis['LayerBench_' + kind]());
+    return JSON.parse(m.ccall('attnviz_layer_bench', 'string', ['string', 'number', 'number'], ['gpt2-small', T, b]));
+  }, { kind, T, b });
+  const best = {};
+  const keep = (name, r) => {
+    for (const k of r.kernels) best[`${name} ${k.isa}`] = Math.min(best[`${name} ${k.isa}`] ?? Infinity, k.ms);
+  };
+  await run('simd', 0.2);
+  await run('nosimd', 0.2);
+  let simd;
+  for (let round = 0; round < 3; ++round) {
+    keep('simd', (simd = await run('simd', budget)));
+    keep('nosimd', await run('nosimd', budget));
+    if (existsSync(native))
+      keep('native', JSON.parse(execFileSync(native, ['gpt2-small', String(T), String(budget)], { encoding: 'utf8' })));
+  }
   figures.engine = {
     T,
     gflop: simd.gflop,
-    wasm_simd128_ms: ms(simd, 'simd128'),
-    wasm_simd128_build_scalar_kernels_ms: ms(simd, 'scalar'),
-    wasm_no_simd_ms: ms(nosimd, 'scalar'),
+    wasm_simd128_ms: best['simd simd128'],
+    wasm_simd128_build_scalar_kernels_ms: best['simd scalar'],
+    wasm_no_simd_ms: best['nosimd scalar'],
     max_rel_error: simd.kernels.find((k) => k.isa === 'simd128').max_rel_error,
   };
-  if (existsSync(native)) {
-    const n = JSON.parse(execFileSync(native, ['gpt2-small', String(T), String(budget)], { encoding: 'utf8' }));
-    figures.engine.native_one_thread_ms = Object.fromEntries(n.kernels.map((k) => [k.isa, k.ms]));
-  }
+  if (existsSync(native))
+    figures.engine.native_one_thread_ms = Object.fromEntries(Object.entries(best).filter(([k]) => k.startsWith('native '))
+                                                               .map(([k, v]) => [k.slice(7), v]));
   await page.close();
 }
 
