@@ -90,11 +90,8 @@ std::vector<StateArg> state_args(const viz::App& app) {
   if (app.session.text != kDefaultText) out.emplace_back("text", app.session.text);
   if (c.variant != d.variant) out.emplace_back("variant", to_string(c.variant));
   // The preset whose sizes match, else the book's sizes with the differences spelled out.
-  const Preset* preset = find_preset("book");
-  for (const Preset& p : presets())
-    if (p.d_in == c.d_in && p.d_out == c.d_out && p.num_heads == c.num_heads &&
-        p.context_length == c.context_length)
-      preset = &p;
+  const Preset* matched = preset_of(c);
+  const Preset* preset = matched ? matched : find_preset("book");
   if (std::string(preset->name) != "book") out.emplace_back("preset", preset->name);
   if (c.d_in != preset->d_in) out.emplace_back("d-in", std::to_string(c.d_in));
   if (c.d_out != preset->d_out) out.emplace_back("d-out", std::to_string(c.d_out));

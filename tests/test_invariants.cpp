@@ -154,6 +154,9 @@ TEST_CASE("presets: sizes as published, every head count divides d_out") {
     CHECK(c.d_out % c.num_heads == 0);
     CHECK(c.context_length == 1024);
     CHECK(validate(c).is_ok());
+    CHECK(preset_of(c) == &p);  // the sizes name the preset back
+    c.num_heads = 1;
+    CHECK(preset_of(c) == nullptr);
   }
   CHECK(find_preset("gpt2-small")->num_heads == 12);
   CHECK(find_preset("gpt2-medium")->num_heads == 16);

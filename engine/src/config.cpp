@@ -162,6 +162,14 @@ const Preset* find_preset(std::string_view name) {
   return nullptr;
 }
 
+const Preset* preset_of(const Config& c) {
+  for (const Preset& p : presets())
+    if (p.d_in == c.d_in && p.d_out == c.d_out && p.num_heads == c.num_heads &&
+        p.context_length == c.context_length)
+      return &p;
+  return nullptr;
+}
+
 void apply(const Preset& p, Config& c) {
   c.d_in = p.d_in;
   c.d_out = p.d_out;

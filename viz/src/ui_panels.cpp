@@ -35,15 +35,6 @@ bool input_int(const char* label, int& v, int step) {
   return ImGui::InputInt(label, &v, step, step * 8);
 }
 
-// The preset whose sizes the configuration has, or null.
-const Preset* matching_preset(const Config& c) {
-  for (const Preset& p : presets())
-    if (p.d_in == c.d_in && p.d_out == c.d_out && p.num_heads == c.num_heads &&
-        p.context_length == c.context_length)
-      return &p;
-  return nullptr;
-}
-
 bool draw_config(Config& c) {
   bool changed = false;
   ImGui::PushItemWidth(-110);
@@ -56,7 +47,7 @@ bool draw_config(Config& c) {
     }
     ImGui::EndCombo();
   }
-  const Preset* now = matching_preset(c);
+  const Preset* now = preset_of(c);
   if (ImGui::BeginCombo("preset", now ? now->name : "custom")) {
     for (const Preset& p : presets()) {
       if (ImGui::Selectable(p.name, &p == now)) {

@@ -78,6 +78,14 @@ EM_JS(int, page_canvas_height, (), { return Module.canvas.clientHeight | 0; });
 
 namespace {
 
+// The canvas's box on the page, in CSS pixels (never below the UI's smallest usable size).
+int canvas_width() {
+  return std::max(page_canvas_width(), 320);
+}
+int canvas_height() {
+  return std::max(page_canvas_height(), 240);
+}
+
 constexpr int kFramesAfterEvent = 3;  // ImGui settles a change (a popup, a layout) within a frame or two
 
 void wake() {
@@ -114,7 +122,7 @@ void render() {
 // The animation-frame loop: resizes the canvas to its box, and draws when a frame is due.
 void tick() {
   Page& p = *page;
-  const int w = std::max(page_canvas_width(), 320), h = std::max(page_canvas_height(), 240);
+  const int w = canvas_width(), h = canvas_height();
   int ww = 0, wh = 0;
   glfwGetWindowSize(p.window.handle(), &ww, &wh);
   if (w != ww || h != wh) {
@@ -256,8 +264,8 @@ int main() {
     attnviz::viz::start(app);
   }
   attnviz::WindowOptions wo;
-  wo.width = std::max(page_canvas_width(), 320);
-  wo.height = std::max(page_canvas_height(), 240);
+  wo.width = canvas_width();
+  wo.height = canvas_height();
   if (Status st = page->window.open(wo); !st.is_ok()) {
     std::fprintf(stderr, "attnviz: %s\n", st.error.c_str());
     return 1;

@@ -91,6 +91,8 @@ struct Preset {
 };
 const std::vector<Preset>& presets();
 const Preset* find_preset(std::string_view name);
+// The preset whose sizes (d_in, d_out, heads, context length) the configuration has, or null.
+const Preset* preset_of(const Config& c);
 // Applies a preset's sizes to `c` (variant, seed and the other options stay).
 void apply(const Preset& p, Config& c);
 
