@@ -133,7 +133,9 @@ std::string result_to_json(const Result& r, const std::vector<NamedTensor>& para
   w.out += "],";
   w.key("output");
   w.tensor(r.output);
-  std::snprintf(buf, sizeof buf, ",\"engine\":{\"isa\":\"%s\",\"threads\":%d,\"ms\":%.4f}", to_string(r.isa),
+  // "backend": "cpu" for this engine's kernels (named by "isa"), else who computed it (e.g. "webgpu").
+  std::snprintf(buf, sizeof buf, ",\"engine\":{\"backend\":\"%s\",\"isa\":\"%s\",\"threads\":%d,\"ms\":%.4f}",
+                r.backend.empty() ? "cpu" : r.backend.c_str(), r.backend.empty() ? to_string(r.isa) : "none",
                 r.threads, r.seconds * 1e3);
   w.out += buf;
   w.out += '}';

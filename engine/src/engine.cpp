@@ -193,26 +193,17 @@ void forward_reference(const Config& c, const Params& p, const Input& in, Result
   r.context = Tensor(T, W);
   ref::context(r.dropped.ptr(), r.v.ptr(), r.context.ptr(), T, H, hd, s.causal);
 
-  // 7. output: out_proj for `mha`, the merged context otherwise
+  // 7. output: out_proj for `mha`, the merged context otherwise (end_forward keeps only the stages asked for)
   if (s.out_proj) {
     r.output = Tensor(T, c.d_out);
     ref::linear(r.context.ptr(), p.out_proj.weight.ptr(), p.out_proj.bias.ptr(), r.output.ptr(), T, W,
                 c.d_out);
-  } else {
-    r.output = r.context;
   }
-
-  // Keep only the stages asked for.
-  if (!(c.stages & kStageScores)) r.scores = Tensor();
-  if (!(c.stages & kStageScaled)) r.scaled = Tensor();
-  if (!(c.stages & kStageDropped)) r.dropped = Tensor();
 }
 
 }  // namespace
 
-Status forward(const Config& config, const Params& p, const Input& in, TorchGenerator& g, Result& out,
-               const Exec& exec) {
-  const auto start = std::chrono::steady_clock::now();
+Status begin_forward(const Config& config, const Params& p, const Input& in, TorchGenerator& g, Result& r) {
   const int T = in.x.shape[0];
   if (in.x.rank != 2 || T < 1) return Status::fail("the input is empty: give at least one token");
   if (Status st = validate(config, T); !st.is_ok()) return st;
@@ -225,13 +216,37 @@ Status forward(const Config& config, const Params& p, const Input& in, TorchGene
   const Shape s = shape_of(c);
   if (s.has_weights && (p.query.weight.shape[0] != s.width || p.query.weight.shape[1] != c.d_in))
     return Status::fail("the parameters do not match the configuration's shapes");
-
-  Result r;
+  r = Result();
   r.config = c;
   r.shape = s;
   r.tokens = in.tokens;
   r.inputs = in.x;
   if (s.dropout) r.keep = draw_keep(c, s, T, g);
+  return Status::ok();
+}
+
+Status end_forward(Result& r) {
+  const Config& c = r.config;
+  const Shape& s = r.shape;
+  if (!s.has_weights) r.q = r.k = r.v = r.inputs;
+  if (!s.out_proj) r.output = r.context;
+  if ((c.stages & kStageDropped) && !s.dropout) r.dropped = r.weights;
+  if (!(c.stages & kStageScores)) r.scores = Tensor();
+  if (!(c.stages & kStageScaled)) r.scaled = Tensor();
+  if (!(c.stages & kStageDropped)) r.dropped = Tensor();
+  if (!all_finite(r.output) || !all_finite(r.weights))
+    return Status::fail("the result is not finite: the inputs are too large for float32 arithmetic");
+  return Status::ok();
+}
+
+Status forward(const Config& config, const Params& p, const Input& in, TorchGenerator& g, Result& out,
+               const Exec& exec) {
+  const auto start = std::chrono::steady_clock::now();
+  Result r;
+  if (Status st = begin_forward(config, p, in, g, r); !st.is_ok()) return st;
+  const Config& c = r.config;
+  const Shape& s = r.shape;
+  const int T = in.x.shape[0];
   r.isa = resolve(exec.isa);
   r.threads = r.isa == Isa::scalar ? 1 : resolve_threads(exec.threads);
   // Waking the pool costs tens of microseconds: layers under ~1 MFLOP run on the calling thread.
@@ -242,8 +257,7 @@ Status forward(const Config& config, const Params& p, const Input& in, TorchGene
   } else {
     forward_fast(c, p, in, r.isa, r.threads, r);
   }
-  if (!all_finite(r.output) || !all_finite(r.weights))
-    return Status::fail("the result is not finite: the inputs are too large for float32 arithmetic");
+  if (Status st = end_forward(r); !st.is_ok()) return st;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   recycle(out);
   out = std::move(r);

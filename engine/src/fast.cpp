@@ -124,10 +124,7 @@ void forward_fast(const Config& c, const Params& p, const Input& in, Isa isa, in
   job.pool = &pool;
   AlignedFloats scratch(simd::scratch_floats(job, packed->nr, pool.size()));
   job.scratch = scratch.data();
-  simd::run_layer(isa, job);
-
-  if (!s.out_proj) r.output = r.context;
-  if ((c.stages & kStageDropped) && !s.dropout) r.dropped = r.weights;
+  simd::run_layer(isa, job);  // end_forward fills output without out_proj, dropped without dropout
 }
 
 }  // namespace attnviz

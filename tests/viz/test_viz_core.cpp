@@ -283,6 +283,102 @@ TEST_CASE("session: live recompute, the last good view kept on bad input, parame
   CHECK(s.result().weights.at(0, 3, 1) == w);
 }
 
+namespace {
+
+// An offload that computes nothing until told: finish() fills the job from the one-call engine (what a real
+// backend must match) and delivers it.
+struct FakeOffload : Offload {
+  Session* session = nullptr;
+  bool want = true;
+  int started = 0, ticket = 0;
+  Config config;
+  Result* job = nullptr;
+  bool wants(const Config&, int) override { return want; }
+  void start(int t, const Config& c, const Params&, int, Result& r) override {
+    ++started;
+    ticket = t, config = c, job = &r;
+  }
+  void finish(Status outcome = Status::ok()) {
+    Result full;
+    Input in{job->tokens, job->inputs};
+    REQUIRE(run(config, in, full).is_ok());
+    CHECK(job->keep == full.keep);  // begin_forward drew the mask forward() draws
+    for (auto [dst, src] : {std::pair{&job->q, &full.q},
+                            {&job->k, &full.k},
+                            {&job->v, &full.v},
+                            {&job->scores, &full.scores},
+                            {&job->scaled, &full.scaled},
+                            {&job->weights, &full.weights},
+                            {&job->dropped, &full.dropped},
+                            {&job->context, &full.context},
+                            {&job->output, &full.output}})
+      *dst = *src;
+    job->backend = "fake";
+    session->deliver(ticket, outcome, 1.5);
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "session: an offloaded job lands later; edits meanwhile follow it; failure falls back with a note") {
+  Session s;
+  s.config.dropout = 0.25;
+  REQUIRE(s.recompute().is_ok());  // on the CPU: no offload yet
+  FakeOffload fake;
+  fake.session = &s;
+  s.offload = &fake;
+  const int gen = s.generation();
+
+  s.text = "Your journey starts";
+  REQUIRE(s.recompute().is_ok());
+  CHECK(s.computing());
+  CHECK(fake.started == 1);
+  CHECK(s.generation() == gen);  // the view keeps the last result meanwhile
+  s.text = "Your journey starts with one step today";
+  REQUIRE(s.recompute().is_ok());
+  CHECK(fake.started == 1);  // one job at a time
+
+  fake.finish();  // lands (3 tokens), and the edit made meanwhile goes out at once
+  CHECK(s.generation() == gen + 1);
+  CHECK(s.result().tokens_count() == 3);
+  CHECK(s.result().seconds == doctest::Approx(1.5e-3));
+  CHECK(fake.started == 2);
+  CHECK(s.computing());
+  fake.finish();
+  CHECK_FALSE(s.computing());
+  CHECK(s.result().tokens_count() == 7);
+  CHECK(s.result().backend == "fake");
+  Result ref;
+  REQUIRE(run_text(s.config, s.text, ref).is_ok());
+  CHECK(s.result().output.data == ref.output.data);
+  CHECK(s.result().dropped.data == ref.dropped.data);
+  CHECK(s.note().empty());
+
+  // A job overtaken by a result computed here is dropped when it lands.
+  s.text = "one";
+  REQUIRE(s.recompute().is_ok());
+  fake.want = false;
+  s.text = "one two";
+  REQUIRE(s.recompute().is_ok());
+  CHECK(s.result().tokens_count() == 2);
+  const int after_cpu = s.generation();
+  fake.finish();
+  CHECK(s.generation() == after_cpu);
+  CHECK(s.result().tokens_count() == 2);
+
+  // A failed job: the CPU computes the view, and the note says why.
+  fake.want = true;
+  s.text = "one two three";
+  REQUIRE(s.recompute().is_ok());
+  fake.finish(Status::fail("WebGPU: the device was lost"));
+  CHECK_FALSE(s.computing());
+  CHECK(s.result().tokens_count() == 3);
+  CHECK(s.result().backend.empty());
+  CHECK(s.note().find("device was lost") != std::string::npos);
+  CHECK(s.generation() == after_cpu + 1);
+}
+
 TEST_CASE("exports: CSV per head, PNG per head, JSON in the CLI's format") {
   Session s;
   REQUIRE(s.recompute().is_ok());

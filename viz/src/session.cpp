@@ -24,6 +24,7 @@ Session::Session() {
 
 Status Session::recompute() {
   const auto t0 = std::chrono::steady_clock::now();
+  const long request = ++request_;
   const auto fail = [this](Status st) {
     error_ = st.error;
     return st;
@@ -42,20 +43,59 @@ Status Session::recompute() {
     if (Status st = build_params(config, g, p); !st.is_ok()) return fail(st);
     pack(p, exec);
     params_ = std::move(p);
+    ++params_id_;
     after_build_ = g;
     params_key_ = key;
     params_valid_ = true;
     params_ms_ = ms_since(p0);
   }
-  TorchGenerator g = after_build_;
   Config c = config;
   c.stages = kStageAll;
+  if (offload && !cpu_only_ && offload->wants(c, in.x.shape[0])) {
+    error_.clear();
+    if (computing()) return Status::ok();  // computed when the job in flight lands
+    auto job = std::make_unique<Result>();
+    TorchGenerator g = after_build_;
+    if (Status st = begin_forward(c, params_, in, g, *job); !st.is_ok()) return fail(st);
+    pending_ = std::move(job);
+    job_request_ = request;
+    requested_ = t0;
+    ticket_in_flight_ = ++ticket_;
+    offload->start(ticket_in_flight_, c, params_, params_id_, *pending_);
+    return Status::ok();
+  }
+  TorchGenerator g = after_build_;
   if (Status st = forward(c, params_, in, g, result_, exec); !st.is_ok()) return fail(st);
+  result_request_ = request;
   has_result_ = true;
   error_.clear();
   ++generation_;
   last_ms_ = ms_since(t0);
   return Status::ok();
+}
+
+void Session::deliver(int ticket, Status outcome, double ms) {
+  if (ticket != ticket_in_flight_ || !pending_) return;
+  ticket_in_flight_ = 0;
+  std::unique_ptr<Result> r = std::move(pending_);
+  if (outcome.is_ok()) outcome = end_forward(*r);
+  if (outcome.is_ok()) {
+    note_.clear();
+    if (job_request_ > result_request_) {  // else a newer result is on screen already
+      r->seconds = ms / 1e3;
+      result_ = std::move(*r);
+      result_request_ = job_request_;
+      has_result_ = true;
+      ++generation_;
+      last_ms_ = ms_since(requested_);
+    }
+    if (request_ > result_request_) recompute();  // edits made while the job was in flight
+    return;
+  }
+  note_ = outcome.error + ": this view was computed by the CPU engine instead";
+  cpu_only_ = true;
+  recompute();
+  cpu_only_ = false;
 }
 
 }  // namespace attnviz::viz

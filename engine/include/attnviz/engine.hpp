@@ -65,6 +65,7 @@ struct Result {
   double seconds = 0.0;            // wall time of the forward pass
   Isa isa = Isa::scalar;           // the kernels that computed it
   int threads = 1;
+  std::string backend;  // who computed it when not this engine's kernels (e.g. "webgpu"); empty for `isa`
 
   int tokens_count() const { return static_cast<int>(tokens.size()); }
   bool masked(int row, int col) const { return shape.causal && col > row; }
@@ -75,6 +76,16 @@ struct Result {
 // always filled; the other stages only when `c.stages` asks for them. On failure `out` is left unchanged.
 Status forward(const Config& c, const Params& p, const Input& in, TorchGenerator& g, Result& out,
                const Exec& exec = {});
+
+// A forward pass computed somewhere else (the browser page's WebGPU), in the same Result. begin_forward does
+// what forward() does before the arithmetic: it checks the configuration and the input, fills config, shape,
+// tokens and inputs, and draws the dropout mask from `g` (so the generator advances exactly as forward()
+// leaves it). The backend then fills q, k, v (when shape.has_weights), weights, context, output (when
+// shape.out_proj), and scores, scaled, dropped as c.stages asks (dropped only when shape.dropout).
+// end_forward completes the rest (q = k = v = inputs without weights, output = context without out_proj,
+// dropped = weights without dropout) and checks the numbers as forward() does.
+Status begin_forward(const Config& c, const Params& p, const Input& in, TorchGenerator& g, Result& r);
+Status end_forward(Result& r);
 
 // The usual call: seeds a generator with c.seed, builds the parameters, runs forward. `params_out` (optional)
 // receives the parameters.

@@ -2,11 +2,28 @@
 // keeps the last good result when an edit is invalid, so the view never goes blank.
 #pragma once
 
+#include <chrono>
+#include <memory>
 #include <string>
 
 #include "attnviz/engine.hpp"
 
 namespace attnviz::viz {
+
+// A backend that computes forward passes elsewhere and later (the browser page's WebGPU). The session
+// prepares each job (begin_forward: inputs, parameters, the dropout mask drawn on the CPU) and hands it over;
+// the host calls Session::deliver with the outcome. One job at a time: edits made meanwhile are computed
+// when it lands, and the view shows the last result until then.
+class Offload {
+ public:
+  virtual ~Offload() = default;
+  // Whether this forward pass should go to the backend (the user's choice, the size threshold, whether the
+  // backend works).
+  virtual bool wants(const Config& c, int tokens) = 0;
+  // Starts the job. `r` is begun and stays untouched (and alive) until deliver(ticket): the backend fills
+  // its tensors (see begin_forward), then the host calls deliver. `params_id` changes whenever `p` does.
+  virtual void start(int ticket, const Config& c, const Params& p, int params_id, Result& r) = 0;
+};
 
 class Session {
  public:
@@ -16,8 +33,17 @@ class Session {
   Config config;
   Exec exec;
 
-  // Recomputes from text and config. On failure the previous result stays and error() says why.
+  Offload* offload = nullptr;  // when set, asked first for every forward pass
+
+  // Recomputes from text and config. On failure the previous result stays and error() says why. With an
+  // offload that takes the job, the result lands later (deliver); computing() is true until then.
   Status recompute();
+  // The offload's outcome for `ticket`: on success its result becomes the view; on failure the CPU engine
+  // computes it instead and note() says why.
+  void deliver(int ticket, Status outcome, double ms);
+  bool computing() const { return ticket_in_flight_ != 0; }
+  // Why the last offloaded job was computed on the CPU instead; empty when it was not.
+  const std::string& note() const { return note_; }
 
   const Result& result() const { return result_; }
   const Params& params() const { return params_; }
@@ -28,8 +54,19 @@ class Session {
   double params_ms() const { return params_ms_; }      // the last parameter draw (0 when cached)
 
  private:
+  Status compute_here(const Config& c, const Input& in, std::chrono::steady_clock::time_point t0);
+
   Result result_;
   Params params_;
+  int params_id_ = 0;
+  std::unique_ptr<Result> pending_;  // the offloaded job's result, filled elsewhere
+  int ticket_ = 0, ticket_in_flight_ = 0;
+  // Requests (recompute calls) are numbered, so a job that lands after a newer result was shown is dropped,
+  // and an edit made while a job was in flight is computed when it lands.
+  long request_ = 0, job_request_ = 0, result_request_ = 0;
+  bool cpu_only_ = false;  // recomputing after the offload failed
+  std::chrono::steady_clock::time_point requested_;
+  std::string note_;
   TorchGenerator after_build_;  // the generator right after the parameter draw: forward draws dropout from it
   Config params_key_;
   bool params_valid_ = false, has_result_ = false;
