@@ -203,6 +203,14 @@ void forward_reference(const Config& c, const Params& p, const Input& in, Result
 
 }  // namespace
 
+double forward_flops(const Config& config, int tokens) {
+  const Config c = effective(config);
+  const Shape s = shape_of(c);
+  const double T = tokens;
+  const double projections = s.has_weights ? 3.0 * c.d_in * s.width : 0.0;
+  return 2.0 * T * (projections + s.width * T + (s.out_proj ? s.width * s.out_width : 0.0));
+}
+
 Status begin_forward(const Config& config, const Params& p, const Input& in, TorchGenerator& g, Result& r) {
   const int T = in.x.shape[0];
   if (in.x.rank != 2 || T < 1) return Status::fail("the input is empty: give at least one token");
@@ -245,13 +253,11 @@ Status forward(const Config& config, const Params& p, const Input& in, TorchGene
   Result r;
   if (Status st = begin_forward(config, p, in, g, r); !st.is_ok()) return st;
   const Config& c = r.config;
-  const Shape& s = r.shape;
   const int T = in.x.shape[0];
   r.isa = resolve(exec.isa);
   r.threads = r.isa == Isa::scalar ? 1 : resolve_threads(exec.threads);
   // Waking the pool costs tens of microseconds: layers under ~1 MFLOP run on the calling thread.
-  const double flops = 2.0 * T * (3.0 * c.d_in * s.width + s.width * T + s.width * s.out_width);
-  if (flops < 1e6) r.threads = 1;
+  if (forward_flops(c, T) < 1e6) r.threads = 1;
   if (r.isa == Isa::scalar) {
     forward_reference(c, p, in, r);
   } else {

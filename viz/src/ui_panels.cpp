@@ -30,6 +30,7 @@ namespace {
 
 const ImVec4 kErrorColor{1.0f, 0.45f, 0.4f, 1.0f};
 const ImVec4 kDimColor{0.6f, 0.6f, 0.65f, 1.0f};
+const ImVec4 kNoteColor{1.0f, 0.8f, 0.35f, 1.0f};  // the view was computed differently than asked
 
 bool input_int(const char* label, int& v, int step) {
   return ImGui::InputInt(label, &v, step, step * 8);
@@ -236,9 +237,15 @@ void draw_controls(App& app) {
     ImGui::TextColored(kDimColor, "(showing the last valid result)");
     ImGui::PopTextWrapPos();
   }
+  if (!s.note().empty()) {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(kNoteColor, "%s", s.note().c_str());
+    ImGui::PopTextWrapPos();
+  }
   if (ImGui::CollapsingHeader("Configuration", ImGuiTreeNodeFlags_DefaultOpen)) {
     if (draw_config(s.config)) recompute(app);
   }
+  if (app.host_controls) app.host_controls();
   if (ImGui::CollapsingHeader("Colour", ImGuiTreeNodeFlags_DefaultOpen)) draw_colour(app.view);
   if (ImGui::CollapsingHeader("Heads", ImGuiTreeNodeFlags_DefaultOpen)) draw_heads(app);
   if (ImGui::CollapsingHeader("Compare")) {
@@ -297,11 +304,16 @@ void draw_stepper(App& app) {
 void draw_status(const App& app) {
   const Session& s = app.session;
   const Result& r = s.result();
+  char engine[96];
+  if (r.backend.empty())
+    std::snprintf(engine, sizeof engine, "engine %.3f ms (%s, %d thread%s)", r.seconds * 1e3,
+                  to_string(r.isa), r.threads, r.threads == 1 ? "" : "s");
+  else
+    std::snprintf(engine, sizeof engine, "%s %.3f ms", r.backend.c_str(), r.seconds * 1e3);
   char buf[320];
-  std::snprintf(buf, sizeof buf,
-                "engine %.3f ms (%s, %d thread%s)   recompute %.2f ms   T = %d   %d head%s   frame %.2f ms",
-                r.seconds * 1e3, to_string(r.isa), r.threads, r.threads == 1 ? "" : "s", s.last_ms(),
-                r.tokens_count(), r.shape.heads, r.shape.heads == 1 ? "" : "s", app.frame_ms);
+  std::snprintf(buf, sizeof buf, "%s   recompute %.2f ms   T = %d   %d head%s   frame %.2f ms%s", engine,
+                s.last_ms(), r.tokens_count(), r.shape.heads, r.shape.heads == 1 ? "" : "s", app.frame_ms,
+                s.computing() ? "   computing..." : "");
   ImGui::TextColored(kDimColor, "%s", buf);
 }
 

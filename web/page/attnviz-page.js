@@ -7,7 +7,14 @@
 //   attnviz.getState()      the state as {flag: value} (defaults left out); setState(obj) sets it
 //   attnviz.exportFiles(k)  what the Export buttons do, k = 'png' | 'heads' | 'json' | 'csv': the files download
 //   attnviz.status()        figures: generation, error, compute and frame times, frames drawn, where the
-//                           heatmaps are on the canvas, the hovered cell
+//                           heatmaps are on the canvas, the hovered cell; `compute`: the backend of the
+//                           view, whether a WebGPU job is in flight, the fallback note, WebGPU's state and
+//                           the automatic choice's calibration
+//   attnviz.setBackend(b)   'auto' | 'wasm' | 'webgpu'; returns '' or why not
+//   attnviz.computed()      a promise, resolved once no WebGPU job is in flight (with status())
+//   attnviz.getTensor(n)    a copy of one tensor of the view (Float32Array): inputs, q, k, v, scores, scaled,
+//                           weights, dropped, context, output; null when the view has none
+//   attnviz.gpu             the WebGPU layer (web/gpu/attnviz-gpu.js), for tests
 'use strict';
 (function () {
   const $ = (id) => document.getElementById(id);
@@ -121,6 +128,25 @@
       needModule();
       return JSON.parse(call('attnviz_status'));
     },
+    setBackend(name) {
+      needModule();
+      return call('attnviz_set_backend', String(name));
+    },
+    async computed() {
+      needModule();
+      for (;;) {
+        const s = this.status();
+        if (!s.compute.computing) return s;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    },
+    getTensor(name) {
+      needModule();
+      const where = call('attnviz_tensor_json', String(name));
+      const [ptr, count] = JSON.parse(where);
+      return ptr ? Module.HEAPF32.slice(ptr >> 2, (ptr >> 2) + count) : null;
+    },
+    gpu: window.AttnvizGpu ? new window.AttnvizGpu() : null,
     // Benchmarks: wait for the GPU at the end of every frame, so frame times include its work.
     setFinish(on) {
       needModule();
@@ -157,6 +183,7 @@
 
   window.Module = {
     canvas,
+    attnvizGpu: window.attnviz.gpu,
     attnvizHooks: {
       initialState: () => JSON.stringify(hashPairs()),
       stateChanged,

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "gpu.hpp"
 #include "json_io.hpp"
 #include "view_args.hpp"
 #include "window.hpp"
@@ -20,6 +21,7 @@ using attnviz::Status;
 
 struct Page {
   attnviz::viz::App app;
+  attnviz::web::GpuOffload gpu{app.session};
   attnviz::Window window;
   std::string state;          // the last state handed to the page (JSON pairs), to notice changes
   int drawn_generation = -1;  // the session generation the last frame showed
@@ -194,6 +196,7 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_status() {
                         {"cols", r.cols}});
   const attnviz::viz::Cell& hover = p.app.view.hover;
   json = nlohmann::json{{"generation", s.generation()},
+                        {"compute", p.gpu.status()},
                         {"error", s.error()},
                         {"message", p.app.message},
                         {"tokens", s.result().tokens_count()},
@@ -233,6 +236,56 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_export(const char* kind) {
   return error.c_str();
 }
 
+// The compute backend: "auto", "wasm" or "webgpu". Returns "" or why not.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_set_backend(const char* name) {
+  static std::string error;
+  const std::optional<attnviz::web::Backend> b = attnviz::web::parse_backend(name);
+  error = b ? "" : std::string("unknown backend '") + name + "' (auto, wasm, webgpu)";
+  if (b && *b != page->gpu.choice) {
+    page->gpu.choice = *b;
+    page->app.session.recompute();
+  }
+  wake();
+  return error.c_str();
+}
+
+// A tensor of the current result, for tests that compare backends: "[address, float count]" ([0, 0] when
+// the result has no such tensor). Names: inputs q k v scores scaled weights dropped context output.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_tensor_json(const char* name) {
+  static std::string where;
+  const attnviz::Result& r = page->app.session.result();
+  const std::string n = name;
+  const attnviz::Tensor* t = n == "inputs"    ? &r.inputs
+                             : n == "q"       ? &r.q
+                             : n == "k"       ? &r.k
+                             : n == "v"       ? &r.v
+                             : n == "scores"  ? &r.scores
+                             : n == "scaled"  ? &r.scaled
+                             : n == "weights" ? &r.weights
+                             : n == "dropped" ? &r.dropped
+                             : n == "context" ? &r.context
+                             : n == "output"  ? &r.output
+                                              : nullptr;
+  const bool has = t && !t->empty();
+  where = "[" + std::to_string(has ? reinterpret_cast<std::uintptr_t>(t->ptr()) : 0) + "," +
+          std::to_string(has ? t->size() : 0) + "]";
+  return where.c_str();
+}
+
+// The WebGPU layer's answers (web/src/gpu.cpp starts them).
+EMSCRIPTEN_KEEPALIVE void attnviz_gpu_ready(const char* adapter) {
+  page->gpu.ready(adapter);
+  wake();
+}
+EMSCRIPTEN_KEEPALIVE void attnviz_gpu_unavailable(const char* why) {
+  page->gpu.unavailable(why);
+  wake();
+}
+EMSCRIPTEN_KEEPALIVE void attnviz_gpu_done(int ticket, int ok, const char* error, double ms) {
+  page->gpu.done(ticket, ok != 0, error, ms);
+  wake();
+}
+
 EMSCRIPTEN_KEEPALIVE void attnviz_set_finish(int on) {
   page->finish = on != 0;
 }
@@ -256,6 +309,8 @@ int main() {
   attnviz::viz::App& app = page->app;
   app.downloads = true;
   app.export_dir = "/attnviz-export";
+  app.session.offload = &page->gpu;
+  app.host_controls = [] { page->gpu.draw_controls(); };
   char* initial = page_initial_state();
   const Status linked = apply_state_json(initial, app);
   std::free(initial);
@@ -271,6 +326,7 @@ int main() {
     return 1;
   }
   ImGui::GetIO().ConfigInputTextCursorBlink = false;  // idle pages draw nothing, so no blinking
+  page->gpu.init();  // asynchronous: until WebGPU is up (and measured), everything runs on WASM
   emscripten_set_main_loop(tick, 0, false);
   return 0;
 }

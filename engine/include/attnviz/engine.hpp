@@ -77,6 +77,11 @@ struct Result {
 Status forward(const Config& c, const Params& p, const Input& in, TorchGenerator& g, Result& out,
                const Exec& exec = {});
 
+// The floating-point operations of one forward pass over `tokens` tokens (2 per multiply-add: projections,
+// scores, context, out_proj), the measure of its size. Only meaningful for a configuration validate()
+// accepts.
+double forward_flops(const Config& c, int tokens);
+
 // A forward pass computed somewhere else (the browser page's WebGPU), in the same Result. begin_forward does
 // what forward() does before the arithmetic: it checks the configuration and the input, fills config, shape,
 // tokens and inputs, and draws the dropout mask from `g` (so the generator advances exactly as forward()

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,6 +83,9 @@ struct App {
   bool downloads = false;
   double frame_ms = 0.0;   // set by the host: the previous frame's CPU time
   bool focus_text = true;  // give the sentence box the keyboard on the next frame (so typing starts at once)
+  // The host's own section of the controls (the browser page's compute backend), drawn after the
+  // configuration; null for none.
+  std::function<void()> host_controls;
   std::vector<HeatmapRect> layout;
   // A request for a PNG of the heatmap area, served by the host after rendering (it holds the pixels).
   struct Capture {
