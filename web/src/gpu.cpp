@@ -38,25 +38,25 @@ std::int32_t address(const Tensor& t) {
   return t.empty() ? 0 : address(t.ptr());
 }
 
-constexpr int kProbeParamsId = -1;
+constexpr int kProbeParamsId = -1;      // the calibration's parameters (the session's count from 1)
 constexpr std::size_t kMaxPoints = 16;  // the GPU points the automatic choice fits (the latest)
 constexpr int kMaxProbes = 6;           // calibration runs on the GPU, warm-up included
-constexpr double kProbeMs = 400.0;      // about the longest a calibration run may take  // the calibration's
-                                        // parameters (session parameter sets count from 1)
+constexpr double kProbeMs = 400.0;      // about the longest a calibration run may take
 
 }  // namespace
 }  // namespace attnviz::web
 
 // The JS side of a job: copies the inputs out of the heap at once (the caller may change them afterwards),
 // runs it on the page's AttnvizGpu, writes the results into the Result's tensors (which the session keeps
-// alive until done) and reports through attnviz_gpu_done.
+// alive until done) and reports through attnviz_gpu_done. (JavaScript: clang-format stays out.)
+// clang-format off
 EM_JS(void, gpu_start, (int ticket, const attnviz::web::JobDesc* desc), {
   const w = desc >> 2;
-  const I = (i) = > HEAP32[w + i];
-  const F = (i) = > HEAPF32[w + i];
-  const f32 = (ptr, n) = > (ptr ? HEAPF32.slice(ptr >> 2, (ptr >> 2) + n) : null);
+  const I = (i) => HEAP32[w + i];
+  const F = (i) => HEAPF32[w + i];
+  const f32 = (ptr, n) => (ptr ? HEAPF32.slice(ptr >> 2, (ptr >> 2) + n) : null);
   const T = I(0), dIn = I(1), H = I(2), hd = I(3), W = I(4), OW = I(5), flags = I(6), paramsId = I(7);
-  const report = (ok, message, ms) = > {
+  const report = (ok, message, ms) => {
     const s = String(message || "");
     const n = lengthBytesUTF8(s) + 1;
     const p = _malloc(n);
@@ -66,61 +66,30 @@ EM_JS(void, gpu_start, (int ticket, const attnviz::web::JobDesc* desc), {
   };
   const gpu = Module.attnvizGpu;
   if (!gpu) {
-    setTimeout(() = > report(0, "WebGPU: the page has no WebGPU layer (attnviz-gpu.js)", 0));
+    setTimeout(() => report(0, "WebGPU: the page has no WebGPU layer (attnviz-gpu.js)", 0));
     return;
   }
   const job = {
-    T,
-    dIn,
-    heads : H,
-    headDim : hd,
-    width : W,
-    outWidth : OW,
-    scale : F(8),
-    keepScale : F(9),
-    hasWeights : (flags & 1) != 0,
-    causal : (flags & 2) != 0,
-    outProj : (flags & 4) != 0,
-    dropout : (flags & 8) != 0,
-    want : {scores : (flags & 16) != 0, scaled : (flags & 32) != 0, dropped : (flags & 64) != 0},
-    x : f32(I(10), T * dIn),
-    paramsId,
-    weights : null,
-    keep : null,
+    T, dIn, heads: H, headDim: hd, width: W, outWidth: OW, scale: F(8), keepScale: F(9),
+    hasWeights: (flags & 1) != 0, causal: (flags & 2) != 0, outProj: (flags & 4) != 0, dropout: (flags & 8) != 0,
+    want: {scores: (flags & 16) != 0, scaled: (flags & 32) != 0, dropped: (flags & 64) != 0},
+    x: f32(I(10), T * dIn), paramsId, weights: null, keep: null,
   };
-  if (job.hasWeights && gpu.hostWeightsId() != = paramsId)
-    job.weights = {
-      wq : f32(I(11), W * dIn),
-      bq : f32(I(12), W),
-      wk : f32(I(13), W * dIn),
-      bk : f32(I(14), W),
-      wv : f32(I(15), W * dIn),
-      bv : f32(I(16), W),
-      wo : f32(I(17), OW * W),
-      bo : f32(I(18), OW)
-    };
+  if (job.hasWeights && gpu.hostWeightsId() !== paramsId)
+    job.weights = {wq: f32(I(11), W * dIn), bq: f32(I(12), W), wk: f32(I(13), W * dIn), bk: f32(I(14), W),
+                   wv: f32(I(15), W * dIn), bv: f32(I(16), W), wo: f32(I(17), OW * W), bo: f32(I(18), OW)};
   if (job.dropout) job.keep = HEAPU32.slice(I(19) >> 2, (I(19) >> 2) + I(20));
-  const dest = {
-    q : I(21),
-    k : I(22),
-    v : I(23),
-    scores : I(24),
-    scaled : I(25),
-    weights : I(26),
-    dropped : I(27),
-    context : I(28),
-    output : I(29)
-  };
-  const sink = (name, data, offset) = > {
+  const dest = {q: I(21), k: I(22), v: I(23), scores: I(24), scaled: I(25), weights: I(26), dropped: I(27),
+                context: I(28), output: I(29)};
+  const sink = (name, data, offset) => {
     if (dest[name]) HEAPF32.set(data, (dest[name] >> 2) + offset);
   };
-  gpu.run(job, sink).then((ms) = > report(1, "", ms),
-                          (e) = > report(0, "WebGPU: " + (e && e.message || e), 0));
+  gpu.run(job, sink).then((ms) => report(1, "", ms), (e) => report(0, "WebGPU: " + (e && e.message || e), 0));
 });
 
 EM_JS(void, gpu_init, (), {
   const gpu = Module.attnvizGpu;
-  const say = (f, s) = > {
+  const say = (f, s) => {
     const n = lengthBytesUTF8(s) + 1;
     const p = _malloc(n);
     stringToUTF8(s, p, n);
@@ -128,12 +97,13 @@ EM_JS(void, gpu_init, (), {
     _free(p);
   };
   if (!gpu) {
-    setTimeout(() = > say(_attnviz_gpu_unavailable, "the page has no WebGPU layer (attnviz-gpu.js)"));
+    setTimeout(() => say(_attnviz_gpu_unavailable, "the page has no WebGPU layer (attnviz-gpu.js)"));
     return;
   }
-  gpu.init().then((info) = > say(_attnviz_gpu_ready, info),
-                  (e) = > say(_attnviz_gpu_unavailable, String(e && e.message || e)));
+  gpu.init().then((info) => say(_attnviz_gpu_ready, info),
+                  (e) => say(_attnviz_gpu_unavailable, String(e && e.message || e)));
 });
+// clang-format on
 
 namespace attnviz::web {
 
