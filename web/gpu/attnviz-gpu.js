@@ -128,7 +128,7 @@ class AttnvizGpu {
     }
     const device = this.device;
     const { T, dIn, heads: H, headDim: hd, width: W, outWidth: OW } = job;
-    const MiB = (b) => (b / 1048576).toFixed(1) + ' MiB';
+    const MiB = (b) => (b < 1048576 ? (b / 1024).toFixed(1) + ' KiB' : (b / 1048576).toFixed(1) + ' MiB');
     const limit = this.perBufferBytes();
     const need = [
       ['the Q, K and V of ' + T + ' tokens', 3 * T * W * 4],
@@ -221,13 +221,13 @@ class AttnvizGpu {
         at += bytes;
         return piece;
       });
-      q.submit([enc.finish()]);
-      passes.length = 0;
-      uniforms = [];
       if (this.testLoseDevice) {
         this.testLoseDevice = false;
         device.destroy();
       }
+      q.submit([enc.finish()]);
+      passes.length = 0;
+      uniforms = [];
       try {
         await staging.mapAsync(GPUMapMode.READ, 0, Math.max(at, 4));
       } catch (e) {
