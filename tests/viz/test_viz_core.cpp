@@ -377,6 +377,10 @@ TEST_CASE(
   CHECK(s.result().backend.empty());
   CHECK(s.note().find("device was lost") != std::string::npos);
   CHECK(s.generation() == after_cpu + 1);
+  fake.want = false;  // a view computed here by choice clears the note
+  s.text = "one two three four";
+  REQUIRE(s.recompute().is_ok());
+  CHECK(s.note().empty());
 }
 
 TEST_CASE("exports: CSV per head, PNG per head, JSON in the CLI's format") {

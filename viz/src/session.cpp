@@ -66,6 +66,7 @@ Status Session::recompute() {
   }
   TorchGenerator g = after_build_;
   if (Status st = forward(c, params_, in, g, result_, exec); !st.is_ok()) return fail(st);
+  if (!cpu_only_) note_.clear();  // computed here by choice, not as a fallback
   result_request_ = request;
   has_result_ = true;
   error_.clear();

@@ -201,6 +201,7 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_status() {
                         {"message", p.app.message},
                         {"tokens", s.result().tokens_count()},
                         {"compute_ms", s.last_ms()},
+                        {"engine_ms", s.result().seconds * 1e3},
                         {"frame_ms", p.app.frame_ms},
                         {"frames", p.frames},
                         {"drawn_generation", p.drawn_generation},
