@@ -236,7 +236,7 @@ Status begin_forward(const Config& config, const Params& p, const Input& in, Tor
 Status end_forward(Result& r) {
   const Config& c = r.config;
   const Shape& s = r.shape;
-  if (!s.has_weights) r.q = r.k = r.v = r.inputs;
+  if (!s.has_weights && r.q.empty()) r.q = r.k = r.v = r.inputs;  // the CPU kernels set them already
   if (!s.out_proj) r.output = r.context;
   if ((c.stages & kStageDropped) && !s.dropout) r.dropped = r.weights;
   if (!(c.stages & kStageScores)) r.scores = Tensor();

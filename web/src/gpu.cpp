@@ -145,6 +145,12 @@ void fit(Calibration& cal) {
     cal.threshold_gflop = cal.gpu_overhead_ms / (cal.cpu_ms_per_gflop - cal.gpu_ms_per_gflop);
 }
 
+void GpuOffload::choose(Backend b) {
+  if (b == choice_) return;
+  choice_ = b;
+  session_.recompute();
+}
+
 void GpuOffload::init() {
   state_ = State::starting;
   gpu_init();
@@ -207,7 +213,7 @@ void GpuOffload::finish_calibration() {
   cal_.done = true;
   probe_params_ = Params();
   probe_result_ = Result();
-  if (choice == Backend::automatic && session_.has_result() &&
+  if (choice_ == Backend::automatic && session_.has_result() &&
       wants(session_.result().config, session_.result().tokens_count()))
     session_.recompute();
 }
@@ -248,7 +254,7 @@ void GpuOffload::done(int ticket, bool ok, std::string error, double ms) {
 }
 
 bool GpuOffload::wants(const Config& c, int tokens) {
-  switch (choice) {
+  switch (choice_) {
     case Backend::wasm:
       return false;
     case Backend::webgpu:
@@ -307,8 +313,7 @@ void GpuOffload::submit(int ticket, const Config& c, const Params& p, int params
 
 void GpuOffload::draw_controls() {
   if (!ImGui::CollapsingHeader("Compute", ImGuiTreeNodeFlags_DefaultOpen)) return;
-  const Backend before = choice;
-  int c = static_cast<int>(choice);
+  int c = static_cast<int>(choice_);
   ImGui::RadioButton("auto", &c, static_cast<int>(Backend::automatic));
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("WebGPU for layers it computes faster than WASM on this machine (measured at start)");
@@ -316,8 +321,7 @@ void GpuOffload::draw_controls() {
   ImGui::RadioButton("WASM", &c, static_cast<int>(Backend::wasm));
   ImGui::SameLine();
   ImGui::RadioButton("WebGPU", &c, static_cast<int>(Backend::webgpu));
-  choice = static_cast<Backend>(c);
-  if (choice != before) session_.recompute();
+  choose(static_cast<Backend>(c));
 
   const ImVec4 dim{0.6f, 0.6f, 0.65f, 1.0f};
   ImGui::PushTextWrapPos(0.0f);
@@ -361,7 +365,7 @@ nlohmann::json GpuOffload::status() const {
                         {"gflop", p.gflop},
                         {"ms", p.ms}});
   const Result& r = session_.result();
-  return {{"choice", to_string(choice)},
+  return {{"choice", to_string(choice_)},
           {"backend", r.backend.empty() ? "wasm" : r.backend},
           {"computing", session_.computing()},
           {"note", session_.note()},

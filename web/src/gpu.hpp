@@ -45,7 +45,9 @@ class GpuOffload : public viz::Offload {
  public:
   explicit GpuOffload(viz::Session& session) : session_(session) {}
 
-  Backend choice = Backend::automatic;
+  Backend choice() const { return choice_; }
+  // Switches the backend and recomputes the view with it (when it changes).
+  void choose(Backend b);
 
   // Asks the JS layer for a device; ready() or unavailable() follows.
   void init();
@@ -67,6 +69,7 @@ class GpuOffload : public viz::Offload {
   void calibrate();
 
   viz::Session& session_;
+  Backend choice_ = Backend::automatic;
   State state_ = State::starting;
   std::string adapter_, why_;
   // The calibration's probes: one at a time on the GPU (negative tickets), their job kept here meanwhile.

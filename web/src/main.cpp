@@ -242,10 +242,7 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_set_backend(const char* name) {
   static std::string error;
   const std::optional<attnviz::web::Backend> b = attnviz::web::parse_backend(name);
   error = b ? "" : std::string("unknown backend '") + name + "' (auto, wasm, webgpu)";
-  if (b && *b != page->gpu.choice) {
-    page->gpu.choice = *b;
-    page->app.session.recompute();
-  }
+  if (b) page->gpu.choose(*b);
   wake();
   return error.c_str();
 }

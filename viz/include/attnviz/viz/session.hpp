@@ -54,8 +54,6 @@ class Session {
   double params_ms() const { return params_ms_; }      // the last parameter draw (0 when cached)
 
  private:
-  Status compute_here(const Config& c, const Input& in, std::chrono::steady_clock::time_point t0);
-
   Result result_;
   Params params_;
   int params_id_ = 0;
