@@ -1,0 +1,228 @@
+// Whole GPT-2 models: the book's chapter-4 GPTModel (drawn from a seed in PyTorch's construction order) or
+// weights loaded from a file (engine/io/gpt_file.hpp), one forward pass that keeps what is asked for, an
+// incremental path that reuses the keys and values of an unchanged prefix, and greedy generation.
+//
+// GPT-2 as the book's GPTModel and Hugging Face's GPT2LMHeadModel compute it:
+//   x = drop(tok_emb[ids] + pos_emb[0..T))
+//   per block: x = x + drop(att(norm1(x)));  x = x + drop(proj(gelu(fc(norm2(x)))))
+//   logits = out_head(final_norm(x))            (out_head tied to tok_emb in GPT-2 files)
+// LayerNorm: eps 1e-5, biased variance, scale and shift. GELU: the tanh approximation. att: the chapter-3
+// `mha` variant (d_in = d_out = d_model) with the causal mask and dropout on the weights.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attnviz/config.hpp"
+#include "attnviz/engine.hpp"
+#include "attnviz/exec.hpp"
+#include "attnviz/status.hpp"
+#include "attnviz/tensor.hpp"
+#include "attnviz/torch_rng.hpp"
+
+namespace attnviz {
+
+struct GptConfig {
+  int vocab_size = 50257;
+  int context_length = 1024;
+  int d_model = 768;  // emb_dim
+  int n_heads = 12;
+  int n_layers = 12;
+  double drop_rate = 0.1;
+  bool qkv_bias = false;  // the book's chapter-4 config; GPT-2 files have biases
+};
+
+// The published sizes: gpt2-small, gpt2-medium, gpt2-large, gpt2-xl (the book's chapter-4 config otherwise:
+// qkv_bias false, drop_rate 0.1).
+struct GptPreset {
+  const char* name;
+  GptConfig config;
+};
+const std::vector<GptPreset>& gpt_presets();
+std::optional<GptConfig> find_gpt_preset(std::string_view name);
+
+// Checks sizes: positive, d_model divisible by n_heads, and bounded so that every count fits the engine's
+// ints.
+Status validate(const GptConfig& c);
+
+// Parameters of a configuration (the book's numel over named_parameters(), out_head counted only when
+// untied).
+std::int64_t parameter_count(const GptConfig& c, bool tied_head);
+
+// 64-byte aligned float storage (the fast kernels load whole vectors).
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(std::size_t n);  // zero-filled
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  float* data() { return data_.get(); }
+  const float* data() const { return data_.get(); }
+
+ private:
+  struct Free {
+    void operator()(float* p) const;
+  };
+  std::unique_ptr<float[], Free> data_;
+  std::size_t size_ = 0;
+};
+
+// A weight matrix of logical shape (out, in) (nn.Linear's layout), stored only in the fast kernels' panel
+// layout: W^T cut into panels of `nr` columns of `out`, each k-major ([in][nr]) and zero-padded past `out`.
+// Element (o, i) is data[(o / nr) * in * nr + i * nr + o % nr]. `nr` is the panel width of the ISA it was
+// packed for (any width works for the scalar reference, which reads it through at()).
+struct PackedMatrix {
+  int out = 0, in = 0, nr = 0;
+  AlignedBuffer data;
+
+  float at(int o, int i) const {
+    return data
+        .data()[static_cast<std::size_t>(o / nr) * in * nr + static_cast<std::size_t>(i) * nr + o % nr];
+  }
+  std::size_t bytes() const { return data.size() * sizeof(float); }
+};
+
+// Element types of weights files, widened to float.
+enum class Dtype { f32, f16, bf16 };
+std::size_t dtype_size(Dtype t);
+const char* to_string(Dtype t);
+// Reads element i of little-endian `dtype` data at `bytes` (any alignment).
+float load_element(const unsigned char* bytes, Dtype t, std::size_t i);
+// Widens n elements starting at element `first`.
+void widen(const unsigned char* bytes, Dtype t, std::size_t first, std::size_t n, float* out);
+
+// A matrix as a file stores it: `rows` x `cols` row-major elements of `dtype` at `bytes` (any alignment).
+struct MatrixSource {
+  const unsigned char* bytes = nullptr;
+  Dtype dtype = Dtype::f32;
+  int rows = 0, cols = 0;
+};
+// Packs the logical (out, in) matrix held by `src`: stored as (out, in) (nn.Linear, nn.Embedding), or
+// `transposed` as (in, out) (GPT-2's Conv1D). The panel width is `isa`'s (resolved).
+PackedMatrix pack_matrix(const MatrixSource& src, bool transposed, Isa isa);
+PackedMatrix pack_matrix(const Tensor& out_in, Isa isa);  // a float (out, in) tensor
+Tensor unpack(const PackedMatrix& m);                     // back to (out, in)
+PackedMatrix repack(const PackedMatrix& m, Isa isa);
+
+// A linear layer: weight packed, bias (out) or empty.
+struct PackedLinear {
+  PackedMatrix weight;
+  Tensor bias;
+};
+
+struct GptBlock {
+  Tensor norm1_scale, norm1_shift;  // (d)
+  PackedLinear query, key, value;   // (d, d)
+  PackedLinear out_proj;            // (d, d), with bias
+  Tensor norm2_scale, norm2_shift;  // (d)
+  PackedLinear fc;                  // (4d, d): ff.layers.0, GPT-2's mlp.c_fc
+  PackedLinear proj;                // (d, 4d): ff.layers.2, GPT-2's mlp.c_proj
+};
+
+struct GptWeights {
+  GptConfig config;
+  PackedMatrix tok_emb;  // (vocab, d): embedding rows are read out of the panels
+  Tensor pos_emb;        // (context, d)
+  std::vector<GptBlock> blocks;
+  Tensor final_scale, final_shift;  // (d)
+  PackedMatrix out_head;            // (vocab, d); empty when tied to tok_emb (GPT-2 files)
+  Isa isa = Isa::scalar;            // the ISA whose panel width the matrices have
+  std::string source;               // "seeded gpt2-small, seed 123" or the file's name
+
+  bool tied() const { return out_head.data.empty(); }
+  const PackedMatrix& head() const { return tied() ? tok_emb : out_head; }
+  std::size_t bytes() const;  // memory held
+};
+
+// torch.manual_seed(seed); GPTModel(config): every parameter drawn in the book's construction order, packed
+// for `isa`. `g` is left where PyTorch's generator is after construction (forward-time dropout continues from
+// it).
+Status build_gpt(const GptConfig& c, TorchGenerator& g, GptWeights& out, Isa isa = Isa::automatic);
+// The same matrices packed for another ISA (the fast kernels need their own panel width).
+void repack(GptWeights& w, Isa isa);
+
+// What a forward pass keeps. The KV cache and every layer's computation happen regardless; only what is kept
+// costs memory in the result (README: "What a model forward pass keeps").
+struct GptRequest {
+  std::vector<int> layers;  // layers whose attention is kept; empty: every layer
+  bool all_layers = true;   // keep every layer (ignores `layers`)
+  unsigned stages = 0;      // chapter-3 stages kept per kept layer besides the weights (kStageScores, ...)
+  bool qkv = false;         // keep q, k, v and the context of kept layers
+  bool residuals = false;   // keep each kept layer's residual stream in and out (T, d)
+  bool all_logits = false;  // logits of every position; otherwise the last position's only
+  int top_k = 10;           // next-token candidates of the last position
+};
+
+struct TopToken {
+  int id = 0;
+  float logit = 0.0f;
+  double probability = 0.0;
+};
+
+struct GptLayer {
+  int index = 0;
+  Result attention;            // the chapter-3 result of this layer's `mha` (inputs = norm1's output)
+  Tensor resid_in, resid_out;  // (T, d) when asked
+};
+
+struct GptOptions {
+  bool train = true;  // PyTorch modules start in training mode: dropout in three places
+  DropoutRng dropout_rng = DropoutRng::cpu;
+  Exec exec;
+};
+
+struct GptResult {
+  GptConfig config;
+  GptOptions options;
+  std::vector<int> ids;
+  std::vector<GptLayer> layers;  // the kept layers, in order
+  Tensor logits;                 // (T, vocab) with all_logits, else (1, vocab) for the last position
+  std::vector<TopToken> next;    // the last position's top_k, most probable first
+  double seconds = 0.0;
+  Isa isa = Isa::scalar;
+  int threads = 1;
+  int reused = 0;  // rows taken from the previous pass (incremental recompute)
+
+  const GptLayer* layer(int index) const;
+};
+
+// Runs GPTModel forward passes on one set of weights and keeps each layer's keys and values, so a token
+// sequence that shares a prefix with the previous one (typing at the end, deleting) computes only the new
+// rows. The result is bit-identical to a full pass. Dropout (train mode with drop_rate > 0) draws fresh masks
+// over the whole sequence, so train-mode passes are always full.
+class GptModel {
+ public:
+  GptModel() = default;
+  // `after_init` is the generator state right after construction: train-mode passes draw their dropout masks
+  // from a copy of it, as a notebook's first model(x) after torch.manual_seed(seed); GPTModel(cfg) does.
+  GptModel(std::shared_ptr<const GptWeights> weights, TorchGenerator after_init, GptOptions options);
+
+  const GptWeights& weights() const { return *weights_; }
+  const std::shared_ptr<const GptWeights>& shared_weights() const { return weights_; }
+  const GptOptions& options() const { return options_; }
+
+  Status forward(const std::vector<int>& ids, const GptRequest& request, GptResult& out);
+  // The book's generate_text_simple: `steps` times, append argmax of the last position's logits (stopping at
+  // the context length). In train mode each step draws dropout from the continuing generator, as repeated
+  // model(x) calls do. `out` receives the last step's pass; `generated` the new ids.
+  Status generate(std::vector<int> ids, int steps, const GptRequest& request, std::vector<int>& generated,
+                  GptResult& out);
+  void forget();  // drops the cache: the next pass is full
+
+ private:
+  struct Cache;
+  std::shared_ptr<const GptWeights> weights_;
+  TorchGenerator after_init_;
+  GptOptions options_;
+  std::shared_ptr<Cache> cache_;
+};
+
+// Seeded model in one call: build_gpt with torch.manual_seed(seed), then a GptModel on it.
+Status seeded_gpt(const GptConfig& c, std::uint64_t seed, const GptOptions& options, GptModel& out);
+
+}  // namespace attnviz
