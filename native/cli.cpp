@@ -12,6 +12,7 @@
 #include "bpe.hpp"
 #include "config_args.hpp"
 #include "json_io.hpp"
+#include "model_cli.hpp"
 
 namespace attnviz {
 namespace {
@@ -131,10 +132,19 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   std::string vocab_dir;
   app.add_flag("--tokenize", tokenize, "print the GPT-2 token ids of --text as a JSON array, and stop");
   app.add_option("--vocab", vocab_dir,
-                 "folder with GPT-2's vocabulary for --tokenize (default: $ATTNVIZ_VOCAB_DIR, else the "
-                 "one installed beside attnviz-cli)");
+                 "folder with the vocabulary for --tokenize and --model (default: a model folder's own, else "
+                 "$ATTNVIZ_VOCAB_DIR, else GPT-2's, installed beside attnviz-cli)");
+
+  ModelArgs model;
+  add_model_options(app, model);
 
   if (const std::optional<int> done = parse_command_line(app, args, out, err)) return *done;
+  if (!model.model.empty()) return run_model_cli(app, a, model, vocab_dir, json, out, err);
+  for (const char* flag : {"--layers", "--keep", "--top-k", "--generate"})
+    if (app.count(flag) > 0) {
+      err << "attnviz-cli: " << flag << " needs --model\n";
+      return 1;
+    }
 
   const auto fail = [&err](const Status& st) {
     err << "attnviz-cli: " << st.error << "\n";
