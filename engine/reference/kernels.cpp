@@ -86,4 +86,26 @@ void context(const float* w, const float* v, float* ctx, int T, int H, int hd, b
   }
 }
 
+void layer_norm(const float* x, float* y, int rows, int cols, const float* scale, const float* shift) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + at(r, cols, 0);
+    double mean = 0.0, var = 0.0;
+    for (int j = 0; j < cols; ++j) mean += xr[j];
+    mean /= cols;
+    for (int j = 0; j < cols; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+    var /= cols;
+    const double inv = 1.0 / std::sqrt(var + 1e-5);
+    for (int j = 0; j < cols; ++j)
+      y[at(r, cols, j)] = static_cast<float>((xr[j] - mean) * inv * scale[j] + shift[j]);
+  }
+}
+
+void gelu(const float* x, float* y, std::int64_t n) {
+  const double c = std::sqrt(2.0 / 3.14159265358979323846);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    y[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(c * (v + 0.044715 * v * v * v))));
+  }
+}
+
 }  // namespace attnviz::ref

@@ -25,4 +25,10 @@ void dropout(const float* w, const std::uint8_t* keep, float* out, std::int64_t 
 // Context vectors: each head's weights times its values.   w: (H, T, T); v, ctx: (T, width)
 void context(const float* w, const float* v, float* ctx, int T, int H, int hd, bool causal);
 
+// LayerNorm of each row: (x - mean) / sqrt(var + 1e-5) * scale + shift, biased variance.   x, y: (rows, cols)
+void layer_norm(const float* x, float* y, int rows, int cols, const float* scale, const float* shift);
+
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).   x, y: (n); y may be x
+void gelu(const float* x, float* y, std::int64_t n);
+
 }  // namespace attnviz::ref

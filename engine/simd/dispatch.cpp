@@ -117,6 +117,10 @@ void run_layer(Isa isa, const LayerJob& job) {
   with_arch<void>(isa, [&](auto arch) { fast_layer{}(arch, job); });
 }
 
+void run_rows(Isa isa, const RowJob& job) {
+  with_arch<void>(isa, [&](auto arch) { fast_rows{}(arch, job); });
+}
+
 std::size_t scratch_floats(const LayerJob& job, int nr, int workers) {
   const std::size_t row_stride = static_cast<std::size_t>((job.T + 15) / 16 * 16);
   return static_cast<std::size_t>(job.heads) *

@@ -16,6 +16,10 @@ inline constexpr int kRowBlock = 32;
 // Everything one fast forward pass reads and writes: row-major buffers, pointers owned by the caller.
 struct LayerJob {
   int T = 0, d_in = 0, heads = 1, head_dim = 1, width = 1, out_width = 1;
+  // Rows [0, first) are already computed (a model's cached prefix): q, k, v hold them, and only rows
+  // [first, T) of the projections, weights, context and output are written (plus, when the raw scores are
+  // kept, the earlier rows' scores against the new keys). 0 computes everything.
+  int first = 0;
   bool has_weights = true, causal = false;
   float scale = 1.0f;
   const float* x = nullptr;  // (T, d_in)
@@ -41,6 +45,26 @@ struct fast_layer {
   void operator()(Arch, const LayerJob& job) const;
 };
 
+// The whole-model steps around a block's attention, on rows of activations.
+struct RowJob {
+  enum Kind {
+    layer_norm,  // y (rows, cols) = (x - mean) / sqrt(var + 1e-5) * scale + shift, per row (biased variance)
+    gelu,        // y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), rows * cols elements (y may be x)
+    linear,      // y (rows, out) = x (rows, cols) W^T + bias, W in panels of the ISA's width (pack.hpp)
+  } kind = linear;
+  int rows = 0, cols = 0, out = 0;
+  const float* x = nullptr;
+  float* y = nullptr;
+  const float *scale = nullptr, *shift = nullptr;  // layer_norm: (cols)
+  const float *w = nullptr, *bias = nullptr;       // linear: panels; bias (out) or null
+  ThreadPool* pool = nullptr;
+};
+
+struct fast_rows {
+  template <class Arch>
+  void operator()(Arch, const RowJob& job) const;
+};
+
 // For benchmarks: C (M x N) = A (M x K) B, with B in panels (pack_nk), over the pool.
 struct fast_gemm {
   template <class Arch>
@@ -61,7 +85,12 @@ extern template void fast_layer::operator()<xsimd::sse4_1>(xsimd::sse4_1, const 
 extern template void fast_gemm::operator()<xsimd::sse4_1>(xsimd::sse4_1, int, int, int, const float*,
                                                           const float*, float*, ThreadPool*) const;
 extern template double fma_probe::operator()<xsimd::sse4_1>(xsimd::sse4_1, long, float*) const;
+extern template void fast_rows::operator()<xsimd::sse4_1>(xsimd::sse4_1, const RowJob&) const;
 #else
+extern template void fast_rows::operator()<xsimd::avx512bw>(xsimd::avx512bw, const RowJob&) const;
+extern template void fast_rows::operator()<xsimd::fma3<xsimd::avx2> >(xsimd::fma3<xsimd::avx2>,
+                                                                      const RowJob&) const;
+extern template void fast_rows::operator()<xsimd::sse4_2>(xsimd::sse4_2, const RowJob&) const;
 extern template void fast_layer::operator()<xsimd::avx512bw>(xsimd::avx512bw, const LayerJob&) const;
 extern template void fast_layer::operator()<xsimd::fma3<xsimd::avx2> >(xsimd::fma3<xsimd::avx2>,
                                                                        const LayerJob&) const;

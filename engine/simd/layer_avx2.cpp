@@ -1,5 +1,6 @@
 // The fast kernels for one ISA: this file only instantiates them, with its -m flags from CMake.
 #include "layer_impl.hpp"
+#include "rows_impl.hpp"
 
 namespace attnviz::simd {
 template void fast_layer::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>,
@@ -8,4 +9,5 @@ template void fast_gemm::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd:
                                                               const float*, const float*, float*,
                                                               ThreadPool*) const;
 template double fma_probe::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>, long, float*) const;
+template void fast_rows::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>, const RowJob&) const;
 }  // namespace attnviz::simd

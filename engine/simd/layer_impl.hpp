@@ -83,9 +83,13 @@ inline void micro_kernel(int K, const float* a, int lda, const float* b, float* 
         c0[r] = B::load_aligned(tmp);
         c1[r] = B::load_aligned(tmp + W);
       }
-    } else if (bias) {
+    } else if (bias && n_valid == NR) {
       c0[r] = B::load_unaligned(bias);
       c1[r] = B::load_unaligned(bias + W);
+    } else if (bias) {  // the last panel of an unpadded bias: never read past its end
+      for (int j = 0; j < NR; ++j) tmp[j] = j < n_valid ? bias[j] : 0.0f;
+      c0[r] = B::load_aligned(tmp);
+      c1[r] = B::load_aligned(tmp + W);
     } else {
       c0[r] = B(0.0f);
       c1[r] = B(0.0f);
@@ -217,7 +221,7 @@ template <class A>
 void fast_layer::operator()(A, const LayerJob& job) const {
   using namespace detail;
   constexpr int NR = nr_of<A>();
-  const int T = job.T, H = job.heads, hd = job.head_dim, W = job.width;
+  const int T = job.T, H = job.heads, hd = job.head_dim, W = job.width, first = job.first;
   ThreadPool& pool = *job.pool;
 
   // 1. projections q, k, v = x W^T + b: tiles of (48 rows x 4 panels), three matrices in one sweep
@@ -226,14 +230,15 @@ void fast_layer::operator()(A, const LayerJob& job) const {
   const float* v = job.x;
   if (job.has_weights) {
     constexpr int kRows = 96, kPanels = 4;
-    const int row_tiles = (T + kRows - 1) / kRows, panel_tiles = (panels(W, NR) + kPanels - 1) / kPanels;
+    const int row_tiles = (T - first + kRows - 1) / kRows;
+    const int panel_tiles = (panels(W, NR) + kPanels - 1) / kPanels;
     const std::size_t bstride = static_cast<std::size_t>(job.d_in) * NR;
     const float* w[3] = {job.wq, job.wk, job.wv};
     const float* bias[3] = {job.bq, job.bk, job.bv};
     float* out[3] = {job.q, job.k, job.v};
     pool.run(3 * row_tiles * panel_tiles, [&](int task, int) {
       const int m = task / (row_tiles * panel_tiles), rest = task % (row_tiles * panel_tiles);
-      const int r0 = (rest / panel_tiles) * kRows, p0 = (rest % panel_tiles) * kPanels;
+      const int r0 = first + (rest / panel_tiles) * kRows, p0 = (rest % panel_tiles) * kPanels;
       gemm<A>(r0, lesser<A>(T, r0 + kRows), p0, lesser<A>(panels(W, NR), p0 + kPanels), W, job.d_in, job.x,
               job.d_in, w[m], bstride, bias[m], out[m], W);
     });
@@ -253,10 +258,10 @@ void fast_layer::operator()(A, const LayerJob& job) const {
   });
 
   // 3. attention, one task per (head, block of query rows): scores, softmax, dropout, context
-  const int blocks = (T + kRowBlock - 1) / kRowBlock;
+  const int blocks = (T - first + kRowBlock - 1) / kRowBlock;
   const std::size_t tt = static_cast<std::size_t>(T) * T;
   pool.run(H * blocks, [&](int task, int worker) {
-    const int h = task % H, r0 = (task / H) * kRowBlock, r1 = lesser<A>(T, r0 + kRowBlock);
+    const int h = task % H, r0 = first + (task / H) * kRowBlock, r1 = lesser<A>(T, r0 + kRowBlock);
     float* scratch_rows = rows + worker_floats * static_cast<std::size_t>(worker);
     // Causal rows r0..r1-1 only need keys up to r1-1; the raw scores stage keeps every cell.
     const int needed = job.causal ? r1 : T;
@@ -292,8 +297,25 @@ void fast_layer::operator()(A, const LayerJob& job) const {
             job.context + static_cast<std::size_t>(r0) * W + h * hd, W);
   });
 
+  // 3b. incremental: the raw scores of the earlier rows against the new keys (masked, but the raw stage shows
+  // every cell). Each cell is one dot product in the same order as a full pass, so the panels that overlap
+  // earlier columns rewrite them with identical values.
+  if (job.scores && first > 0) {
+    const int p_first = first / NR;
+    const int old_blocks = (first + kRowBlock - 1) / kRowBlock;
+    pool.run(H * old_blocks, [&](int task, int) {
+      const int h = task % H, r0 = (task / H) * kRowBlock, r1 = lesser<A>(first, r0 + kRowBlock);
+      const std::size_t hs = static_cast<std::size_t>(hd) * NR;
+      gemm<A>(0, r1 - r0, 0, panels(T, NR) - p_first, T - p_first * NR, hd,
+              q + static_cast<std::size_t>(r0) * W + h * hd, W, kpack + kpack_head * h + hs * p_first, hs,
+              nullptr, job.scores + h * tt + static_cast<std::size_t>(r0) * T + p_first * NR, T);
+    });
+  }
+
   // 4. out_proj
-  if (job.output) parallel_gemm<A>(pool, T, job.out_width, W, job.context, job.wo, job.bo, job.output);
+  if (job.output)
+    parallel_gemm<A>(pool, T - first, job.out_width, W, job.context + static_cast<std::size_t>(first) * W,
+                     job.wo, job.bo, job.output + static_cast<std::size_t>(first) * job.out_width);
 }
 
 template <class A>

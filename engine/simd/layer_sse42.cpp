@@ -1,9 +1,11 @@
 // The fast kernels for one ISA: this file only instantiates them, with its -m flags from CMake.
 #include "layer_impl.hpp"
+#include "rows_impl.hpp"
 
 namespace attnviz::simd {
 template void fast_layer::operator()<xsimd::sse4_2>(xsimd::sse4_2, const LayerJob&) const;
 template void fast_gemm::operator()<xsimd::sse4_2>(xsimd::sse4_2, int, int, int, const float*, const float*,
                                                    float*, ThreadPool*) const;
 template double fma_probe::operator()<xsimd::sse4_2>(xsimd::sse4_2, long, float*) const;
+template void fast_rows::operator()<xsimd::sse4_2>(xsimd::sse4_2, const RowJob&) const;
 }  // namespace attnviz::simd

@@ -143,8 +143,8 @@ struct GptWeights {
 // for `isa`. `g` is left where PyTorch's generator is after construction (forward-time dropout continues from
 // it).
 Status build_gpt(const GptConfig& c, TorchGenerator& g, GptWeights& out, Isa isa = Isa::automatic);
-// The same matrices packed for another ISA (the fast kernels need their own panel width).
-void repack(GptWeights& w, Isa isa);
+// The same weights with the matrices packed for another ISA (the fast kernels need their own panel width).
+GptWeights repacked(const GptWeights& w, Isa isa);
 
 // What a forward pass keeps. The KV cache and every layer's computation happen regardless; only what is kept
 // costs memory in the result (README: "What a model forward pass keeps").
@@ -186,7 +186,8 @@ struct GptResult {
   double seconds = 0.0;
   Isa isa = Isa::scalar;
   int threads = 1;
-  int reused = 0;  // rows taken from the previous pass (incremental recompute)
+  int reused = 0;           // rows taken from the previous pass (incremental recompute)
+  std::uint64_t stamp = 0;  // identifies the pass: the next one reads this result's rows when it extends it
 
   const GptLayer* layer(int index) const;
 };
@@ -197,7 +198,10 @@ struct GptResult {
 // over the whole sequence, so train-mode passes are always full.
 class GptModel {
  public:
-  GptModel() = default;
+  GptModel();
+  ~GptModel();
+  GptModel(GptModel&&) noexcept;
+  GptModel& operator=(GptModel&&) noexcept;
   // `after_init` is the generator state right after construction: train-mode passes draw their dropout masks
   // from a copy of it, as a notebook's first model(x) after torch.manual_seed(seed); GPTModel(cfg) does.
   GptModel(std::shared_ptr<const GptWeights> weights, TorchGenerator after_init, GptOptions options);
@@ -206,6 +210,9 @@ class GptModel {
   const std::shared_ptr<const GptWeights>& shared_weights() const { return weights_; }
   const GptOptions& options() const { return options_; }
 
+  // `out` is read before it is replaced: when it holds this model's previous pass and the request is the
+  // same, its rows for the shared prefix are reused (that is the incremental path), so pass the same object
+  // each time.
   Status forward(const std::vector<int>& ids, const GptRequest& request, GptResult& out);
   // The book's generate_text_simple: `steps` times, append argmax of the last position's logits (stopping at
   // the context length). In train mode each step draws dropout from the continuing generator, as repeated
@@ -216,10 +223,11 @@ class GptModel {
 
  private:
   struct Cache;
+  Status run(const std::vector<int>& ids, const GptRequest& request, TorchGenerator& g, GptResult& out);
   std::shared_ptr<const GptWeights> weights_;
   TorchGenerator after_init_;
   GptOptions options_;
-  std::shared_ptr<Cache> cache_;
+  std::unique_ptr<Cache> cache_;
 };
 
 // Seeded model in one call: build_gpt with torch.manual_seed(seed), then a GptModel on it.

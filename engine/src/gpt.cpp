@@ -1,0 +1,171 @@
+// GPT-2 configurations and the book's seeded GPTModel, drawn in PyTorch's construction order.
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include "attnviz/gpt.hpp"
+
+namespace attnviz {
+
+const std::vector<GptPreset>& gpt_presets() {
+  static const std::vector<GptPreset> presets = {
+      {"gpt2-small", {50257, 1024, 768, 12, 12, 0.1, false}},
+      {"gpt2-medium", {50257, 1024, 1024, 16, 24, 0.1, false}},
+      {"gpt2-large", {50257, 1024, 1280, 20, 36, 0.1, false}},
+      {"gpt2-xl", {50257, 1024, 1600, 25, 48, 0.1, false}},
+  };
+  return presets;
+}
+
+std::optional<GptConfig> find_gpt_preset(std::string_view name) {
+  for (const GptPreset& p : gpt_presets())
+    if (name == p.name) return p.config;
+  return std::nullopt;
+}
+
+Status validate(const GptConfig& c) {
+  char buf[200];
+  auto fail = [&](const char* what, long long value, const char* limit) {
+    std::snprintf(buf, sizeof buf, "%s is %lld: it must be %s", what, value, limit);
+    return Status::fail(buf);
+  };
+  // Bounds that keep every (rows x cols) and (heads x T x T) count of one tensor far inside 2^31 elements.
+  if (c.vocab_size < 1 || c.vocab_size > (1 << 20)) return fail("vocab_size", c.vocab_size, "in 1..1048576");
+  if (c.context_length < 1 || c.context_length > 8192)
+    return fail("context_length", c.context_length, "in 1..8192");
+  if (c.d_model < 1 || c.d_model > 16384) return fail("d_model", c.d_model, "in 1..16384");
+  if (c.n_heads < 1 || c.n_heads > c.d_model) return fail("n_heads", c.n_heads, "in 1..d_model");
+  if (c.d_model % c.n_heads != 0) {
+    std::snprintf(buf, sizeof buf, "d_model %d is not divisible by %d heads", c.d_model, c.n_heads);
+    return Status::fail(buf);
+  }
+  if (c.n_layers < 1 || c.n_layers > 256) return fail("n_layers", c.n_layers, "in 1..256");
+  if (!(c.drop_rate >= 0.0 && c.drop_rate < 1.0)) return Status::fail("drop_rate must be in [0, 1)");
+  return Status::ok();
+}
+
+std::int64_t parameter_count(const GptConfig& c, bool tied_head) {
+  const std::int64_t d = c.d_model, V = c.vocab_size;
+  const std::int64_t attention = 3 * (d * d + (c.qkv_bias ? d : 0)) + d * d + d;
+  const std::int64_t ff = d * 4 * d + 4 * d + 4 * d * d + d;
+  const std::int64_t block = attention + ff + 4 * d;  // two LayerNorms: scale and shift
+  return V * d + static_cast<std::int64_t>(c.context_length) * d + c.n_layers * block + 2 * d +
+         (tied_head ? 0 : V * d);
+}
+
+std::size_t GptWeights::bytes() const {
+  std::size_t n =
+      tok_emb.bytes() + out_head.bytes() + (pos_emb.size() + final_scale.size() + final_shift.size()) * 4;
+  for (const GptBlock& b : blocks) {
+    for (const PackedLinear* l : {&b.query, &b.key, &b.value, &b.out_proj, &b.fc, &b.proj})
+      n += l->weight.bytes() + l->bias.size() * 4;
+    n += (b.norm1_scale.size() + b.norm1_shift.size() + b.norm2_scale.size() + b.norm2_shift.size()) * 4;
+  }
+  return n;
+}
+
+namespace {
+
+PackedLinear packed_linear(TorchGenerator& g, int in, int out, bool bias, Isa isa) {
+  Linear l = torch_linear(g, in, out, bias);
+  PackedLinear p;
+  p.weight = pack_matrix(l.weight, isa);
+  p.bias = std::move(l.bias);
+  return p;
+}
+
+Tensor filled(int n, float value) {
+  return Tensor::vector(n, value);
+}
+
+// nn.Embedding's init: normal_(0, 1), the same draws as torch.randn of its size.
+void normal_fill(TorchGenerator& g, Tensor& t) {
+  const std::vector<float> r = torch_randn(g, t.size());
+  std::copy(r.begin(), r.end(), t.data.begin());
+}
+
+}  // namespace
+
+Status build_gpt(const GptConfig& c, TorchGenerator& g, GptWeights& out, Isa isa) {
+  if (Status st = validate(c); !st.is_ok()) return st;
+  isa = resolve(isa);
+  const int d = c.d_model;
+  GptWeights w;
+  w.config = c;
+  w.isa = isa;
+  {
+    // nn.Embedding(vocab, d) and nn.Embedding(context, d): normal(0, 1), in that order
+    Tensor tok(c.vocab_size, d);
+    normal_fill(g, tok);
+    w.tok_emb = pack_matrix(tok, isa);
+  }
+  w.pos_emb = Tensor(c.context_length, d);
+  normal_fill(g, w.pos_emb);
+  // TransformerBlock: att (W_query, W_key, W_value, out_proj), ff (Linear d -> 4d, GELU, Linear 4d -> d),
+  // then norm1 and norm2, which draw nothing
+  w.blocks.resize(static_cast<std::size_t>(c.n_layers));
+  for (GptBlock& b : w.blocks) {
+    b.query = packed_linear(g, d, d, c.qkv_bias, isa);
+    b.key = packed_linear(g, d, d, c.qkv_bias, isa);
+    b.value = packed_linear(g, d, d, c.qkv_bias, isa);
+    b.out_proj = packed_linear(g, d, d, true, isa);
+    b.fc = packed_linear(g, d, 4 * d, true, isa);
+    b.proj = packed_linear(g, 4 * d, d, true, isa);
+    b.norm1_scale = filled(d, 1.0f), b.norm1_shift = filled(d, 0.0f);
+    b.norm2_scale = filled(d, 1.0f), b.norm2_shift = filled(d, 0.0f);
+  }
+  w.final_scale = filled(d, 1.0f), w.final_shift = filled(d, 0.0f);
+  w.out_head = packed_linear(g, d, c.vocab_size, false, isa).weight;
+  out = std::move(w);
+  return Status::ok();
+}
+
+GptWeights repacked(const GptWeights& w, Isa isa) {
+  GptWeights r;
+  r.config = w.config;
+  r.tok_emb = repack(w.tok_emb, isa);
+  r.pos_emb = w.pos_emb;
+  for (const GptBlock& b : w.blocks) {
+    GptBlock n;
+    n.norm1_scale = b.norm1_scale, n.norm1_shift = b.norm1_shift;
+    n.norm2_scale = b.norm2_scale, n.norm2_shift = b.norm2_shift;
+    for (auto [from, to] : {std::pair{&b.query, &n.query},
+                            {&b.key, &n.key},
+                            {&b.value, &n.value},
+                            {&b.out_proj, &n.out_proj},
+                            {&b.fc, &n.fc},
+                            {&b.proj, &n.proj}}) {
+      to->weight = repack(from->weight, isa);
+      to->bias = from->bias;
+    }
+    r.blocks.push_back(std::move(n));
+  }
+  r.final_scale = w.final_scale, r.final_shift = w.final_shift;
+  if (!w.tied()) r.out_head = repack(w.out_head, isa);
+  r.isa = resolve(isa);
+  r.source = w.source;
+  return r;
+}
+
+const GptLayer* GptResult::layer(int index) const {
+  for (const GptLayer& l : layers)
+    if (l.index == index) return &l;
+  return nullptr;
+}
+
+Status seeded_gpt(const GptConfig& c, std::uint64_t seed, const GptOptions& options, GptModel& out) {
+  TorchGenerator g(seed);
+  auto w = std::make_shared<GptWeights>();
+  if (Status st = build_gpt(c, g, *w, options.exec.isa); !st.is_ok()) return st;
+  std::string name = "seeded";
+  for (const GptPreset& p : gpt_presets())
+    if (p.config.vocab_size == c.vocab_size && p.config.d_model == c.d_model &&
+        p.config.n_layers == c.n_layers && p.config.n_heads == c.n_heads &&
+        p.config.context_length == c.context_length)
+      name += std::string(" ") + p.name;
+  w->source = name + ", seed " + std::to_string(seed);
+  out = GptModel(std::move(w), g, options);
+  return Status::ok();
+}
+
+}  // namespace attnviz

@@ -1,0 +1,432 @@
+// GPTModel's forward pass: the fast kernels (rows [first, T) only, when a prefix is cached) or the scalar
+// reference, the same loop for both. What is kept follows the request; the keys and values of every layer are
+// kept in the model's cache for the next pass.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "../reference/kernels.hpp"
+#include "../simd/layer.hpp"
+#include "../simd/pack.hpp"
+#include "../simd/packed.hpp"
+#include "attnviz/gpt.hpp"
+
+namespace attnviz {
+
+struct GptModel::Cache {
+  std::vector<int> ids;  // the sequence the cached rows belong to
+  GptRequest request;    // what `last` kept
+  Isa isa = Isa::scalar;
+  std::vector<std::vector<float>> q, k, v;  // per layer, (T, d): k and v always, q with the raw scores
+  std::vector<float> hidden;                // (T, d) after the final LayerNorm
+  std::uint64_t stamp = 0;                  // the pass these rows belong to
+};
+
+namespace {
+
+bool same_request(const GptRequest& a, const GptRequest& b) {
+  return a.all_layers == b.all_layers && (a.all_layers || a.layers == b.layers) && a.stages == b.stages &&
+         a.qkv == b.qkv && a.residuals == b.residuals && a.all_logits == b.all_logits;
+}
+
+std::size_t count(int a, int b) {
+  return static_cast<std::size_t>(a) * static_cast<std::size_t>(b);
+}
+
+// The chapter-3 configuration of a block's attention.
+Config attention_config(const GptWeights& w, const GptOptions& o, unsigned stages) {
+  Config a;
+  a.variant = Variant::mha;
+  a.d_in = a.d_out = w.config.d_model;
+  a.num_heads = w.config.n_heads;
+  a.context_length = w.config.context_length;
+  a.dropout = w.config.drop_rate;
+  a.qkv_bias = !w.blocks.empty() && !w.blocks[0].query.bias.empty();
+  a.seed = 0;
+  a.train = o.train;
+  a.mask = true;
+  a.dropout_rng = o.dropout_rng;
+  a.stages = stages;
+  return effective(a);
+}
+
+// Copies rows [0, rows) of an (H, T_old, T_old) tensor into an (H, T, T) one (fill past the old columns).
+void copy_square_rows(const Tensor& from, Tensor& to, int rows, float fill) {
+  if (from.empty() || rows == 0) return;
+  const int H = to.shape[0], T = to.shape[1], T_old = from.shape[1];
+  const int cols = std::min(T, T_old);
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < rows; ++i) {
+      float* dst = to.slice(h) + count(i, T);
+      std::memcpy(dst, from.slice(h) + count(i, T_old), count(cols, 1) * sizeof(float));
+      std::fill(dst + cols, dst + T, fill);
+    }
+}
+
+// Copies rows [0, rows) of a (T_old, cols) matrix into a (T, cols) one.
+void copy_rows(const Tensor& from, Tensor& to, int rows) {
+  if (from.empty() || rows == 0) return;
+  std::memcpy(to.ptr(), from.ptr(), count(rows, to.shape[1]) * sizeof(float));
+}
+
+// x[i] = keep[i] ? x[i] * scale : 0 over rows [0, T) of (T, d): nn.Dropout on a drawn mask.
+void apply_dropout(float* x, const std::vector<std::uint8_t>& keep, float scale) {
+  for (std::size_t i = 0; i < keep.size(); ++i) x[i] = keep[i] ? x[i] * scale : 0.0f;
+}
+
+Linear plain(const PackedLinear& l) {
+  return Linear{unpack(l.weight), l.bias};
+}
+
+std::vector<TopToken> top_tokens(const float* logits, int V, int k) {
+  k = std::max(0, std::min(k, V));
+  std::vector<int> order(static_cast<std::size_t>(V));
+  for (int i = 0; i < V; ++i) order[static_cast<std::size_t>(i)] = i;
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  double mx = -INFINITY;
+  for (int i = 0; i < V; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+  double sum = 0.0;
+  for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  std::vector<TopToken> top;
+  for (int i = 0; i < k; ++i) {
+    const int id = order[static_cast<std::size_t>(i)];
+    top.push_back({id, logits[id], std::exp(static_cast<double>(logits[id]) - mx) / sum});
+  }
+  return top;
+}
+
+// The kernels one pass runs on: the ISA's fast kernels over rows [first, T), or the scalar reference.
+struct Kernels {
+  Isa isa;
+  ThreadPool* pool;
+
+  void layer_norm(const float* x, float* y, int rows, int cols, const Tensor& scale,
+                  const Tensor& shift) const {
+    if (rows <= 0) return;
+    if (isa == Isa::scalar) return ref::layer_norm(x, y, rows, cols, scale.ptr(), shift.ptr());
+    simd::RowJob job;
+    job.kind = simd::RowJob::layer_norm, job.rows = rows, job.cols = cols, job.x = x, job.y = y;
+    job.scale = scale.ptr(), job.shift = shift.ptr(), job.pool = pool;
+    simd::run_rows(isa, job);
+  }
+  void gelu(float* x, int rows, int cols) const {
+    if (rows <= 0) return;
+    if (isa == Isa::scalar) return ref::gelu(x, x, static_cast<std::int64_t>(count(rows, cols)));
+    simd::RowJob job;
+    job.kind = simd::RowJob::gelu, job.rows = rows, job.cols = cols, job.x = x, job.y = x, job.pool = pool;
+    simd::run_rows(isa, job);
+  }
+  // y (rows, out) = x (rows, in) W^T + b
+  void linear(const float* x, float* y, int rows, const PackedMatrix& w, const Tensor& bias) const {
+    if (rows <= 0) return;
+    if (isa == Isa::scalar) {
+      const Tensor plain_w = unpack(w);
+      return ref::linear(x, plain_w.ptr(), bias.empty() ? nullptr : bias.ptr(), y, rows, w.in, w.out);
+    }
+    simd::RowJob job;
+    job.kind = simd::RowJob::linear, job.rows = rows, job.cols = w.in, job.out = w.out, job.x = x, job.y = y;
+    job.w = w.data.data(), job.bias = bias.empty() ? nullptr : bias.ptr(), job.pool = pool;
+    simd::run_rows(isa, job);
+  }
+};
+
+}  // namespace
+
+GptModel::GptModel(std::shared_ptr<const GptWeights> weights, TorchGenerator after_init, GptOptions options)
+    : weights_(std::move(weights)), after_init_(after_init), options_(options) {}
+
+void GptModel::forget() {
+  cache_.reset();
+}
+
+Status GptModel::forward(const std::vector<int>& ids, const GptRequest& request, GptResult& out) {
+  TorchGenerator g = after_init_;
+  return run(ids, request, g, out);
+}
+
+Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, TorchGenerator& g,
+                     GptResult& out) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!weights_) return Status::fail("no model is loaded");
+  const GptConfig& c = weights_->config;
+  const int T = static_cast<int>(ids.size()), d = c.d_model, H = c.n_heads, L = c.n_layers, V = c.vocab_size;
+  char buf[200];
+  if (T < 1) return Status::fail("the text is empty: give at least one token");
+  if (T > c.context_length) {
+    std::snprintf(buf, sizeof buf, "the text has %d tokens, more than the context length %d", T,
+                  c.context_length);
+    return Status::fail(buf);
+  }
+  for (int id : ids)
+    if (id < 0 || id >= V) {
+      std::snprintf(buf, sizeof buf, "token id %d is outside the vocabulary (0..%d)", id, V - 1);
+      return Status::fail(buf);
+    }
+  std::vector<char> kept(static_cast<std::size_t>(L), request.all_layers ? 1 : 0);
+  for (int l : request.layers) {
+    if (l < 0 || l >= L) {
+      std::snprintf(buf, sizeof buf, "layer %d does not exist: the model has layers 0..%d", l, L - 1);
+      return Status::fail(buf);
+    }
+    kept[static_cast<std::size_t>(l)] = 1;
+  }
+
+  // The kernels, and weights packed for their panel width (a copy only when another ISA was asked for).
+  const Isa isa = resolve(options_.exec.isa);
+  if (isa != Isa::scalar && weights_->tok_emb.nr != simd::panel_width(isa)) {
+    weights_ = std::make_shared<const GptWeights>(repacked(*weights_, isa));
+    cache_.reset();
+  }
+  const GptWeights& w = *weights_;
+  const int threads = isa == Isa::scalar ? 1 : resolve_threads(options_.exec.threads);
+  ThreadPool* pool = isa == Isa::scalar ? nullptr : &ThreadPool::shared(threads);
+  const Kernels kern{isa, pool};
+  const bool dropout = options_.train && c.drop_rate > 0.0;
+  const float keep_scale = dropout_scale(c.drop_rate);
+
+  // The cached prefix: rows [0, P) are taken from the previous pass, which `out` still holds.
+  int P = 0;
+  std::unique_ptr<Cache> old = std::move(cache_);
+  if (old && !dropout && isa != Isa::scalar && old->isa == isa && old->stamp == out.stamp && out.stamp != 0 &&
+      same_request(old->request, request)) {
+    const int n = static_cast<int>(std::min(old->ids.size(), ids.size()));
+    while (P < n && old->ids[static_cast<std::size_t>(P)] == ids[static_cast<std::size_t>(P)]) ++P;
+  }
+  auto cache = std::make_unique<Cache>();
+  if (P > 0) {  // the cache's buffers move over: resizing keeps their first rows in place
+    cache->q = std::move(old->q), cache->k = std::move(old->k), cache->v = std::move(old->v);
+    cache->hidden = std::move(old->hidden);
+  }
+  old.reset();
+  cache->q.resize(static_cast<std::size_t>(L)), cache->k.resize(static_cast<std::size_t>(L));
+  cache->v.resize(static_cast<std::size_t>(L));
+  const bool keep_q = (request.stages & kStageScores) != 0;
+  const GptResult* prev = P > 0 ? &out : nullptr;
+
+  GptResult r;
+  r.config = c;
+  r.options = options_;
+  r.ids = ids;
+  r.isa = isa;
+  r.threads = threads;
+  r.reused = P;
+
+  // 1. embeddings: x = tok_emb[id] + pos_emb[t], then dropout over (1, T, d)
+  Tensor x(T, d);
+  for (int t = P; t < T; ++t) {
+    const int id = ids[static_cast<std::size_t>(t)];
+    for (int i = 0; i < d; ++i) x.at(t, i) = w.tok_emb.at(id, i) + w.pos_emb.at(t, i);
+  }
+  if (dropout)
+    apply_dropout(x.ptr(), torch_dropout_mask(g, x.size(), c.drop_rate, options_.dropout_rng), keep_scale);
+
+  const Config ac = attention_config(w, options_, request.stages);
+  const Shape shape = shape_of(ac);
+  std::vector<std::string> labels(static_cast<std::size_t>(T));
+  for (int t = 0; t < T; ++t)
+    labels[static_cast<std::size_t>(t)] = std::to_string(ids[static_cast<std::size_t>(t)]);
+  Tensor h(T, d), h2(T, d), ff(T, 4 * d), attn_out(T, d);
+  Tensor q_scratch, weights_scratch, context_scratch;
+  AlignedBuffer scratch;  // the attention kernel's packed keys and values and row buffers
+
+  for (int l = 0; l < L; ++l) {
+    const GptBlock& b = w.blocks[static_cast<std::size_t>(l)];
+    const bool keep = kept[static_cast<std::size_t>(l)] != 0;
+    const GptLayer* before = prev ? prev->layer(l) : nullptr;
+    GptLayer layer;
+    layer.index = l;
+    if (keep && request.residuals) {
+      layer.resid_in = x;
+      if (before) copy_rows(before->resid_in, layer.resid_in, P);
+    }
+
+    // 2. attention on norm1(x)
+    kern.layer_norm(x.ptr() + count(P, d), h.ptr() + count(P, d), T - P, d, b.norm1_scale, b.norm1_shift);
+    Result a;
+    if (isa == Isa::scalar) {
+      Params params;
+      params.query = plain(b.query), params.key = plain(b.key), params.value = plain(b.value);
+      params.out_proj = plain(b.out_proj);
+      Input in{labels, h};
+      Config full = ac;
+      full.stages = keep ? request.stages : 0u;
+      if (Status st = attnviz::forward(full, params, in, g, a, Exec{Isa::scalar, 1}); !st.is_ok()) return st;
+      std::memcpy(attn_out.ptr(), a.output.ptr(), a.output.size() * sizeof(float));
+    } else {
+      std::vector<float>& K = cache->k[static_cast<std::size_t>(l)];
+      std::vector<float>& Vv = cache->v[static_cast<std::size_t>(l)];
+      K.resize(count(T, d)), Vv.resize(count(T, d));
+      const bool keep_qkv = keep && request.qkv;
+      Tensor* qbuf = &q_scratch;
+      if (keep_q) {
+        std::vector<float>& Q = cache->q[static_cast<std::size_t>(l)];
+        Q.resize(count(T, d));
+        q_scratch.data.swap(Q);  // borrowed for the job, given back below
+      } else {
+        q_scratch.data.resize(count(T, d));
+      }
+      q_scratch.shape = {T, d, 1}, q_scratch.rank = 2;
+      a.config = ac;
+      a.shape = shape;
+      simd::LayerJob job;
+      job.T = T, job.d_in = d, job.heads = H, job.head_dim = d / H, job.width = d, job.out_width = d;
+      job.first = P, job.has_weights = true, job.causal = true, job.scale = shape.scale, job.pool = pool;
+      job.x = h.ptr();
+      job.wq = b.query.weight.data.data(), job.wk = b.key.weight.data.data(),
+      job.wv = b.value.weight.data.data();
+      job.wo = b.out_proj.weight.data.data();
+      auto bias = [](const PackedLinear& pl) { return pl.bias.empty() ? nullptr : pl.bias.ptr(); };
+      job.bq = bias(b.query), job.bk = bias(b.key), job.bv = bias(b.value), job.bo = bias(b.out_proj);
+      job.q = qbuf->ptr(), job.k = K.data(), job.v = Vv.data();
+      if (keep) {
+        a.weights = Tensor(H, T, T, 0.0f);
+        if (before) copy_square_rows(before->attention.weights, a.weights, P, 0.0f);
+        if (request.stages & kStageScores) {
+          a.scores = Tensor(H, T, T, 0.0f);
+          if (before) copy_square_rows(before->attention.scores, a.scores, P, 0.0f);
+          job.scores = a.scores.ptr();
+        }
+        if (request.stages & kStageScaled) {
+          a.scaled = Tensor(H, T, T, 0.0f);
+          if (before) copy_square_rows(before->attention.scaled, a.scaled, P, -INFINITY);
+          job.scaled = a.scaled.ptr();
+        }
+        job.weights = a.weights.ptr();
+      } else {
+        weights_scratch.data.resize(count(H, T) * static_cast<std::size_t>(T));
+        job.weights = weights_scratch.ptr();
+      }
+      if (dropout) {
+        a.keep = torch_dropout_mask(g, count(H, T) * static_cast<std::size_t>(T), c.drop_rate,
+                                    options_.dropout_rng);
+        job.keep = a.keep.data(), job.keep_scale = keep_scale;
+        if (keep && (request.stages & kStageDropped)) {
+          a.dropped = Tensor(H, T, T, 0.0f);
+          job.dropped = a.dropped.ptr();
+        }
+      }
+      Tensor& ctx = keep_qkv ? a.context : context_scratch;
+      ctx = Tensor(T, d);
+      if (keep_qkv && before) copy_rows(before->attention.context, ctx, P);
+      job.context = ctx.ptr();
+      job.output = attn_out.ptr();
+      if (scratch.empty())
+        scratch = AlignedBuffer(simd::scratch_floats(job, simd::panel_width(isa), pool->size()));
+      job.scratch = scratch.data();
+      simd::run_layer(isa, job);
+      if (keep_qkv) {
+        a.inputs = h;
+        a.q = q_scratch;
+        a.k = Tensor(T, d), a.v = Tensor(T, d);
+        std::memcpy(a.k.ptr(), K.data(), K.size() * sizeof(float));
+        std::memcpy(a.v.ptr(), Vv.data(), Vv.size() * sizeof(float));
+        a.output = attn_out;
+        if (before) {
+          copy_rows(before->attention.inputs, a.inputs, P);
+          copy_rows(before->attention.q, a.q, P);
+          copy_rows(before->attention.output, a.output, P);
+        }
+      }
+      if (keep_q) q_scratch.data.swap(cache->q[static_cast<std::size_t>(l)]);
+      if (keep && !dropout && (request.stages & kStageDropped)) a.dropped = a.weights;
+      a.isa = isa, a.threads = threads;
+    }
+    if (dropout)
+      apply_dropout(attn_out.ptr(), torch_dropout_mask(g, attn_out.size(), c.drop_rate, options_.dropout_rng),
+                    keep_scale);
+    for (std::size_t i = count(P, d); i < x.size(); ++i) x.data[i] += attn_out.data[i];
+
+    // 3. feed-forward on norm2(x): Linear d -> 4d, GELU, Linear 4d -> d
+    float* h2p = h2.ptr() + count(P, d);
+    kern.layer_norm(x.ptr() + count(P, d), h2p, T - P, d, b.norm2_scale, b.norm2_shift);
+    kern.linear(h2p, ff.ptr() + count(P, 4 * d), T - P, b.fc.weight, b.fc.bias);
+    kern.gelu(ff.ptr() + count(P, 4 * d), T - P, 4 * d);
+    kern.linear(ff.ptr() + count(P, 4 * d), h2p, T - P, b.proj.weight, b.proj.bias);
+    if (dropout)
+      apply_dropout(h2.ptr(), torch_dropout_mask(g, h2.size(), c.drop_rate, options_.dropout_rng),
+                    keep_scale);
+    for (std::size_t i = count(P, d); i < x.size(); ++i) x.data[i] += h2.data[i];
+
+    if (keep) {
+      if (request.residuals) {
+        layer.resid_out = x;
+        if (before) copy_rows(before->resid_out, layer.resid_out, P);
+      }
+      a.tokens = labels;
+      if (isa == Isa::scalar && !request.qkv) {
+        a.inputs = a.q = a.k = a.v = a.context = a.output = Tensor();
+      }
+      layer.attention = std::move(a);
+      r.layers.push_back(std::move(layer));
+    }
+  }
+
+  // 4. final norm, then the head: the last position's logits, or every position's
+  cache->hidden.resize(count(T, d));
+  kern.layer_norm(x.ptr() + count(P, d), cache->hidden.data() + count(P, d), T - P, d, w.final_scale,
+                  w.final_shift);
+  const int first_logit = request.all_logits ? P : T - 1;
+  const int rows = request.all_logits ? T : 1;
+  r.logits = Tensor(rows, V);
+  if (request.all_logits && prev) copy_rows(prev->logits, r.logits, P);
+  if (first_logit < T) {
+    static const Tensor no_bias;
+    kern.linear(cache->hidden.data() + count(first_logit, d),
+                r.logits.ptr() + count(request.all_logits ? first_logit : 0, V), T - first_logit, w.head(),
+                no_bias);
+  }
+  r.next = top_tokens(r.logits.ptr() + count(rows - 1, V), V, request.top_k);
+  for (std::size_t i = count(request.all_logits ? first_logit : 0, V); i < r.logits.size(); ++i)
+    if (!std::isfinite(r.logits.data[i]))
+      return Status::fail("the logits are not finite: the weights overflow float32");
+
+  static std::atomic<std::uint64_t> passes{0};
+  r.stamp = ++passes;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!dropout && isa != Isa::scalar) {
+    cache->ids = ids;
+    cache->request = request;
+    cache->isa = isa;
+    cache->stamp = r.stamp;
+    cache_ = std::move(cache);
+  }
+  out = std::move(r);
+  return Status::ok();
+}
+
+Status GptModel::generate(std::vector<int> ids, int steps, const GptRequest& request,
+                          std::vector<int>& generated, GptResult& out) {
+  if (!weights_) return Status::fail("no model is loaded");
+  if (steps < 0 || steps > 100000)
+    return Status::fail("the number of tokens to generate must be in 0..100000");
+  const std::ptrdiff_t ctx = weights_->config.context_length;
+  // generate_text_simple: each step runs the last context_length tokens and appends the argmax of the last
+  // position's logits (the first of equal ones, as torch.argmax). Without dropout each step extends the
+  // previous pass, so only the new row is computed.
+  auto window = [&] {
+    return std::vector<int>(ids.end() - std::min(static_cast<std::ptrdiff_t>(ids.size()), ctx), ids.end());
+  };
+  TorchGenerator g = after_init_;
+  generated.clear();
+  for (int s = 0; s < steps; ++s) {
+    if (Status st = run(window(), request, g, out); !st.is_ok()) return st;
+    const float* last = out.logits.ptr() + count(out.logits.shape[0] - 1, out.logits.shape[1]);
+    const int next = static_cast<int>(std::max_element(last, last + out.logits.shape[1]) - last);
+    ids.push_back(next);
+    generated.push_back(next);
+  }
+  // The pass over the final text (in train mode from the state after construction, as forward() gives it).
+  TorchGenerator fresh = after_init_;
+  return run(window(), request, fresh, out);
+}
+
+GptModel::GptModel() = default;
+GptModel::~GptModel() = default;
+GptModel::GptModel(GptModel&&) noexcept = default;
+GptModel& GptModel::operator=(GptModel&&) noexcept = default;
+
+}  // namespace attnviz

@@ -1,0 +1,156 @@
+// Weights in the fast kernels' panel layout: aligned storage, file element types widened to float, packing
+// from any source layout and back.
+#include <cstring>
+#include <new>
+
+#include "../simd/pack.hpp"
+#include "../simd/packed.hpp"
+#include "attnviz/gpt.hpp"
+
+namespace attnviz {
+
+AlignedBuffer::AlignedBuffer(std::size_t n) : size_(n) {
+  if (n == 0) return;
+  void* p = ::operator new[](n * sizeof(float), std::align_val_t{64});
+  std::memset(p, 0, n * sizeof(float));
+  data_.reset(static_cast<float*>(p));
+}
+
+void AlignedBuffer::Free::operator()(float* p) const {
+  ::operator delete[](p, std::align_val_t{64});
+}
+
+std::size_t dtype_size(Dtype t) {
+  return t == Dtype::f32 ? 4 : 2;
+}
+
+const char* to_string(Dtype t) {
+  switch (t) {
+    case Dtype::f32:
+      return "F32";
+    case Dtype::f16:
+      return "F16";
+    case Dtype::bf16:
+      return "BF16";
+  }
+  return "?";
+}
+
+namespace {
+
+float from_bits(std::uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// IEEE half to float, exactly: subnormals, infinities and NaN included.
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
+  if (exp == 0x1F) return from_bits(sign | 0x7F800000u | (mant << 13));
+  if (exp != 0) return from_bits(sign | ((exp + 112) << 23) | (mant << 13));
+  // zero or subnormal: mant * 2^-24, exact in float
+  const float v = static_cast<float>(mant) * 0x1p-24f;
+  return sign ? -v : v;
+}
+
+std::uint16_t load_u16(const unsigned char* p) {
+  return static_cast<std::uint16_t>(p[0] | (p[1] << 8));
+}
+
+}  // namespace
+
+float load_element(const unsigned char* bytes, Dtype t, std::size_t i) {
+  switch (t) {
+    case Dtype::f32: {
+      const unsigned char* p = bytes + 4 * i;
+      return from_bits(static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 |
+                       static_cast<std::uint32_t>(p[2]) << 16 | static_cast<std::uint32_t>(p[3]) << 24);
+    }
+    case Dtype::f16:
+      return half_to_float(load_u16(bytes + 2 * i));
+    case Dtype::bf16:
+      return from_bits(static_cast<std::uint32_t>(load_u16(bytes + 2 * i)) << 16);
+  }
+  return 0.0f;
+}
+
+void widen(const unsigned char* bytes, Dtype t, std::size_t first, std::size_t n, float* out) {
+  switch (t) {
+    case Dtype::f32:  // little-endian hosts only (x86-64, WebAssembly): the bytes are the floats
+      std::memcpy(out, bytes + 4 * first, n * sizeof(float));
+      return;
+    case Dtype::f16:
+      for (std::size_t i = 0; i < n; ++i) out[i] = half_to_float(load_u16(bytes + 2 * (first + i)));
+      return;
+    case Dtype::bf16:
+      for (std::size_t i = 0; i < n; ++i)
+        out[i] = from_bits(static_cast<std::uint32_t>(load_u16(bytes + 2 * (first + i))) << 16);
+      return;
+  }
+}
+
+PackedMatrix pack_matrix(const MatrixSource& src, bool transposed, Isa isa) {
+  PackedMatrix m;
+  m.out = transposed ? src.cols : src.rows;
+  m.in = transposed ? src.rows : src.cols;
+  m.nr = simd::panel_width(resolve(isa));
+  const int nr = m.nr, in = m.in, out = m.out;
+  m.data = AlignedBuffer(simd::panel_floats(out, in, nr));
+  float* dst = m.data.data();
+  const int np = simd::panels(out, nr);
+  if (transposed) {
+    // (in, out): each source row holds one k of every panel, nr contiguous values at a time
+    for (int p = 0; p < np; ++p) {
+      const int cols = std::min(nr, out - p * nr);
+      float* panel = dst + static_cast<std::size_t>(p) * in * nr;
+      for (int k = 0; k < in; ++k)
+        widen(src.bytes, src.dtype, static_cast<std::size_t>(k) * out + static_cast<std::size_t>(p) * nr,
+              static_cast<std::size_t>(cols), panel + static_cast<std::size_t>(k) * nr);
+    }
+    return m;
+  }
+  // (out, in): widen the panel's nr rows, then interleave them k-major
+  std::vector<float> rows(static_cast<std::size_t>(nr) * in);
+  for (int p = 0; p < np; ++p) {
+    const int cols = std::min(nr, out - p * nr);
+    widen(src.bytes, src.dtype, static_cast<std::size_t>(p) * nr * in, static_cast<std::size_t>(cols) * in,
+          rows.data());
+    float* panel = dst + static_cast<std::size_t>(p) * in * nr;
+    for (int c = 0; c < cols; ++c) {
+      const float* row = rows.data() + static_cast<std::size_t>(c) * in;
+      for (int k = 0; k < in; ++k) panel[static_cast<std::size_t>(k) * nr + c] = row[k];
+    }
+  }
+  return m;
+}
+
+PackedMatrix pack_matrix(const Tensor& out_in, Isa isa) {
+  MatrixSource src;
+  src.bytes = reinterpret_cast<const unsigned char*>(out_in.ptr());
+  src.dtype = Dtype::f32;
+  src.rows = out_in.shape[0];
+  src.cols = out_in.shape[1];
+  return pack_matrix(src, false, isa);
+}
+
+Tensor unpack(const PackedMatrix& m) {
+  Tensor t(m.out, m.in);
+  for (int o = 0; o < m.out; ++o)
+    for (int i = 0; i < m.in; ++i) t.at(o, i) = m.at(o, i);
+  return t;
+}
+
+PackedMatrix repack(const PackedMatrix& m, Isa isa) {
+  if (m.data.empty() || simd::panel_width(resolve(isa)) == m.nr) {
+    PackedMatrix copy;
+    copy.out = m.out, copy.in = m.in, copy.nr = m.nr;
+    copy.data = AlignedBuffer(m.data.size());
+    if (!m.data.empty()) std::memcpy(copy.data.data(), m.data.data(), m.bytes());
+    return copy;
+  }
+  return pack_matrix(unpack(m), isa);
+}
+
+}  // namespace attnviz

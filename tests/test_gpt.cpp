@@ -1,0 +1,263 @@
+// Whole GPT-2 models: sizes, packing, the fast kernels of every ISA against the scalar reference, the
+// incremental path against full passes (bit for bit), and greedy generation.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "attnviz/gpt.hpp"
+#include "check.hpp"
+
+using namespace attnviz;
+
+namespace {
+
+GptConfig tiny(bool qkv_bias = false) {
+  GptConfig c;
+  c.vocab_size = 97, c.context_length = 40, c.d_model = 48, c.n_heads = 3, c.n_layers = 2;
+  c.drop_rate = 0.1, c.qkv_bias = qkv_bias;
+  return c;
+}
+
+GptModel seeded(const GptConfig& c, std::uint64_t seed, bool train, Isa isa) {
+  GptOptions o;
+  o.train = train;
+  o.exec.isa = isa;
+  o.exec.threads = 2;
+  GptModel m;
+  REQUIRE(seeded_gpt(c, seed, o, m).is_ok());
+  return m;
+}
+
+std::vector<int> some_ids(int n, int vocab, unsigned seed) {
+  std::vector<int> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(static_cast<int>((seed * 2654435761u + 40503u * i) % vocab));
+  return ids;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape == b.shape && a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.ptr(), b.ptr(), a.size() * sizeof(float)) == 0);
+}
+
+void check_same(const GptResult& a, const GptResult& b) {
+  CHECK(same_bits(a.logits, b.logits));
+  REQUIRE(a.layers.size() == b.layers.size());
+  for (std::size_t l = 0; l < a.layers.size(); ++l) {
+    INFO("layer " << l);
+    const Result& x = a.layers[l].attention;
+    const Result& y = b.layers[l].attention;
+    CHECK(same_bits(x.weights, y.weights));
+    CHECK(same_bits(x.scores, y.scores));
+    CHECK(same_bits(x.scaled, y.scaled));
+    CHECK(same_bits(x.q, y.q));
+    CHECK(same_bits(x.k, y.k));
+    CHECK(same_bits(x.v, y.v));
+    CHECK(same_bits(x.context, y.context));
+    CHECK(same_bits(x.output, y.output));
+    CHECK(same_bits(x.inputs, y.inputs));
+    CHECK(same_bits(a.layers[l].resid_in, b.layers[l].resid_in));
+    CHECK(same_bits(a.layers[l].resid_out, b.layers[l].resid_out));
+  }
+  REQUIRE(a.next.size() == b.next.size());
+  for (std::size_t i = 0; i < a.next.size(); ++i) CHECK(a.next[i].id == b.next[i].id);
+}
+
+}  // namespace
+
+TEST_CASE("GPT-2 sizes: the book's parameter count and the presets") {
+  const GptConfig small = *find_gpt_preset("gpt2-small");
+  CHECK(parameter_count(small, false) == 163009536);  // the book prints 163,009,536
+  CHECK(parameter_count(small, true) == 163009536 - 50257 * 768);
+  const GptConfig xl = *find_gpt_preset("gpt2-xl");
+  CHECK(xl.n_layers == 48);
+  CHECK(xl.d_model == 1600);
+  CHECK(xl.n_heads == 25);
+  CHECK(validate(xl).is_ok());
+  GptConfig bad = small;
+  bad.n_heads = 7;
+  CHECK(validate(bad).error == "d_model 768 is not divisible by 7 heads");
+  CHECK(!find_gpt_preset("gpt2-tiny"));
+}
+
+TEST_CASE("file element types widen exactly") {
+  const unsigned char f16[] = {0x00, 0x3C, 0x01, 0x00, 0x00, 0x7C, 0x00, 0xC0, 0xFF, 0x7B, 0x00, 0x80};
+  CHECK(load_element(f16, Dtype::f16, 0) == 1.0f);
+  CHECK(load_element(f16, Dtype::f16, 1) == 0x1p-24f);  // the smallest subnormal
+  CHECK(load_element(f16, Dtype::f16, 2) == INFINITY);
+  CHECK(load_element(f16, Dtype::f16, 3) == -2.0f);
+  CHECK(load_element(f16, Dtype::f16, 4) == 65504.0f);
+  CHECK(std::signbit(load_element(f16, Dtype::f16, 5)));
+  const unsigned char bf16[] = {0x80, 0x3F, 0xC0, 0x7F};
+  CHECK(load_element(bf16, Dtype::bf16, 0) == 1.0f);
+  CHECK(std::isnan(load_element(bf16, Dtype::bf16, 1)));
+  const unsigned char f32[] = {0, 0, 0, 0, 0, 0, 0xC0, 0x3F};  // unaligned reads are fine
+  float out[1];
+  widen(f32 + 4, Dtype::f32, 0, 1, out);
+  CHECK(out[0] == 1.5f);
+}
+
+TEST_CASE("packing keeps every element, from either stored layout, for every panel width") {
+  Tensor w(37, 11);
+  for (std::size_t i = 0; i < w.size(); ++i) w.data[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  Tensor t(11, 37);  // the same matrix stored (in, out), as GPT-2's Conv1D
+  for (int o = 0; o < 37; ++o)
+    for (int i = 0; i < 11; ++i) t.at(i, o) = w.at(o, i);
+  for (Isa isa : available_isas()) {
+    INFO(std::string(to_string(isa)));
+    const PackedMatrix a = pack_matrix(w, isa);
+    const PackedMatrix b = pack_matrix(
+        MatrixSource{reinterpret_cast<const unsigned char*>(t.ptr()), Dtype::f32, 11, 37}, true, isa);
+    CHECK(same_bits(unpack(a), w));
+    CHECK(same_bits(unpack(b), w));
+    for (Isa other : available_isas()) CHECK(same_bits(unpack(repack(a, other)), w));
+  }
+}
+
+TEST_CASE("every ISA's whole-model pass agrees with the scalar reference") {
+  // float32 kernels against double accumulation; the measured worst is printed
+  for (bool train : {false, true}) {
+    for (bool bias : {false, true}) {
+      const GptConfig c = tiny(bias);
+      const std::vector<int> ids = some_ids(29, c.vocab_size, 3);
+      GptRequest req;
+      req.stages = kStageAll;
+      req.qkv = true;
+      req.all_logits = true;
+      GptModel ref = seeded(c, 123, train, Isa::scalar);
+      GptResult want;
+      REQUIRE(ref.forward(ids, req, want).is_ok());
+      for (Isa isa : available_isas()) {
+        if (isa == Isa::scalar) continue;
+        INFO(std::string(to_string(isa)) << (train ? " train" : " eval") << (bias ? " bias" : ""));
+        GptModel m = seeded(c, 123, train, isa);
+        GptResult got;
+        REQUIRE(m.forward(ids, req, got).is_ok());
+        CHECK(got.isa == isa);
+        const double logits = test::max_rel_error(got.logits.ptr(), want.logits.ptr(), got.logits.size());
+        double weights = 0.0;
+        for (std::size_t l = 0; l < got.layers.size(); ++l) {
+          const Result& a = got.layers[l].attention;
+          const Result& b = want.layers[l].attention;
+          weights =
+              std::max(weights, test::max_rel_error(a.weights.ptr(), b.weights.ptr(), a.weights.size()));
+          if (train) {
+            CHECK(a.keep == b.keep);
+            CHECK(test::max_rel_error(a.dropped.ptr(), b.dropped.ptr(), a.dropped.size()) < 1e-4);
+          }
+          CHECK(test::max_rel_error(a.context.ptr(), b.context.ptr(), a.context.size()) < 1e-4);
+        }
+        MESSAGE(std::string(to_string(isa)) << ": logits " << logits << ", weights " << weights);
+        CHECK(logits < 1e-4);
+        CHECK(weights < 1e-4);
+        REQUIRE(got.next.size() == 10);
+        CHECK(got.next[0].id == want.next[0].id);
+        double p = 0.0;
+        for (const TopToken& t : got.next) p += t.probability;
+        CHECK(p <= 1.0 + 1e-9);
+        CHECK(got.next[0].probability >= got.next[9].probability);
+      }
+    }
+  }
+}
+
+TEST_CASE("the incremental path gives the full pass's bits") {
+  const GptConfig c = tiny(true);
+  const std::vector<int> ids = some_ids(40, c.vocab_size, 11);
+  GptRequest everything;
+  everything.stages = kStageAll;
+  everything.qkv = true;
+  everything.residuals = true;
+  everything.all_logits = true;
+  GptRequest weights_only;
+  weights_only.all_layers = false;
+  weights_only.layers = {1};
+  for (const GptRequest& req : {everything, weights_only, GptRequest{}}) {
+    for (Isa isa : available_isas()) {
+      if (isa == Isa::scalar) continue;
+      INFO(std::string(to_string(isa)));
+      GptModel m = seeded(c, 5, false, isa);
+      GptResult live;
+      // typing at the end, one token and several, deleting, editing the middle, the same text again
+      const std::vector<std::vector<int>> edits = {
+          {ids.begin(), ids.begin() + 1},  {ids.begin(), ids.begin() + 9},  {ids.begin(), ids.begin() + 10},
+          {ids.begin(), ids.begin() + 33}, {ids.begin(), ids.begin() + 30}, {ids.begin(), ids.begin() + 40},
+          {ids.begin(), ids.begin() + 40},
+      };
+      std::vector<int> middle = ids;
+      middle[20] = (middle[20] + 1) % c.vocab_size;
+      std::vector<int> expected_reuse = {0, 1, 9, 10, 30, 30, 40, 20};
+      auto all = edits;
+      all.push_back(middle);
+      for (std::size_t e = 0; e < all.size(); ++e) {
+        INFO("edit " << e);
+        REQUIRE(m.forward(all[e], req, live).is_ok());
+        CHECK(live.reused == expected_reuse[e]);
+        GptModel fresh = seeded(c, 5, false, isa);
+        GptResult full;
+        REQUIRE(fresh.forward(all[e], req, full).is_ok());
+        CHECK(full.reused == 0);
+        check_same(live, full);
+      }
+    }
+  }
+}
+
+TEST_CASE("train mode never reuses rows: fresh dropout masks over the whole sequence") {
+  const GptConfig c = tiny();
+  GptModel m = seeded(c, 9, true, Isa::automatic);
+  GptResult r;
+  const std::vector<int> ids = some_ids(12, c.vocab_size, 2);
+  REQUIRE(m.forward({ids.begin(), ids.begin() + 11}, GptRequest{}, r).is_ok());
+  REQUIRE(m.forward(ids, GptRequest{}, r).is_ok());
+  CHECK(r.reused == 0);
+  GptResult again;
+  REQUIRE(m.forward(ids, GptRequest{}, again).is_ok());
+  check_same(r, again);  // the same masks: each pass starts from the generator right after construction
+}
+
+TEST_CASE("greedy generation appends the argmax, as generate_text_simple") {
+  const GptConfig c = tiny();
+  for (bool train : {false, true}) {
+    INFO((train ? "train" : "eval"));
+    GptModel m = seeded(c, 21, train, Isa::automatic);
+    const std::vector<int> prompt = some_ids(6, c.vocab_size, 4);
+    std::vector<int> generated;
+    GptResult out;
+    REQUIRE(m.generate(prompt, 5, GptRequest{}, generated, out).is_ok());
+    REQUIRE(generated.size() == 5);
+    if (!train) {
+      // each step by hand with full passes
+      std::vector<int> ids = prompt;
+      for (int step = 0; step < 5; ++step) {
+        GptModel fresh = seeded(c, 21, false, Isa::automatic);
+        GptResult r;
+        REQUIRE(fresh.forward(ids, GptRequest{}, r).is_ok());
+        CHECK(generated[static_cast<std::size_t>(step)] == r.next[0].id);
+        ids.push_back(r.next[0].id);
+      }
+      CHECK(out.ids == ids);
+    }
+  }
+  // past the context length the window slides (idx[:, -context_size:])
+  GptModel m = seeded(c, 21, false, Isa::automatic);
+  std::vector<int> generated;
+  GptResult out;
+  REQUIRE(m.generate(some_ids(38, c.vocab_size, 4), 5, GptRequest{}, generated, out).is_ok());
+  CHECK(out.ids.size() == static_cast<std::size_t>(c.context_length));
+}
+
+TEST_CASE("bad ids, lengths and layers are refused with one line") {
+  const GptConfig c = tiny();
+  GptModel m = seeded(c, 1, false, Isa::automatic);
+  GptResult r;
+  CHECK(m.forward({}, GptRequest{}, r).error == "the text is empty: give at least one token");
+  CHECK(m.forward({1, 97}, GptRequest{}, r).error == "token id 97 is outside the vocabulary (0..96)");
+  CHECK(m.forward(some_ids(41, 97, 1), GptRequest{}, r).error ==
+        "the text has 41 tokens, more than the context length 40");
+  GptRequest req;
+  req.all_layers = false;
+  req.layers = {2};
+  CHECK(m.forward({1, 2}, req, r).error == "layer 2 does not exist: the model has layers 0..1");
+  GptModel empty;
+  CHECK(empty.forward({1}, GptRequest{}, r).error == "no model is loaded");
+}
