@@ -151,9 +151,10 @@ struct TinyGpt {
   enum class Scheme { hf, book };
   Scheme scheme = Scheme::hf;
   int vocab = 11, context = 5, d = 8, layers = 2;
-  bool qkv_bias = true;  // the book scheme's optional q/k/v biases
-  bool lm_head = false;  // an untied lm_head.weight in the HF scheme
-  std::string prefix;    // "transformer." in the HF scheme
+  bool qkv_bias = true;      // the book scheme's optional q/k/v biases
+  bool lm_head = false;      // an untied lm_head.weight in the HF scheme
+  bool mask_buffers = true;  // the causal-mask buffers saved beside the weights (attn.bias, att.mask)
+  std::string prefix;        // "transformer." in the HF scheme
   Dtype dtype = Dtype::f32;
 
   struct Stored {
@@ -162,7 +163,7 @@ struct TinyGpt {
   };
   std::map<std::string, Stored> tensors;  // by full name
 
-  // The tensors in the scheme's order, with values; `skip` leaves one out, `extra` adds more.
+  // Fills `tensors` in the scheme's order with known values.
   void build() {
     tensors.clear();
     order.clear();
@@ -175,7 +176,7 @@ struct TinyGpt {
         const std::string b = prefix + "h." + std::to_string(i) + ".";
         put(b + "ln_1.weight", {D});
         put(b + "ln_1.bias", {D});
-        put(b + "attn.bias", {1, 1, C, C});
+        if (mask_buffers) put(b + "attn.bias", {1, 1, C, C});
         put(b + "attn.c_attn.weight", {D, 3 * D});
         put(b + "attn.c_attn.bias", {3 * D});
         put(b + "attn.c_proj.weight", {D, D});
@@ -201,7 +202,7 @@ struct TinyGpt {
         }
         put(b + "att.out_proj.weight", {D, D});
         put(b + "att.out_proj.bias", {D});
-        put(b + "att.mask", {C, C});
+        if (mask_buffers) put(b + "att.mask", {C, C});
         put(b + "ff.layers.0.weight", {4 * D, D});
         put(b + "ff.layers.0.bias", {4 * D});
         put(b + "ff.layers.2.weight", {D, 4 * D});
@@ -228,6 +229,7 @@ struct TinyGpt {
     return s.values[r * s.shape[1] + c];
   }
 
+  // A writer holding every tensor but `skip`, in the scheme's order.
   SafetensorsWriter writer(const std::string& skip = "") const {
     SafetensorsWriter w;
     for (const auto& name : order)
