@@ -1,0 +1,577 @@
+#include "gpt_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
+
+namespace attnviz {
+namespace {
+
+using Shape = std::vector<std::uint64_t>;
+
+// One scheme's tensor names. Every name but Hugging Face's lm_head carries `prefix`.
+struct Names {
+  GptNaming naming;
+  std::string prefix;
+  std::string tok, pos, final_scale, final_shift, head;
+  bool head_required;
+  std::string block;  // "h." or "trf_blocks.", then the index and a suffix
+  std::vector<std::string_view> block_suffixes;
+  std::vector<std::string_view> block_ignored;  // buffers saved with the weights: the causal mask
+};
+
+Names hugging_face_names(std::string prefix) {
+  return Names{GptNaming::hugging_face,
+               prefix,
+               prefix + "wte.weight",
+               prefix + "wpe.weight",
+               prefix + "ln_f.weight",
+               prefix + "ln_f.bias",
+               "lm_head.weight",
+               false,
+               prefix + "h.",
+               {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+                "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
+                "mlp.c_proj.weight", "mlp.c_proj.bias"},
+               {"attn.bias", "attn.masked_bias"}};
+}
+
+Names book_names() {
+  return Names{GptNaming::book,
+               "",
+               "tok_emb.weight",
+               "pos_emb.weight",
+               "final_norm.scale",
+               "final_norm.shift",
+               "out_head.weight",
+               true,
+               "trf_blocks.",
+               {"att.W_query.weight", "att.W_query.bias", "att.W_key.weight", "att.W_key.bias",
+                "att.W_value.weight", "att.W_value.bias", "att.out_proj.weight", "att.out_proj.bias",
+                "ff.layers.0.weight", "ff.layers.0.bias", "ff.layers.2.weight", "ff.layers.2.bias",
+                "norm1.scale", "norm1.shift", "norm2.scale", "norm2.shift"},
+               {"att.mask"}};
+}
+
+// The block index of `name` when it is `block` + index + "." + suffix (index without leading zeros), else -1.
+int block_index(std::string_view name, std::string_view block, std::string_view& suffix) {
+  if (name.substr(0, block.size()) != block) return -1;
+  name.remove_prefix(block.size());
+  const std::size_t dot = name.find('.');
+  if (dot == 0 || dot == std::string_view::npos || dot > 9 || (name[0] == '0' && dot > 1)) return -1;
+  int index = 0;
+  for (std::size_t i = 0; i < dot; ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    index = index * 10 + (name[i] - '0');
+  }
+  suffix = name.substr(dot + 1);
+  return index;
+}
+
+bool contains(const std::vector<std::string_view>& list, std::string_view s) {
+  return std::find(list.begin(), list.end(), s) != list.end();
+}
+
+struct Linear {
+  const SafeTensor* w = nullptr;
+  const SafeTensor* b = nullptr;
+};
+
+struct BlockPlan {
+  const SafeTensor *norm1_scale = nullptr, *norm1_shift = nullptr, *norm2_scale = nullptr,
+                   *norm2_shift = nullptr;
+  const SafeTensor* qkv = nullptr;  // Hugging Face's c_attn (d, 3d) = q | k | v, and its bias
+  const SafeTensor* qkv_bias = nullptr;
+  Linear q, k, v;  // the book's W_query, W_key, W_value
+  Linear out_proj, fc, proj;
+};
+
+// Where every weight is in the file, checked; nothing read yet but the head's comparison with the embedding.
+struct Plan {
+  GptFileInfo info;
+  bool conv1d = false;  // Hugging Face's Conv1D matrices are stored (in, out)
+  const SafeTensor *tok = nullptr, *pos = nullptr, *final_scale = nullptr, *final_shift = nullptr,
+                   *head = nullptr;
+  std::vector<BlockPlan> blocks;
+};
+
+// Looks tensors up by name and shape; the first problem is kept and every later lookup gives nullptr.
+class Lookup {
+ public:
+  explicit Lookup(const SafetensorsFile& f) : f_(f) {}
+  std::string error;
+
+  const SafeTensor* need(const std::string& name, const Shape& want) {
+    if (!error.empty()) return nullptr;
+    const SafeTensor* t = f_.find(name);
+    if (!t) {
+      error = "tensor " + message_quote(name) + " is missing";
+      return nullptr;
+    }
+    if (t->shape != want) {
+      error = "tensor " + message_quote(name) + " has shape " + shape_string(t->shape) + ", expected " +
+              shape_string(want);
+      return nullptr;
+    }
+    return t;
+  }
+  const SafeTensor* optional(const std::string& name, const Shape& want) {
+    return f_.find(name) ? need(name, want) : nullptr;
+  }
+
+ private:
+  const SafetensorsFile& f_;
+};
+
+bool checked_mul(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
+  if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a) return false;
+  out = a * b;
+  return true;
+}
+bool checked_add(std::uint64_t& sum, std::uint64_t x) {
+  if (x > std::numeric_limits<std::uint64_t>::max() - sum) return false;
+  sum += x;
+  return true;
+}
+
+// The panel width pack_matrix uses for `isa`, learned from the function itself.
+int panel_width(Isa isa) {
+  const unsigned char one[4] = {0x00, 0x00, 0x80, 0x3f};  // 1.0f, little-endian
+  return pack_matrix(MatrixSource{one, Dtype::f32, 1, 1}, false, isa).nr;
+}
+
+// Bytes of the weights once loaded: matrices padded to whole panels of `nr` rows of `out`, float vectors as
+// they are. False on overflow.
+bool packed_bytes(const GptConfig& c, bool tied, int nr, std::uint64_t& bytes) {
+  const std::uint64_t V = static_cast<std::uint64_t>(c.vocab_size), D = static_cast<std::uint64_t>(c.d_model),
+                      T = static_cast<std::uint64_t>(c.context_length),
+                      L = static_cast<std::uint64_t>(c.n_layers), R = static_cast<std::uint64_t>(nr);
+  std::uint64_t floats = 0;
+  bool ok = true;
+  const auto matrix = [&](std::uint64_t out, std::uint64_t in, std::uint64_t count) {
+    std::uint64_t n = 0;
+    ok =
+        ok && checked_mul((out + R - 1) / R * R, in, n) && checked_mul(n, count, n) && checked_add(floats, n);
+  };
+  const auto vectors = [&](std::uint64_t n, std::uint64_t count) {
+    ok = ok && checked_mul(n, count, n) && checked_add(floats, n);
+  };
+  matrix(V, D, tied ? 1 : 2);              // token embedding (and an untied head)
+  vectors(T * D, 1);                       // position embedding (T, D < 2^31)
+  matrix(D, D, 4 * L);                     // q, k, v, out_proj
+  matrix(4 * D, D, L);                     // fc
+  matrix(D, 4 * D, L);                     // proj
+  vectors(D * (c.qkv_bias ? 13 : 10), L);  // norms 4D, q/k/v biases 3D, out_proj D, fc 4D, proj D
+  vectors(2 * D, 1);
+  return ok && checked_mul(floats, sizeof(float), bytes);
+}
+
+std::string names_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size() && i < 4; ++i) s += (i ? ", " : "") + message_quote(names[i]);
+  if (names.size() > 4) s += ", ... (" + std::to_string(names.size()) + " in all)";
+  return s;
+}
+
+// The head count and the sizes config.json states, checked against the weights'.
+Status read_config(const std::string& where, const std::string& text, const GptConfig& sizes, int& heads) {
+  const auto fail = [&](const std::string& m) { return Status::fail(where + ": " + m); };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    std::string what = e.what();
+    if (const auto pos = what.find("] "); what.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
+      what.erase(0, pos + 2);
+    return fail("not JSON (" + what + ")");
+  } catch (const std::bad_alloc&) {
+    return fail("needs more memory than is available");
+  }
+  if (!j.is_object()) return fail("not a JSON object");
+  const auto integer = [&](const char* key, int& value) -> Status {
+    const auto it = j.find(key);
+    if (it == j.end()) return Status::ok();
+    if (!it->is_number_unsigned() || it->get<std::uint64_t>() == 0 || it->get<std::uint64_t>() > INT_MAX)
+      return fail(std::string(key) + " is not a positive integer");
+    value = static_cast<int>(it->get<std::uint64_t>());
+    return Status::ok();
+  };
+  heads = 0;
+  for (const char* key : {"n_head", "num_heads", "n_heads"}) {
+    int h = 0;
+    if (Status s = integer(key, h); !s.is_ok()) return s;
+    if (h && heads && h != heads)
+      return fail("head counts disagree (" + std::string(key) + " is " + std::to_string(h) + ", not " +
+                  std::to_string(heads) + ")");
+    if (h) heads = h;
+  }
+  const struct {
+    const char* key;
+    int file;
+    const char* what;
+  } sizes_stated[] = {{"vocab_size", sizes.vocab_size, "vocabulary size"},
+                      {"n_embd", sizes.d_model, "d_model"},
+                      {"emb_dim", sizes.d_model, "d_model"},
+                      {"n_layer", sizes.n_layers, "layer count"},
+                      {"n_layers", sizes.n_layers, "layer count"},
+                      {"n_positions", sizes.context_length, "context length"},
+                      {"context_length", sizes.context_length, "context length"}};
+  for (const auto& s : sizes_stated) {
+    int v = 0;
+    if (Status st = integer(s.key, v); !st.is_ok()) return st;
+    if (v && v != s.file)
+      return fail(std::string(s.key) + " is " + std::to_string(v) + " but the weights' " + s.what + " is " +
+                  std::to_string(s.file));
+  }
+  return Status::ok();
+}
+
+Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& config_json,
+                 const std::string& config_where, const GptLoadOptions& opts, Plan& plan) {
+  const auto fail = [&](const std::string& m) { return Status::fail(file.name() + ": " + m); };
+  if (opts.heads < 0) return Status::fail("the head count " + std::to_string(opts.heads) + " is negative");
+
+  // Which naming scheme.
+  const bool hf = file.find("wte.weight") || file.find("transformer.wte.weight");
+  const bool book = file.find("tok_emb.weight") != nullptr;
+  if (hf && book) return fail("holds both \"wte.weight\" and \"tok_emb.weight\": not one GPT-2 model");
+  if (!hf && !book) {
+    std::vector<std::string> some;
+    for (const auto& t : file.tensors()) some.push_back(t.name);
+    return fail(
+        "has neither \"wte.weight\" (Hugging Face GPT-2) nor \"tok_emb.weight\" (the book's GPTModel)" +
+        (some.empty() ? std::string(" (no tensors at all)") : " (it holds " + names_list(some) + ")"));
+  }
+  const Names n =
+      hf ? hugging_face_names(file.find("transformer.wte.weight") ? "transformer." : "") : book_names();
+  plan.info.naming = n.naming;
+  plan.info.prefix = n.prefix;
+  plan.conv1d = hf;
+
+  // Every tensor must be one this scheme names: another architecture's tensors are refused, not skipped.
+  std::vector<std::string> unknown;
+  int max_block = -1;
+  for (const auto& t : file.tensors()) {
+    if (t.name == n.tok || t.name == n.pos || t.name == n.final_scale || t.name == n.final_shift ||
+        t.name == n.head)
+      continue;
+    std::string_view suffix;
+    const int i = block_index(t.name, n.block, suffix);
+    if (i >= 0 && (contains(n.block_suffixes, suffix) || contains(n.block_ignored, suffix))) {
+      max_block = std::max(max_block, i);
+      continue;
+    }
+    unknown.push_back(t.name);
+  }
+  if (!unknown.empty())
+    return fail((unknown.size() == 1 ? "tensor " : std::to_string(unknown.size()) + " tensors ") +
+                names_list(unknown) + (unknown.size() == 1 ? " is" : " are") +
+                " not part of a GPT-2 model in " + (hf ? "Hugging Face's" : "the book's") +
+                " naming (another architecture?)");
+
+  // Sizes from the embeddings.
+  const SafeTensor* tok = file.find(n.tok);
+  if (tok->rank() != 2 || tok->shape[0] == 0 || tok->shape[1] == 0 || tok->shape[0] > INT_MAX ||
+      tok->shape[1] > INT_MAX / 4)
+    return fail("tensor " + message_quote(n.tok) + " has shape " + shape_string(tok->shape) +
+                ", not (vocab, d_model) with sizes the engine can hold");
+  const std::uint64_t V = tok->shape[0], D = tok->shape[1];
+  const SafeTensor* pos = file.find(n.pos);
+  if (pos && (pos->rank() != 2 || pos->shape[0] == 0 || pos->shape[0] > INT_MAX))
+    return fail("tensor " + message_quote(n.pos) + " has shape " + shape_string(pos->shape) +
+                ", not (context_length, d_model)");
+  Lookup look(file);
+  plan.tok = tok;
+  plan.pos = look.need(n.pos, {pos ? pos->shape[0] : 1, D});
+  const std::uint64_t T = pos ? pos->shape[0] : 0;
+
+  // The blocks, 0 .. highest index, each complete (a file without any reports block 0's first tensor).
+  const int layers = std::max(max_block + 1, 1);
+  bool qkv_bias = true;
+  for (int i = 0; i < layers && look.error.empty(); ++i) {
+    const std::string b = n.block + std::to_string(i) + ".";
+    BlockPlan p;
+    if (hf) {
+      p.norm1_scale = look.need(b + "ln_1.weight", {D});
+      p.norm1_shift = look.need(b + "ln_1.bias", {D});
+      p.qkv = look.need(b + "attn.c_attn.weight", {D, 3 * D});
+      p.qkv_bias = look.need(b + "attn.c_attn.bias", {3 * D});
+      p.out_proj = {look.need(b + "attn.c_proj.weight", {D, D}), look.need(b + "attn.c_proj.bias", {D})};
+      p.norm2_scale = look.need(b + "ln_2.weight", {D});
+      p.norm2_shift = look.need(b + "ln_2.bias", {D});
+      p.fc = {look.need(b + "mlp.c_fc.weight", {D, 4 * D}), look.need(b + "mlp.c_fc.bias", {4 * D})};
+      p.proj = {look.need(b + "mlp.c_proj.weight", {4 * D, D}), look.need(b + "mlp.c_proj.bias", {D})};
+    } else {
+      // The q/k/v biases go together, in every block or in none (block 0's W_query.bias decides).
+      if (i == 0) qkv_bias = file.find(b + "att.W_query.bias") != nullptr;
+      Linear* qkv[] = {&p.q, &p.k, &p.v};
+      const char* names[] = {"att.W_query", "att.W_key", "att.W_value"};
+      for (int m = 0; m < 3; ++m) {
+        const std::string bias = b + names[m] + ".bias";
+        qkv[m]->w = look.need(b + names[m] + ".weight", {D, D});
+        if (look.error.empty() && (file.find(bias) != nullptr) != qkv_bias)
+          look.error = "tensor " + message_quote(bias) + (qkv_bias ? " is missing" : " is present") +
+                       " but \"trf_blocks.0.att.W_query.bias\" is " + (qkv_bias ? "present" : "not") +
+                       " (the q, k and v biases go together)";
+        if (qkv_bias) qkv[m]->b = look.need(bias, {D});
+      }
+      p.out_proj = {look.need(b + "att.out_proj.weight", {D, D}), look.need(b + "att.out_proj.bias", {D})};
+      p.fc = {look.need(b + "ff.layers.0.weight", {4 * D, D}), look.need(b + "ff.layers.0.bias", {4 * D})};
+      p.proj = {look.need(b + "ff.layers.2.weight", {D, 4 * D}), look.need(b + "ff.layers.2.bias", {D})};
+      p.norm1_scale = look.need(b + "norm1.scale", {D});
+      p.norm1_shift = look.need(b + "norm1.shift", {D});
+      p.norm2_scale = look.need(b + "norm2.scale", {D});
+      p.norm2_shift = look.need(b + "norm2.shift", {D});
+    }
+    if (look.error.empty()) plan.blocks.push_back(p);
+  }
+  plan.final_scale = look.need(n.final_scale, {D});
+  plan.final_shift = look.need(n.final_shift, {D});
+  plan.head = n.head_required ? look.need(n.head, {V, D}) : look.optional(n.head, {V, D});
+  if (!look.error.empty()) return fail(look.error);
+
+  // A head identical to the embedding is the same model tied: keep one copy.
+  if (plan.head && plan.head->dtype == tok->dtype &&
+      std::memcmp(plan.head->data, tok->data, tok->bytes()) == 0) {
+    file.release(*plan.head);
+    plan.head = nullptr;
+  }
+  plan.info.tied = plan.head == nullptr;
+
+  GptConfig& c = plan.info.config;
+  c.vocab_size = static_cast<int>(V);
+  c.d_model = static_cast<int>(D);
+  c.context_length = static_cast<int>(T);
+  c.n_layers = layers;
+  c.drop_rate = 0.1;  // GPT-2's; files do not record it
+  c.qkv_bias = qkv_bias;
+
+  // Heads: the option, else config.json, else d_model / 64.
+  int config_heads = 0;
+  if (config_json)
+    if (Status s = read_config(config_where, *config_json, c, config_heads); !s.is_ok()) return s;
+  std::string heads_from;
+  if (opts.heads > 0) {
+    c.n_heads = opts.heads;
+    heads_from = "the heads option";
+  } else if (config_heads > 0) {
+    c.n_heads = config_heads;
+    heads_from = config_where;
+  } else if (D % 64 == 0) {
+    c.n_heads = static_cast<int>(D / 64);
+    heads_from = "d_model / 64";
+  } else {
+    return fail(
+        "d_model " + std::to_string(D) +
+        " is not a multiple of 64 and no head count was given (config.json's n_head or the heads option)");
+  }
+  if (D % static_cast<std::uint64_t>(c.n_heads) != 0)
+    return fail("d_model " + std::to_string(D) + " does not split into " + std::to_string(c.n_heads) +
+                " heads (from " + heads_from + ")");
+  if (Status s = validate(c); !s.is_ok()) return fail(s.error);
+
+  if (!packed_bytes(c, plan.info.tied, panel_width(resolve(opts.isa)), plan.info.packed_bytes))
+    return fail("the weights need more than 2^64 bytes as float32");
+  return Status::ok();
+}
+
+Tensor vector_of(const SafeTensor& t) {
+  Tensor v = Tensor::vector(static_cast<int>(t.numel));
+  widen(t.data, t.dtype, 0, t.numel, v.ptr());
+  return v;
+}
+
+// The file's (rows, cols) matrix packed as logical (out, in): stored (out, in), or (in, out) for Conv1D.
+PackedMatrix matrix_of(const SafeTensor& t, bool conv1d, Isa isa) {
+  return pack_matrix(
+      MatrixSource{t.data, t.dtype, static_cast<int>(t.shape[0]), static_cast<int>(t.shape[1])}, conv1d, isa);
+}
+
+std::string source_name(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const auto slash = p.rfind('/');
+  const std::string base = slash == std::string::npos ? p : p.substr(slash + 1);
+  if (base != "model.safetensors" || slash == std::string::npos || slash == 0) return base;
+  const auto prev = p.rfind('/', slash - 1);
+  return p.substr(prev == std::string::npos ? 0 : prev + 1);  // "gpt2/model.safetensors"
+}
+
+// A small text file (config.json), checked like the weights file: a regular file, of a sensible size.
+Status read_text_file(const std::string& path, std::string& out) {
+  constexpr off_t kMax = 1 << 20;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Status::fail(path + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat st {};
+  Status s;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    s = Status::fail(path + ": not a regular file");
+  } else if (st.st_size > kMax) {
+    s = Status::fail(path + ": " + std::to_string(st.st_size) + " bytes, too large for a config.json");
+  } else {
+    out.assign(static_cast<std::size_t>(st.st_size), '\0');
+    std::size_t got = 0;
+    while (got < out.size()) {
+      const ssize_t n = ::read(fd, &out[got], out.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    out.resize(got);
+  }
+  ::close(fd);
+  return s;
+}
+
+Status load(const SafetensorsFile& file, const std::optional<std::string>& config_json,
+            const std::string& config_where, const GptLoadOptions& opts, GptWeights& out) {
+  Plan plan;
+  if (Status s = make_plan(file, config_json, config_where, opts, plan); !s.is_ok()) return s;
+  const GptConfig& c = plan.info.config;
+  if (opts.memory_budget && plan.info.packed_bytes > opts.memory_budget)
+    return Status::fail(file.name() + ": the weights need " + format_bytes(plan.info.packed_bytes) +
+                        " as float32, the budget is " + format_bytes(opts.memory_budget));
+
+  const Isa isa = resolve(opts.isa);
+  const bool conv1d = plan.conv1d;
+  GptWeights w;
+  w.config = c;
+  w.isa = isa;
+  w.source = source_name(file.name());
+  // Each tensor's file pages go back once it is packed, so the mapping never stays resident beside the copy.
+  const auto done = [&](const SafeTensor* t) {
+    if (t) file.release(*t);
+  };
+  const auto linear = [&](const Linear& l) {
+    PackedLinear p{matrix_of(*l.w, conv1d, isa), l.b ? vector_of(*l.b) : Tensor()};
+    done(l.w);
+    done(l.b);
+    return p;
+  };
+  try {
+    w.tok_emb = matrix_of(*plan.tok, false, isa);
+    done(plan.tok);
+    w.pos_emb = Tensor(c.context_length, c.d_model);
+    widen(plan.pos->data, plan.pos->dtype, 0, plan.pos->numel, w.pos_emb.ptr());
+    done(plan.pos);
+    const auto D = static_cast<std::size_t>(c.d_model);
+    for (const BlockPlan& p : plan.blocks) {
+      GptBlock b;
+      b.norm1_scale = vector_of(*p.norm1_scale);
+      b.norm1_shift = vector_of(*p.norm1_shift);
+      if (p.qkv) {
+        // c_attn's (in, out) columns are q | k | v: transpose each third into its (out, in) Linear weight.
+        Tensor parts[3] = {Tensor(c.d_model, c.d_model), Tensor(c.d_model, c.d_model),
+                           Tensor(c.d_model, c.d_model)};
+        std::vector<float> row(3 * D);
+        for (std::size_t i = 0; i < D; ++i) {
+          widen(p.qkv->data, p.qkv->dtype, i * 3 * D, 3 * D, row.data());
+          for (std::size_t o = 0; o < 3 * D; ++o) parts[o / D].data[(o % D) * D + i] = row[o];  // (out, in)
+        }
+        const Tensor bias = vector_of(*p.qkv_bias);
+        PackedLinear* dst[] = {&b.query, &b.key, &b.value};
+        for (std::size_t m = 0; m < 3; ++m) {
+          dst[m]->weight = pack_matrix(parts[m], isa);
+          dst[m]->bias = Tensor::vector(c.d_model);
+          std::copy_n(bias.data.begin() + static_cast<std::ptrdiff_t>(m * D), D, dst[m]->bias.data.begin());
+        }
+        done(p.qkv);
+        done(p.qkv_bias);
+      } else {
+        b.query = linear(p.q);
+        b.key = linear(p.k);
+        b.value = linear(p.v);
+      }
+      b.out_proj = linear(p.out_proj);
+      b.norm2_scale = vector_of(*p.norm2_scale);
+      b.norm2_shift = vector_of(*p.norm2_shift);
+      b.fc = linear(p.fc);
+      b.proj = linear(p.proj);
+      for (const SafeTensor* t : {p.norm1_scale, p.norm1_shift, p.norm2_scale, p.norm2_shift}) done(t);
+      w.blocks.push_back(std::move(b));
+    }
+    w.final_scale = vector_of(*plan.final_scale);
+    w.final_shift = vector_of(*plan.final_shift);
+    if (plan.head) {
+      w.out_head = matrix_of(*plan.head, false, isa);
+      done(plan.head);
+    }
+  } catch (const std::bad_alloc&) {
+    return Status::fail(file.name() + ": out of memory packing the weights (they need " +
+                        format_bytes(plan.info.packed_bytes) + ")");
+  }
+  out = std::move(w);
+  return Status::ok();
+}
+
+}  // namespace
+
+const char* to_string(GptNaming n) {
+  return n == GptNaming::hugging_face ? "Hugging Face GPT-2" : "the book's GPTModel";
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  char buf[64];
+  const double b = static_cast<double>(bytes);
+  if (bytes >= 1'000'000'000)
+    std::snprintf(buf, sizeof buf, "%.1f GB", b / 1e9);
+  else if (bytes >= 1'000'000)
+    std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
+  else if (bytes >= 1'000)
+    std::snprintf(buf, sizeof buf, "%.1f kB", b / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
+  return buf;
+}
+
+Status inspect_gpt(const SafetensorsFile& file, const std::optional<std::string>& config_json,
+                   const GptLoadOptions& opts, GptFileInfo& out) {
+  Plan plan;
+  if (Status s = make_plan(file, config_json, "config.json", opts, plan); !s.is_ok()) return s;
+  out = plan.info;
+  return Status::ok();
+}
+
+Status load_gpt(const SafetensorsFile& file, const std::optional<std::string>& config_json,
+                const GptLoadOptions& opts, GptWeights& out) {
+  return load(file, config_json, "config.json", opts, out);
+}
+
+Status load_gpt(std::shared_ptr<const std::vector<unsigned char>> bytes, const std::string& name,
+                const std::optional<std::string>& config_json, const GptLoadOptions& opts, GptWeights& out) {
+  SafetensorsFile file;
+  if (Status s = SafetensorsFile::from_memory(std::move(bytes), name, file); !s.is_ok()) return s;
+  return load(file, config_json, "config.json", opts, out);
+}
+
+Status load_gpt(const std::string& path, const GptLoadOptions& opts, GptWeights& out) {
+  std::string file_path = path;
+  std::optional<std::string> config;
+  std::string config_path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    const std::string dir = path.empty() || path.back() == '/' ? path : path + "/";
+    file_path = dir + "model.safetensors";
+    config_path = dir + "config.json";
+    if (::stat(config_path.c_str(), &st) == 0) {
+      config.emplace();
+      if (Status s = read_text_file(config_path, *config); !s.is_ok()) return s;
+    }
+  }
+  SafetensorsFile file;
+  if (Status s = SafetensorsFile::open(file_path, file); !s.is_ok()) return s;
+  return load(file, config, config_path.empty() ? "config.json" : config_path, opts, out);
+}
+
+}  // namespace attnviz

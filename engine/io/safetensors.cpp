@@ -1,0 +1,348 @@
+#include "safetensors.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#if !defined(__EMSCRIPTEN__)
+#include <sys/mman.h>
+#endif
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <utility>
+
+namespace attnviz {
+
+struct SafetensorsFile::Storage {
+  std::shared_ptr<const std::vector<unsigned char>> owned;  // bytes in memory (the page, or a WASM read)
+  void* map = nullptr;                                      // or a read-only private mapping of the file
+  std::size_t map_size = 0;
+
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage() {
+#if !defined(__EMSCRIPTEN__)
+    if (map) munmap(map, map_size);
+#endif
+  }
+};
+
+namespace {
+
+struct DtypeName {
+  const char* name;
+  bool supported;
+  Dtype dtype;
+  std::size_t size;
+};
+
+// Every dtype the safetensors format defines; only the float types GPT-2 files use are read.
+constexpr DtypeName kDtypes[] = {
+    {"F32", true, Dtype::f32, 4},      {"F16", true, Dtype::f16, 2},      {"BF16", true, Dtype::bf16, 2},
+    {"F64", false, Dtype::f32, 8},     {"BOOL", false, Dtype::f32, 1},    {"U8", false, Dtype::f32, 1},
+    {"I8", false, Dtype::f32, 1},      {"I16", false, Dtype::f32, 2},     {"U16", false, Dtype::f32, 2},
+    {"I32", false, Dtype::f32, 4},     {"U32", false, Dtype::f32, 4},     {"I64", false, Dtype::f32, 8},
+    {"U64", false, Dtype::f32, 8},     {"F8_E5M2", false, Dtype::f32, 1}, {"F8_E4M3", false, Dtype::f32, 1},
+    {"F8_E8M0", false, Dtype::f32, 1}, {"F6_E2M3", false, Dtype::f32, 1}, {"F6_E3M2", false, Dtype::f32, 1},
+    {"F4", false, Dtype::f32, 1},      {"C64", false, Dtype::f32, 8},
+};
+
+}  // namespace
+
+std::string message_quote(std::string_view s) {
+  constexpr std::size_t kMax = 120;
+  std::string out = "\"";
+  for (std::size_t i = 0; i < s.size() && i < kMax; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      static const char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += s[i];
+    } else {
+      out += s[i];
+    }
+  }
+  if (s.size() > kMax) out += "...";
+  return out + "\"";
+}
+
+namespace {
+
+std::string range(std::uint64_t a, std::uint64_t b) {
+  return "[" + std::to_string(a) + ", " + std::to_string(b) + ")";
+}
+
+bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
+  if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a) return true;
+  out = a * b;
+  return false;
+}
+
+// Thrown by the JSON parser's callback and caught in parse(): nothing leaves this file as an exception.
+struct HeaderError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Checks one header entry on its own (the tiling needs every entry); an empty string when it is consistent.
+std::string check_entry(const std::string& key, const nlohmann::json& v, std::uint64_t data_size,
+                        SafeTensor& t) {
+  if (!v.is_object()) return "entry is not an object";
+  const auto dt = v.find("dtype");
+  if (dt == v.end() || !dt->is_string()) return "no dtype string";
+  const auto& dname = dt->get_ref<const std::string&>();
+  const DtypeName* found = nullptr;
+  for (const auto& d : kDtypes)
+    if (dname == d.name) found = &d;
+  if (!found) return "unknown dtype " + message_quote(dname);
+  if (!found->supported) return "dtype " + dname + " is not supported (only F32, F16 and BF16 are)";
+
+  const auto sh = v.find("shape");
+  if (sh == v.end() || !sh->is_array()) return "no shape array";
+  std::uint64_t numel = 1;
+  for (const auto& dim : *sh) {
+    if (dim.is_number_integer() && !dim.is_number_unsigned())
+      return "shape has a negative dimension " + std::to_string(dim.get<std::int64_t>());
+    if (!dim.is_number_unsigned()) return "shape is not a list of non-negative integers";
+    t.shape.push_back(dim.get<std::uint64_t>());
+  }
+  for (std::uint64_t d : t.shape)
+    if (mul_overflows(numel, d, numel)) return "shape " + shape_string(t.shape) + " has over 2^64 elements";
+  std::uint64_t need = 0;
+  if (mul_overflows(numel, found->size, need))
+    return "shape " + shape_string(t.shape) + " needs over 2^64 bytes in " + dname;
+
+  const auto off = v.find("data_offsets");
+  if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
+      !(*off)[1].is_number_unsigned())
+    return "no data_offsets [begin, end] of two non-negative integers";
+  const auto begin = (*off)[0].get<std::uint64_t>(), end = (*off)[1].get<std::uint64_t>();
+  if (end < begin) return "data_offsets " + range(begin, end) + " end before they begin";
+  if (end > data_size)
+    return "data_offsets " + range(begin, end) + " run past the end of the " + std::to_string(data_size) +
+           "-byte data section";
+  if (end - begin != need)
+    return "data_offsets " + range(begin, end) + " hold " + std::to_string(end - begin) +
+           " bytes but shape " + shape_string(t.shape) + " in " + dname + " needs " + std::to_string(need);
+
+  // Everything below is at most the data section's size, which fits size_t.
+  t.name = key;
+  t.dtype = found->dtype;
+  t.numel = static_cast<std::size_t>(numel);
+  t.begin = static_cast<std::size_t>(begin);
+  t.end = static_cast<std::size_t>(end);
+  return {};
+}
+
+std::string os_error() {
+  return std::strerror(errno);
+}
+
+std::string file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+std::string shape_string(const std::vector<std::uint64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+const SafeTensor* SafetensorsFile::find(std::string_view tensor_name) const {
+  const auto it = index_.find(tensor_name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+bool SafetensorsFile::mapped() const {
+  return storage_ && storage_->map != nullptr;
+}
+
+void SafetensorsFile::release([[maybe_unused]] const SafeTensor& t) const {
+#if !defined(__EMSCRIPTEN__)
+  if (!mapped() || t.bytes() == 0) return;
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<std::uintptr_t>(t.data);
+  const auto last = first + t.bytes();
+  const std::uintptr_t lo = (first + page - 1) / page * page, hi = last / page * page;
+  // The mapping itself starts on a page boundary, so [lo, hi) lies inside it and inside this tensor.
+  if (lo < hi) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+#endif
+}
+
+Status SafetensorsFile::from_memory(std::shared_ptr<const std::vector<unsigned char>> bytes, std::string name,
+                                    SafetensorsFile& out) {
+  SafetensorsFile f;
+  f.name_ = std::move(name);
+  if (!bytes) bytes = std::make_shared<const std::vector<unsigned char>>();
+  auto storage = std::make_shared<Storage>();
+  storage->owned = std::move(bytes);
+  f.bytes_ = storage->owned->data();
+  f.size_ = storage->owned->size();
+  f.storage_ = std::move(storage);
+  if (Status s = f.parse(); !s.is_ok()) return s;
+  out = std::move(f);
+  return Status::ok();
+}
+
+Status SafetensorsFile::open(const std::string& path, SafetensorsFile& out) {
+  const auto fail = [&](const std::string& m) { return Status::fail(path + ": " + m); };
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
+  Fd fd{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
+  if (fd.fd < 0) return fail("cannot open (" + os_error() + ")");
+  struct stat st {};
+  if (fstat(fd.fd, &st) != 0) return fail("cannot stat (" + os_error() + ")");
+  if (!S_ISREG(st.st_mode)) return fail("is " + file_kind(st.st_mode) + ", not a .safetensors file");
+  if (st.st_size == 0)
+    return fail("is empty (0 bytes; /proc entries also report 0), not a .safetensors file");
+  if (st.st_size < 8)
+    return fail("is " + std::to_string(st.st_size) + " bytes, shorter than the 8-byte header length");
+  if (static_cast<std::uintmax_t>(st.st_size) > std::numeric_limits<std::size_t>::max() / 2)
+    return fail("is " + std::to_string(st.st_size) + " bytes, more than this build can address");
+  const auto size = static_cast<std::size_t>(st.st_size);
+
+  SafetensorsFile f;
+  f.name_ = path;
+  auto storage = std::make_shared<Storage>();
+#if defined(__EMSCRIPTEN__)
+  // No mmap requirement in the browser: the bytes are read into the module's memory.
+  try {
+    auto bytes = std::make_shared<std::vector<unsigned char>>(size);
+    std::size_t got = 0;
+    while (got < size) {
+      const ssize_t n = ::read(fd.fd, bytes->data() + got, size - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return fail("cannot read (" + os_error() + ")");
+      if (n == 0)
+        return fail("ended after " + std::to_string(got) + " of its " + std::to_string(size) + " bytes");
+      got += static_cast<std::size_t>(n);
+    }
+    storage->owned = std::move(bytes);
+  } catch (const std::bad_alloc&) {
+    return fail("is " + std::to_string(size) + " bytes, more than the memory available");
+  }
+  f.bytes_ = storage->owned->data();
+#else
+  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
+  if (map == MAP_FAILED) return fail("cannot map (" + os_error() + ")");
+  storage->map = map;
+  storage->map_size = size;
+  f.bytes_ = static_cast<const unsigned char*>(map);
+#endif
+  f.size_ = size;
+  f.storage_ = std::move(storage);
+  if (Status s = f.parse(); !s.is_ok()) return s;
+  out = std::move(f);
+  return Status::ok();
+}
+
+Status SafetensorsFile::parse() {
+  const auto fail = [&](const std::string& m) { return Status::fail(name_ + ": " + m); };
+  if (size_ < 8) return fail("is " + std::to_string(size_) + " bytes, shorter than the 8-byte header length");
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes_[i];
+  if (n > kMaxHeaderBytes)
+    return fail("header length " + std::to_string(n) + " is over the limit of " +
+                std::to_string(kMaxHeaderBytes) + " bytes");
+  if (n > size_ - 8)
+    return fail("header length " + std::to_string(n) + " runs past the end of the file (" +
+                std::to_string(size_) + " bytes)");
+  const auto header_size = static_cast<std::size_t>(n);
+  const unsigned char* header = bytes_ + 8;
+  data_start_ = 8 + header_size;
+  const std::uint64_t data_size = size_ - data_start_;
+
+  // A valid header nests three deep at most: {name: {"shape": [dims]}}. Deeper input is refused as it is
+  // read, before it costs memory or stack anywhere.
+  constexpr int kMaxDepth = 3;
+  const nlohmann::json::parser_callback_t limit_depth = [](int depth, nlohmann::json::parse_event_t event,
+                                                           nlohmann::json&) {
+    using E = nlohmann::json::parse_event_t;
+    if ((event == E::object_start || event == E::array_start) && depth >= kMaxDepth)
+      throw HeaderError("header nests deeper than a safetensors header can");
+    return true;
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(header, header + header_size, limit_depth);
+  } catch (const HeaderError& e) {
+    return fail(e.what());
+  } catch (const nlohmann::json::exception& e) {
+    std::string what = e.what();
+    if (const auto pos = what.find("] "); what.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
+      what.erase(0, pos + 2);
+    return fail("header is not JSON (" + what + ")");
+  } catch (const std::bad_alloc&) {
+    return fail("header needs more memory than is available");
+  }
+  if (!j.is_object()) return fail("header is not a JSON object");
+
+  std::vector<SafeTensor> tensors;
+  tensors.reserve(j.size());
+  for (const auto& [key, value] : j.items()) {
+    if (key == "__metadata__") {
+      if (!value.is_object()) return fail("__metadata__ is not an object");
+      for (const auto& [mk, mv] : value.items()) {
+        if (!mv.is_string()) return fail("__metadata__ entry " + message_quote(mk) + " is not a string");
+        metadata_[mk] = mv.get<std::string>();
+      }
+      continue;
+    }
+    SafeTensor t;
+    if (std::string e = check_entry(key, value, data_size, t); !e.empty())
+      return fail("tensor " + message_quote(key) + ": " + e);
+    t.data = bytes_ + data_start_ + t.begin;
+    tensors.push_back(std::move(t));
+  }
+
+  // The tensors, in data order, tile the data section: no holes, no overlaps, nothing after the last one.
+  std::sort(tensors.begin(), tensors.end(), [](const SafeTensor& a, const SafeTensor& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const SafeTensor& t = tensors[i];
+    if (t.begin > at)
+      return fail("bytes " + range(at, t.begin) + " of the data section belong to no tensor (" +
+                  (i ? "between tensors " + message_quote(tensors[i - 1].name) + " and " : "before tensor ") +
+                  message_quote(t.name) + ")");
+    if (t.begin < at)
+      return fail("tensors " + message_quote(tensors[i - 1].name) + " " + range(tensors[i - 1].begin, at) +
+                  " and " + message_quote(t.name) + " " + range(t.begin, t.end) + " overlap");
+    at = t.end;
+  }
+  if (at != data_size)
+    return fail("the tensors end at byte " + std::to_string(at) + " of the data section, but the file has " +
+                std::to_string(data_size - at) + (data_size - at == 1 ? " more byte" : " more bytes"));
+
+  tensors_ = std::move(tensors);
+  for (std::size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
+  return Status::ok();
+}
+
+}  // namespace attnviz

@@ -1,0 +1,81 @@
+// A validated, read-only view of a .safetensors file: the header parsed and checked against the reference
+// parser's rules, every tensor's bytes located in the data section. Natively the file is memory-mapped (never
+// copied); the browser page hands over the bytes it read instead.
+//
+// Layout: u64 little-endian N, N bytes of JSON header, then the data section. The header maps each tensor
+// name to {dtype, shape, data_offsets: [begin, end)} (offsets relative to the data section) and may hold a
+// "__metadata__" object of strings. Only F32, F16 and BF16 tensors are accepted. The data section is not
+// aligned in general (gpt2's starts at byte 14,291): read elements with load_element / widen, never through a
+// cast pointer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attnviz/gpt.hpp"
+#include "attnviz/status.hpp"
+
+namespace attnviz {
+
+struct SafeTensor {
+  std::string name;
+  Dtype dtype = Dtype::f32;
+  std::vector<std::uint64_t> shape;
+  std::size_t numel = 0;
+  std::size_t begin = 0, end = 0;       // data_offsets, relative to the data section
+  const unsigned char* data = nullptr;  // the first byte, inside the file's storage (any alignment)
+
+  std::size_t bytes() const { return end - begin; }
+  int rank() const { return static_cast<int>(shape.size()); }
+};
+
+// "[768, 2304]"
+std::string shape_string(const std::vector<std::uint64_t>& shape);
+// A name from a file, quoted for a one-line message: control characters escaped, long names cut.
+std::string message_quote(std::string_view s);
+
+class SafetensorsFile {
+ public:
+  // Largest header the reference parser accepts.
+  static constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+
+  // Maps `path` (a regular file) read-only and validates it. Messages start with `path`.
+  static Status open(const std::string& path, SafetensorsFile& out);
+  // Validates bytes already in memory (the page's uploaded file); `name` starts the messages.
+  static Status from_memory(std::shared_ptr<const std::vector<unsigned char>> bytes, std::string name,
+                            SafetensorsFile& out);
+
+  const std::string& name() const { return name_; }
+  const std::vector<SafeTensor>& tensors() const { return tensors_; }  // in data order
+  const SafeTensor* find(std::string_view tensor_name) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  std::size_t file_size() const { return size_; }
+  std::size_t data_start() const { return data_start_; }  // 8 + header length
+  bool mapped() const;
+
+  // Gives the pages that lie wholly inside `t`'s bytes back to the kernel (madvise MADV_DONTNEED on a
+  // read-only private mapping: they are read from the file again if touched). Call once a tensor has been
+  // packed, so the mapped file does not stay resident beside the packed copy. A no-op for bytes in memory.
+  void release(const SafeTensor& t) const;
+
+ private:
+  struct Storage;
+  Status parse();
+
+  std::shared_ptr<const Storage> storage_;
+  const unsigned char* bytes_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t data_start_ = 0;
+  std::string name_;
+  std::vector<SafeTensor> tensors_;
+  std::map<std::string, std::size_t, std::less<>> index_;  // name -> position in tensors_
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace attnviz
