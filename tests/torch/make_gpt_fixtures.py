@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_fixtures import MklDropout, MultiHeadAttention, MultiHeadAttention_Rec  # noqa: E402  (chapter 3)
+from make_fixtures import F64, MklDropout, MultiHeadAttention, MultiHeadAttention_Rec, encode  # noqa: E402
 import make_fixtures  # noqa: E402
 
 M_MERGES = 256  # merges kept in the truncated vocabulary
@@ -537,33 +537,6 @@ NEW_TOKENS = 8
 def cfg_tag(c):
     tag = f"d{c['emb_dim']}_h{c['n_heads']}_l{c['n_layers']}_p{round(c['drop_rate'] * 100):02d}"
     return tag + ('_bias' if c['qkv_bias'] else '')
-
-
-class F64(float):
-    """A float64 written with 17 significant digits."""
-
-
-def _num(v):
-    if isinstance(v, F64):
-        return '%.17g' % v
-    return make_fixtures._num(v)
-
-
-def encode(v, ind=0):
-    """make_fixtures.encode with F64 support: floats as %.9g, matrices one row per line."""
-    pad, pad1 = '  ' * ind, '  ' * (ind + 1)
-    if isinstance(v, torch.Tensor):
-        v = v.detach().tolist()
-    if isinstance(v, dict):
-        if all(not isinstance(x, (dict, list, torch.Tensor)) for x in v.values()):
-            return '{' + ', '.join(f"{json.dumps(k)}: {_num(x)}" for k, x in v.items()) + '}'
-        items = (f"{pad1}{json.dumps(k)}: {encode(x, ind + 1)}" for k, x in v.items())
-        return '{\n' + ',\n'.join(items) + '\n' + pad + '}'
-    if isinstance(v, list):
-        if all(not isinstance(x, (dict, list, torch.Tensor)) for x in v):
-            return '[' + ','.join(_num(x) for x in v) + ']'
-        return '[\n' + ',\n'.join(pad1 + encode(x, ind + 1) for x in v) + '\n' + pad + ']'
-    return _num(v)
 
 
 def check_margins(steps, what):
