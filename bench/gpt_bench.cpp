@@ -5,14 +5,21 @@
 // incremental path). Passes reuse the previous result's storage, as the app does. The PyTorch peer is
 // bench/torch_gpt_peer.py.
 //
-//   attnviz-gpt-bench [--quick] [--threads N] [--preset NAME] [--file PATH]
+//   attnviz-gpt-bench [--quick] [--threads N] [--preset NAME]
+//   attnviz-gpt-bench --load PATH   (natively) load time and peak RSS against the file's size, then a pass
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "attnviz/gpt.hpp"
+#if !defined(__EMSCRIPTEN__)
+#include <sys/resource.h>
+
+#include "io/gpt_file.hpp"
+#endif
 #include "layer_timing.hpp"
 #include "simd/packed.hpp"
 #include "src/thread_pool.hpp"
@@ -55,6 +62,39 @@ std::vector<int> ids_of(int T, int vocab) {
   return ids;
 }
 
+#if !defined(__EMSCRIPTEN__)
+// Loads a weights file as the hosts do (mapped, packed matrix by matrix, pages released) and reports the
+// process's peak resident memory, which nothing else has raised yet.
+int load(const std::string& path, int threads) {
+  const double t0 = now();
+  auto w = std::make_shared<GptWeights>();
+  if (Status st = load_gpt(path, GptLoadOptions{}, *w); !st.is_ok()) {
+    std::fprintf(stderr, "attnviz-gpt-bench: %s\n", st.error.c_str());
+    return 1;
+  }
+  const double seconds = now() - t0;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double file = static_cast<double>(std::filesystem::file_size(path));
+  const double peak = static_cast<double>(ru.ru_maxrss) * 1024.0;
+  std::printf("%s: %.1f MB file, loaded in %.3f s, %.1f MB packed; peak RSS %.1f MB = %.2fx the file\n",
+              path.c_str(), file / 1e6, seconds, static_cast<double>(w->bytes()) / 1e6, peak / 1e6,
+              peak / file);
+  GptOptions o;
+  o.train = false;
+  o.exec.threads = threads;
+  GptModel m(std::move(w), TorchGenerator(0), o);
+  GptResult r;
+  const std::vector<int> ids = ids_of(16, m.weights().config.vocab_size);
+  if (Status st = m.forward(ids, GptRequest{}, r); !st.is_ok()) {
+    std::fprintf(stderr, "attnviz-gpt-bench: %s\n", st.error.c_str());
+    return 1;
+  }
+  std::printf("a pass at T = 16: %.1f ms\n", r.seconds * 1e3);
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -68,6 +108,10 @@ int main(int argc, char** argv) {
       threads = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--preset") && i + 1 < argc) {
       preset = argv[++i];
+#if !defined(__EMSCRIPTEN__)
+    } else if (!std::strcmp(argv[i], "--load") && i + 1 < argc) {
+      return load(argv[i + 1], 2);
+#endif
     } else {
       std::fprintf(stderr, "usage: attnviz-gpt-bench [--quick] [--threads N] [--preset NAME]\n");
       return 2;

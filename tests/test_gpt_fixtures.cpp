@@ -95,7 +95,9 @@ GptConfig config_of(const json& j) {
 
 void check_parameters(const json& params, const GptWeights& w) {
   const auto sd = book_state_dict(w);
-  for (const auto& [name, t] : sd) {
+  for (const auto& entry : sd) {
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     INFO(name);
     if (!params.contains(name)) continue;  // gpt2-small's fixture lists a few tensors only
     const json& want = params.at(name);

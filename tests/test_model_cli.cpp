@@ -135,7 +135,8 @@ TEST_CASE("attnviz-cli --model: bad files, text and flags get one line and exit 
   check_refused({"--model", folder, "--layers", "0,x"}, "'x' is not a layer number");
   check_refused({"--model", folder, "--keep", "everything"}, "unknown item 'everything'");
   check_refused({"--model", folder, "--top-k", "-1"}, "--top-k must be 0 or more");
-  check_refused({"--model", kGpt + "/10_file_hf_d64_h4_l2_p10_bias_f32.safetensors", "--text", "a"},
+  check_refused({"--model", kGpt + "/10_file_hf_d64_h4_l2_p10_bias_f32.safetensors", "--vocab",
+                 ATTNVIZ_GPT2_DIR, "--text", "a"},
                 "give the model's own vocabulary with --vocab DIR");
   check_refused({"--model", kGpt + "/vocab", "--text", "a"}, "model.safetensors");
   check_refused({"--generate", "3"}, "--generate needs --model");

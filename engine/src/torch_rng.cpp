@@ -36,13 +36,21 @@ inline float fma_f32(float a, float b, float c) {
   const double s = p + static_cast<double>(c);
   const std::uint64_t bits = bit_cast<std::uint64_t>(s);
   const double magnitude = std::fabs(s);
-  // Float subnormals round at another bit; sums near the float overflow threshold are left to libm too.
-  if (magnitude < 0x1p-126 && magnitude != 0.0) return std::fma(a, b, c);
-  if ((bits & 0x1FFFFFFFu) != 0x10000000u) return static_cast<float>(s);
+  // A float rounding midpoint: bit 29 of the double's mantissa alone for normal floats; for float subnormals,
+  // which round at 2^-149, an odd multiple of 2^-150. Sums near the float overflow threshold are left to
+  // libm.
+  const bool subnormal = magnitude < 0x1p-126;
+  if (subnormal) {
+    const double m = s * 0x1p150;  // exact: a power-of-two scaling of a normal double
+    if (m != std::floor(m) || std::fmod(m, 2.0) == 0.0) return static_cast<float>(s);
+  } else if ((bits & 0x1FFFFFFFu) != 0x10000000u) {
+    return static_cast<float>(s);
+  }
   if (!(magnitude <= 0x1p127)) return std::fma(a, b, c);
   const double bb = s - p;
   const double error = (p - (s - bb)) + (static_cast<double>(c) - bb);
   if (error == 0.0) return static_cast<float>(s);  // a true tie: round half to even, as the cast does
+  // Off the midpoint by one double ulp, on the side where the exact value lies: the cast then rounds right.
   const bool away = (error > 0.0) == (s > 0.0);
   return static_cast<float>(bit_cast<double>(away ? bits + 1 : bits - 1));
 }
