@@ -19,8 +19,16 @@
 namespace attnviz {
 namespace {
 
-// GPT-2's pre-tokenizer (openai/gpt-2 encoder.py), with \p{} and \s taken from Unicode (PCRE2_UCP).
-constexpr char kPattern[] = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+// GPT-2's pre-tokenizer (openai/gpt-2 encoder.py), for PCRE2_UTF | PCRE2_UCP:
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// with \s spelled out as Unicode's White_Space property, which is what \s means in Python's `regex` module
+// that GPT-2 uses. (PCRE2's own \s also matches U+180E, which Unicode no longer counts as a space.)
+std::string gpt2_pattern() {
+  const std::string ws =
+      R"(\t\n\x{0B}\f\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+  return R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^)" + ws + R"(\p{L}\p{N}]+|[)" + ws + "]+(?![^" +
+         ws + "])|[" + ws + "]+";
+}
 
 // Pieces up to this many bytes are remembered per vocabulary (most words repeat); the memory is dropped
 // when it holds this many pieces.
@@ -37,10 +45,11 @@ struct MatchDeleter {
 // Compiled once for the whole program; matching needs only per-call match data, so it is thread-safe.
 const pcre2_code* pretokenizer() {
   static const std::unique_ptr<pcre2_code, CodeDeleter> code = [] {
+    const std::string pattern = gpt2_pattern();
     int error = 0;
     PCRE2_SIZE offset = 0;
     return std::unique_ptr<pcre2_code, CodeDeleter>(
-        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
                       &error, &offset, nullptr));
   }();
   return code.get();
