@@ -9,8 +9,10 @@
 #include <sstream>
 
 #include "attnviz/engine.hpp"
+#include "bpe.hpp"
 #include "config_args.hpp"
 #include "json_io.hpp"
+#include "model_cli.hpp"
 
 namespace attnviz {
 namespace {
@@ -126,13 +128,41 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   app.add_option("--inputs", inputs_path, "JSON file with T rows of d_in numbers, instead of --text")
       ->excludes(a.text_option);
   app.add_flag("--json", json, "print one JSON object with every tensor");
+  bool tokenize = false;
+  std::string vocab_dir;
+  app.add_flag("--tokenize", tokenize, "print the GPT-2 token ids of --text as a JSON array, and stop");
+  app.add_option("--vocab", vocab_dir,
+                 "folder with the vocabulary for --tokenize and --model (default: a model folder's own, else "
+                 "$ATTNVIZ_VOCAB_DIR, else GPT-2's, installed beside attnviz-cli)");
+
+  ModelArgs model;
+  add_model_options(app, model);
 
   if (const std::optional<int> done = parse_command_line(app, args, out, err)) return *done;
+  if (!model.model.empty()) return run_model_cli(app, a, model, vocab_dir, json, out, err);
+  for (const char* flag : {"--layers", "--keep", "--top-k", "--generate"})
+    if (app.count(flag) > 0) {
+      err << "attnviz-cli: " << flag << " needs --model\n";
+      return 1;
+    }
 
   const auto fail = [&err](const Status& st) {
     err << "attnviz-cli: " << st.error << "\n";
     return 1;
   };
+
+  if (tokenize) {
+    Bpe bpe;
+    std::vector<int> ids;
+    if (Status st = Bpe::load_dir(vocab_dir.empty() ? default_vocab_dir() : vocab_dir, bpe); !st.is_ok())
+      return fail(st);
+    if (Status st = bpe.encode(a.text, ids); !st.is_ok()) return fail(st);
+    out << '[';
+    for (std::size_t i = 0; i < ids.size(); ++i) out << (i ? "," : "") << ids[i];
+    out << "]\n";
+    out.flush();
+    return 0;
+  }
 
   Config c;
   Exec exec;

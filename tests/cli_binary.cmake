@@ -1,4 +1,5 @@
-# Runs the built attnviz-cli: the default run succeeds, a bad input fails cleanly (exit 1, not a signal).
+# Runs the built attnviz-cli: the default run succeeds, a bad input fails cleanly (exit 1, not a signal), and
+# --tokenize finds GPT-2's vocabulary installed beside the executable (<build>/share/attnviz/gpt2).
 execute_process(COMMAND ${CLI} RESULT_VARIABLE ok_status OUTPUT_VARIABLE ok_out ERROR_VARIABLE ok_err)
 if(NOT ok_status EQUAL 0 OR NOT ok_out MATCHES "head 1 attention weights")
   message(FATAL_ERROR "default run failed (${ok_status}): ${ok_err}")
@@ -6,4 +7,9 @@ endif()
 execute_process(COMMAND ${CLI} --d-out 7 --heads 2 RESULT_VARIABLE bad_status ERROR_VARIABLE bad_err)
 if(NOT bad_status EQUAL 1 OR NOT bad_err MATCHES "must be divisible")
   message(FATAL_ERROR "bad input not refused cleanly (${bad_status}): ${bad_err}")
+endif()
+execute_process(COMMAND ${CLI} --tokenize --text "Every effort moves you" RESULT_VARIABLE tok_status
+                OUTPUT_VARIABLE tok_out ERROR_VARIABLE tok_err)
+if(NOT tok_status EQUAL 0 OR NOT tok_out STREQUAL "[6109,3626,6100,345]\n")
+  message(FATAL_ERROR "--tokenize failed (${tok_status}): ${tok_out}${tok_err}")
 endif()

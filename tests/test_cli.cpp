@@ -146,3 +146,13 @@ TEST_CASE("--help prints usage and succeeds") {
   CHECK(r.status == 0);
   CHECK(r.out.find("--dropout-rng") != std::string::npos);
 }
+
+TEST_CASE("--tokenize prints GPT-2's ids of --text as a JSON array") {
+  const Run r = cli({"--tokenize", "--text", "Hello, I am", "--vocab", ATTNVIZ_GPT2_DIR});
+  CHECK(r.status == 0);
+  CHECK(r.out == "[15496,11,314,716]\n");
+  CHECK(r.err.empty());
+  CHECK(cli({"--tokenize", "--text", "", "--vocab", ATTNVIZ_GPT2_DIR}).out == "[]\n");
+  check_refused({"--tokenize", "--text", "bad \xff", "--vocab", ATTNVIZ_GPT2_DIR}, "not valid UTF-8");
+  check_refused({"--tokenize", "--vocab", "/nonexistent/vocab"}, "no GPT-2 vocabulary in /nonexistent/vocab");
+}

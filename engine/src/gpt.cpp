@@ -80,8 +80,7 @@ Tensor filled(int n, float value) {
 
 // nn.Embedding's init: normal_(0, 1), the same draws as torch.randn of its size.
 void normal_fill(TorchGenerator& g, Tensor& t) {
-  const std::vector<float> r = torch_randn(g, t.size());
-  std::copy(r.begin(), r.end(), t.data.begin());
+  torch_normal_(g, t.ptr(), t.size(), 0.0, 1.0);
 }
 
 }  // namespace

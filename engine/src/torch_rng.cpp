@@ -1,15 +1,212 @@
 // PyTorch 1.13's CPU generator and distributions, transcribed from shared/TORCH_RNG.md.
 #include "attnviz/torch_rng.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
+#include "../simd/rng.hpp"
+#define ATTNVIZ_RNG_AVX2 1
+#endif
 
 namespace attnviz {
 namespace {
+
 constexpr double kPi = 3.14159265358979323846;  // c10::pi<double>
+
+// Draws are made in runs of this many (a multiple of 16, so that whole Box-Muller blocks are transformed
+// while they are still in cache).
+constexpr std::size_t kChunk = 4096;
+
+template <class To, class From>
+To bit_cast(From x) {
+  static_assert(sizeof(To) == sizeof(From));
+  To y;
+  std::memcpy(&y, &x, sizeof y);
+  return y;
+}
+
+// fmaf(a, b, c), correctly rounded, with double arithmetic only (the same bits in every build, fast where
+// there is no FMA instruction: baseline x86-64, WebAssembly). a * b is exact in double; the double sum is
+// then rounded once more to float, which is only wrong when it lands exactly on a float rounding midpoint
+// without being exact: then the exact error of the sum (TwoSum) says which way the true value lies.
+inline float fma_f32(float a, float b, float c) {
+  const double p = static_cast<double>(a) * static_cast<double>(b);
+  const double s = p + static_cast<double>(c);
+  const std::uint64_t bits = bit_cast<std::uint64_t>(s);
+  const double magnitude = std::fabs(s);
+  // Float subnormals round at another bit; sums near the float overflow threshold are left to libm too.
+  if (magnitude < 0x1p-126 && magnitude != 0.0) return std::fma(a, b, c);
+  if ((bits & 0x1FFFFFFFu) != 0x10000000u) return static_cast<float>(s);
+  if (!(magnitude <= 0x1p127)) return std::fma(a, b, c);
+  const double bb = s - p;
+  const double error = (p - (s - bb)) + (static_cast<double>(c) - bb);
+  if (error == 0.0) return static_cast<float>(s);  // a true tie: round half to even, as the cast does
+  const bool away = (error > 0.0) == (s > 0.0);
+  return static_cast<float>(bit_cast<double>(away ? bits + 1 : bits - 1));
+}
+
+inline float float_from_bits(std::uint32_t u) {
+  return bit_cast<float>(u);
+}
+inline std::uint32_t bits_of(float f) {
+  return bit_cast<std::uint32_t>(f);
+}
+
+// log(u) for u in (0, 1]: avx_mathfun.h's log256_ps (Cephes logf), one lane, with PyTorch's fused
+// multiply-adds (see simd/rng_avx2.cpp, the vector twin: same operations, same order).
+inline float log_cephes(float u) {
+  float x = u < 0x1p-126f ? 0x1p-126f : u;
+  const std::int32_t exponent = static_cast<std::int32_t>(bits_of(x) >> 23) - 127;
+  x = float_from_bits((bits_of(x) & 0x807fffffu) | 0x3f000000u);  // mantissa in [0.5, 1)
+  float e = static_cast<float>(exponent) + 1.0f;
+  const bool small = x < 0.707106781186547524f;  // then e -= 1, x = x + x - 1; else x = x - 1
+  const float tmp = small ? x : 0.0f;
+  x = x + -1.0f;
+  e = e - (small ? 1.0f : 0.0f);
+  x = tmp + x;
+  const float z = x * x;
+  float y = 7.0376836292e-2f;
+  y = fma_f32(x, y, -1.1514610310e-1f);
+  y = fma_f32(x, y, 1.1676998740e-1f);
+  y = fma_f32(x, y, -1.2420140846e-1f);
+  y = fma_f32(x, y, 1.4249322787e-1f);
+  y = fma_f32(x, y, -1.6668057665e-1f);
+  y = fma_f32(x, y, 2.0000714765e-1f);
+  y = fma_f32(x, y, -2.4999993993e-1f);
+  y = fma_f32(x, y, 3.3333331174e-1f);
+  y = x * y;
+  y = fma_f32(y, z, e * -2.12194440e-4f);
+  y = fma_f32(-z, 0.5f, y);
+  x = x + y;
+  return fma_f32(e, 0.693359375f, x);
+}
+
+// sin and cos of theta in [0, 2 pi): avx_mathfun.h's sincos256_ps (Cephes sinf/cosf), one lane.
+inline void sincos_cephes(float theta, float& sin_out, float& cos_out) {
+  const float ax = float_from_bits(bits_of(theta) & 0x7fffffffu);
+  std::uint32_t sign_sin = bits_of(theta) & 0x80000000u;
+  std::int32_t j = static_cast<std::int32_t>(ax * 1.27323954473516f) + 1;  // 4 / pi, truncated
+  j &= ~1;
+  const bool poly = (j & 2) == 0;  // the sine polynomial gives the sine
+  const float y = static_cast<float>(j);
+  const std::uint32_t sign_cos = static_cast<std::uint32_t>(~(j - 2) & 4) << 29;
+  sign_sin ^= static_cast<std::uint32_t>(j & 4) << 29;
+  float x = fma_f32(y, -0.78515625f, ax);  // extended-precision reduction by pi / 4
+  x = fma_f32(y, -2.4187564849853515625e-4f, x);
+  x = fma_f32(y, -3.77489497744594108e-8f, x);
+  const float z = x * x;
+  float c = fma_f32(z, 2.443315711809948e-5f, -1.388731625493765e-3f);
+  c = fma_f32(z, c, 4.166664568298827e-2f);
+  c = z * c;
+  c = fma_f32(c, z, -(z * 0.5f));
+  c = c + 1.0f;
+  float s = fma_f32(z, -1.9515295891e-4f, 8.3321608736e-3f);
+  s = fma_f32(z, s, -1.6666654611e-1f);
+  s = z * s;
+  s = fma_f32(s, x, x);
+  const float sin2 = poly ? s : 0.0f, sin1 = poly ? 0.0f : c;
+  s = s - sin2;
+  c = c - sin1;
+  sin_out = float_from_bits(bits_of(sin2 + sin1) ^ sign_sin);
+  cos_out = float_from_bits(bits_of(s + c) ^ sign_cos);
+}
+
+// normal_fill_16_AVX2 on one block of 16 uniforms, in place: element j (< 8) pairs with j + 8.
+void normal_block(float* d, float mean, float std) {
+  for (int j = 0; j < 8; ++j) {
+    const float u1 = 1.0f - d[j];                        // (0, 1] for the log
+    const float theta = 6.2831854820251465f * d[j + 8];  // float(2 pi)
+    const float radius = std::sqrt(-2.0f * log_cephes(u1));
+    float s, c;
+    sincos_cephes(theta, s, c);
+    d[j] = fma_f32(radius * c, std, mean);
+    d[j + 8] = fma_f32(radius * s, std, mean);
+  }
+}
+
+// Which kernels the bulk paths run: the AVX2 + FMA ones (on AVX2 and AVX-512 processors) or the scalar ones.
+bool use_avx2(Isa isa) {
+#ifdef ATTNVIZ_RNG_AVX2
+  const Isa resolved = resolve(isa);
+  return resolved == Isa::avx2 || resolved == Isa::avx512;
+#else
+  (void)isa;
+  return false;
+#endif
+}
+
+void uniform_from_bits(const std::uint32_t* bits, float* out, std::size_t n, float from, float range,
+                       bool avx2) {
+#ifdef ATTNVIZ_RNG_AVX2
+  if (avx2) return simd::uniform_from_bits_avx2(bits, out, n, from, range);
+#else
+  (void)avx2;
+#endif
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = fma_f32(static_cast<float>(bits[i] & 0xFFFFFFu) * 0x1p-24f, range, from);
+}
+
+// n float uniforms in [0, 1) (uniform_float), drawn in bulk.
+void draw_unit_floats(TorchGenerator& g, float* out, std::size_t n) {
+  std::uint32_t bits[kChunk];
+  while (n > 0) {
+    const std::size_t m = std::min(n, kChunk);
+    g.random_fill(bits, m);
+    for (std::size_t i = 0; i < m; ++i) out[i] = static_cast<float>(bits[i] & 0xFFFFFFu) * 0x1p-24f;
+    out += m;
+    n -= m;
+  }
+}
+
+void normal_blocks(float* data, std::size_t blocks, float mean, float std, bool avx2) {
+#ifdef ATTNVIZ_RNG_AVX2
+  if (avx2) return simd::normal_blocks_avx2(data, blocks, mean, std);
+#else
+  (void)avx2;
+#endif
+  for (std::size_t b = 0; b < blocks; ++b) normal_block(data + 16 * b, mean, std);
+}
+
 }  // namespace
 
+void Mt19937::seed(std::uint32_t seed) {
+  state_[0] = seed;
+  for (int i = 1; i < kStateSize; ++i) {
+    const std::uint32_t prev = state_[i - 1];
+    state_[i] = 1812433253u * (prev ^ (prev >> 30)) + static_cast<std::uint32_t>(i);
+  }
+  index_ = kStateSize;
+}
+
+void Mt19937::twist() {
+  constexpr int n = kStateSize, m = 397;
+  auto next = [](std::uint32_t upper, std::uint32_t lower, std::uint32_t far) {
+    const std::uint32_t y = (upper & 0x80000000u) | (lower & 0x7fffffffu);
+    return far ^ (y >> 1) ^ ((0u - (y & 1u)) & 0x9908b0dfu);
+  };
+  // Three loops without wrap-around inside, so that the compiler vectorizes the first two.
+  for (int i = 0; i < n - m; ++i) state_[i] = next(state_[i], state_[i + 1], state_[i + m]);
+  for (int i = n - m; i < n - 1; ++i) state_[i] = next(state_[i], state_[i + 1], state_[i + m - n]);
+  state_[n - 1] = next(state_[n - 1], state_[0], state_[m - 1]);
+  index_ = 0;
+}
+
+void Mt19937::fill(std::uint32_t* out, std::size_t n) {
+  while (n > 0) {
+    if (index_ == kStateSize) twist();
+    const std::size_t m = std::min(n, static_cast<std::size_t>(kStateSize - index_));
+    const std::uint32_t* src = state_ + index_;
+    for (std::size_t i = 0; i < m; ++i) out[i] = temper(src[i]);
+    index_ += static_cast<int>(m);
+    out += m;
+    n -= m;
+  }
+}
+
 void TorchGenerator::manual_seed(std::uint64_t seed) {
-  engine_.seed(static_cast<std::mt19937::result_type>(seed & 0xFFFFFFFFu));
+  engine_.seed(static_cast<std::uint32_t>(seed & 0xFFFFFFFFu));
   next_normal_.reset();
 }
 
@@ -35,7 +232,8 @@ double TorchGenerator::normal_double() {
   }
   const double u1 = uniform_double();
   const double u2 = uniform_double();
-  const double r = std::sqrt(-2.0 * std::log1p(-u2));
+  // log(1 - u2), not log1p(-u2): what Debian's libtorch_cpu calls.
+  const double r = std::sqrt(-2.0 * std::log(1.0 - u2));
   const double theta = 2.0 * kPi * u1;
   next_normal_ = r * std::sin(theta);
   return r * std::cos(theta);
@@ -43,40 +241,51 @@ double TorchGenerator::normal_double() {
 
 std::vector<float> torch_rand(TorchGenerator& g, std::size_t n) {
   std::vector<float> out(n);
-  for (float& x : out) x = g.uniform_float();
+  draw_unit_floats(g, out.data(), n);
   return out;
 }
 
-void torch_uniform_(TorchGenerator& g, float* out, std::size_t n, float from, float to) {
+void torch_uniform_(TorchGenerator& g, float* out, std::size_t n, float from, float to, Isa isa) {
   const float range = to - from;
-  for (std::size_t i = 0; i < n; ++i) out[i] = std::fma(g.uniform_float(), range, from);
+  const bool avx2 = use_avx2(isa);
+  std::uint32_t bits[kChunk];
+  while (n > 0) {
+    const std::size_t m = std::min(n, kChunk);
+    g.random_fill(bits, m);
+    uniform_from_bits(bits, out, m, from, range, avx2);
+    out += m;
+    n -= m;
+  }
 }
 
-std::vector<float> torch_randn(TorchGenerator& g, std::size_t n) {
-  std::vector<float> out(n);
+void torch_normal_(TorchGenerator& g, float* out, std::size_t n, double mean, double std, Isa isa) {
   if (n < 16) {
-    for (float& x : out) x = static_cast<float>(g.normal_double());
-    return out;
+    // Per element, in double: fma(z, std, mean) as PyTorch's build contracts z * std + mean.
+    for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(std::fma(g.normal_double(), std, mean));
+    return;
   }
-  // All uniforms first, then Box-Muller over blocks of 16: element j pairs with j + 8.
-  for (float& x : out) x = g.uniform_float();
-  auto block = [](float* d) {
-    for (int j = 0; j < 8; ++j) {
-      const float u1 = 1.0f - d[j];  // (0, 1] for the log
-      const float u2 = d[j + 8];
-      const float radius = std::sqrt(-2.0f * std::log(u1));
-      const float theta = static_cast<float>(2.0 * kPi * static_cast<double>(u2));
-      d[j] = radius * std::cos(theta);
-      d[j + 8] = radius * std::sin(theta);
-    }
-  };
-  for (std::size_t i = 0; i + 16 <= n; i += 16) block(out.data() + i);
-  if (n % 16 != 0) {
-    // The tail: 16 fresh uniforms overwrite the last 16 slots and are transformed as one more block.
-    float* tail = out.data() + (n - 16);
-    for (int j = 0; j < 16; ++j) tail[j] = g.uniform_float();
-    block(tail);
+  const float mean_f = static_cast<float>(mean), std_f = static_cast<float>(std);
+  const bool avx2 = use_avx2(isa);
+  // PyTorch draws all n uniforms, then transforms whole blocks: block k only reads its own 16 uniforms, so
+  // transforming each run of draws as soon as it is drawn gives the same values.
+  const std::size_t whole = n / 16 * 16;
+  for (std::size_t i = 0; i < whole; i += kChunk) {
+    const std::size_t m = std::min(kChunk, whole - i);
+    draw_unit_floats(g, out + i, m);
+    normal_blocks(out + i, m / 16, mean_f, std_f, avx2);
   }
+  if (whole != n) {
+    // The last n % 16 uniforms are drawn (and later overwritten); then 16 fresh ones replace the last 16
+    // elements and are transformed as one more block.
+    draw_unit_floats(g, out + whole, n - whole);
+    draw_unit_floats(g, out + n - 16, 16);
+    normal_blocks(out + n - 16, 1, mean_f, std_f, avx2);
+  }
+}
+
+std::vector<float> torch_randn(TorchGenerator& g, std::size_t n, Isa isa) {
+  std::vector<float> out(n);
+  torch_normal_(g, out.data(), n, 0.0, 1.0, isa);
   return out;
 }
 
@@ -119,6 +328,10 @@ std::vector<std::uint8_t> torch_dropout_mask(TorchGenerator& g, std::size_t n, d
 
 float dropout_scale(double p) {
   return 1.0f / static_cast<float>(1.0 - p);
+}
+
+float fma_exact(float a, float b, float c) {
+  return fma_f32(a, b, c);
 }
 
 }  // namespace attnviz

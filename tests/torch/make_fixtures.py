@@ -465,8 +465,12 @@ def fixture(i, c):
     }
 
 # ==================================================================================================================
-# JSON text: floats as %.9g, matrices one row per line.
+# JSON text: floats as %.9g (F64: %.17g), matrices one row per line.
 # ==================================================================================================================
+
+
+class F64(float):
+    """A float64 that is written with 17 significant digits instead of 9."""
 
 
 def _num(v):
@@ -477,7 +481,7 @@ def _num(v):
     if isinstance(v, float):
         if not math.isfinite(v):
             raise ValueError(f"non-finite number {v}")
-        return '%.9g' % v
+        return ('%.17g' if isinstance(v, F64) else '%.9g') % v
     return json.dumps(v)
 
 

@@ -15,6 +15,10 @@ namespace attnviz {
 // The sentence the app opens with: the book's running example.
 inline constexpr const char* kDefaultText = "Your journey starts with one step";
 
+// Decodes the code point at s[i] (i < s.size()); returns its length in bytes, or 0 where the bytes there are
+// not well-formed UTF-8 (also for a truncated sequence).
+std::size_t decode_utf8(std::string_view s, std::size_t i, char32_t& cp);
+
 // Checks that `s` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
 Status check_utf8(std::string_view s);
 

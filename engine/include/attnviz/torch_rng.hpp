@@ -2,15 +2,46 @@
 // seed gives the same parameters and dropout masks as a notebook calling torch.manual_seed(seed).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <random>
 #include <vector>
 
 #include "attnviz/config.hpp"
+#include "attnviz/exec.hpp"
 #include "attnviz/tensor.hpp"
 
 namespace attnviz {
+
+// The 32-bit Mersenne Twister, the same stream as std::mt19937 (and at::mt19937), with a bulk interface:
+// fill() regenerates the 624-word state in one pass and tempers whole runs of it, which is what lets a
+// seeded GPT-2 initialization (about 163M draws) take a fraction of a second.
+class Mt19937 {
+ public:
+  static constexpr int kStateSize = 624;
+
+  explicit Mt19937(std::uint32_t seed = 5489u) { this->seed(seed); }
+  void seed(std::uint32_t seed);
+
+  std::uint32_t operator()() {
+    if (index_ == kStateSize) twist();
+    return temper(state_[index_++]);
+  }
+  // The next n outputs, exactly what n calls of operator() would return.
+  void fill(std::uint32_t* out, std::size_t n);
+
+ private:
+  void twist();
+  static std::uint32_t temper(std::uint32_t y) {
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    return y ^ (y >> 18);
+  }
+
+  std::uint32_t state_[kStateSize];
+  int index_ = kStateSize;
+};
 
 class TorchGenerator {
  public:
@@ -20,14 +51,18 @@ class TorchGenerator {
   // sample.
   void manual_seed(std::uint64_t seed);
 
-  std::uint32_t random() { return static_cast<std::uint32_t>(engine_()); }
+  std::uint32_t random() { return engine_(); }
+  // n consecutive 32-bit draws at once (the same values as n calls of random()).
+  void random_fill(std::uint32_t* out, std::size_t n) { engine_.fill(out, n); }
   std::uint64_t random64();  // two draws: (first << 32) | second
   float uniform_float();     // one draw: (r & 0xFFFFFF) * 2^-24, in [0, 1)
   double uniform_double();   // two draws: 53 bits * 2^-53, in [0, 1)
-  double normal_double();    // at::normal_distribution<double> (Box-Muller, caches the sine half)
+  // at::normal_distribution<double>: Box-Muller on two double uniforms, r = sqrt(-2 log(1 - u2)), returns
+  // r cos(2 pi u1) and caches r sin(2 pi u1) (unscaled) for the next call.
+  double normal_double();
 
  private:
-  std::mt19937 engine_;
+  Mt19937 engine_;
   std::optional<double> next_normal_;
 };
 
@@ -35,11 +70,25 @@ class TorchGenerator {
 std::vector<float> torch_rand(TorchGenerator& g, std::size_t n);
 
 // tensor.uniform_(from, to) on float32: x * (to - from) + from, contracted to one fma as in PyTorch's AVX2
-// build.
-void torch_uniform_(TorchGenerator& g, float* out, std::size_t n, float from, float to);
+// build. `isa` picks the kernels (the result is the same for every ISA; tests and benchmarks compare them).
+void torch_uniform_(TorchGenerator& g, float* out, std::size_t n, float from, float to,
+                    Isa isa = Isa::automatic);
 
-// torch.randn(n) for float32 (Box-Muller in blocks of 16 for n >= 16, double precision pairs below).
-std::vector<float> torch_randn(TorchGenerator& g, std::size_t n);
+// tensor.normal_(mean, std) on a contiguous float32 tensor of n elements, bit for bit as PyTorch 1.13's x86
+// build (AVX2 kernels) computes it:
+// - n >= 16: n float uniforms first, then Box-Muller in place over blocks of 16 (element j of a block pairs
+//   with j + 8) with the Cephes single-precision log and sincos of avx_mathfun.h, each element finished as
+//   fma(r * cos, std, mean) in float; if n % 16 != 0, 16 fresh uniforms overwrite the last 16 elements and
+//   are transformed as one more block.
+// - n < 16: at::normal_distribution<double> per element (TorchGenerator::normal_double), then
+//   fma(z, std, mean) in double, rounded to float.
+// mean and std are doubles, as PyTorch takes them: the n >= 16 path rounds them to float, the n < 16 path
+// does not (normal_(0, 0.02) scales small tensors by the double 0.02).
+void torch_normal_(TorchGenerator& g, float* out, std::size_t n, double mean, double std,
+                   Isa isa = Isa::automatic);
+
+// torch.randn(n) for float32: torch_normal_(g, out, n, 0, 1).
+std::vector<float> torch_randn(TorchGenerator& g, std::size_t n, Isa isa = Isa::automatic);
 
 // nn.Linear(in, out, bias): weight (out, in) from kaiming_uniform_(a = sqrt(5)), then the bias (out).
 struct Linear {
@@ -53,5 +102,9 @@ std::vector<std::uint8_t> torch_dropout_mask(TorchGenerator& g, std::size_t n, d
 
 // The factor nn.Dropout multiplies kept values by: float32 1 / (1 - p).
 float dropout_scale(double p);
+
+// fmaf(a, b, c), correctly rounded (the same bits as std::fma), computed with double multiplies and adds:
+// the fused multiply-add of the scalar kernels, for builds without an FMA instruction (WebAssembly).
+float fma_exact(float a, float b, float c);
 
 }  // namespace attnviz

@@ -1,0 +1,142 @@
+// attnviz-gpt-bench: whole GPT-2 models. Prints the seeded gpt2-small initialization time; the full forward
+// pass (eval, every head's attention weights of every layer kept) at T = 16, 128, 512 and 1024 with GFLOP/s
+// against the machine's measured FP32 FMA peak, with the last position's logits (what the next-token view
+// needs) and with every position's (what PyTorch's GPTModel computes); and one appended token at T = 64 (the
+// incremental path). Passes reuse the previous result's storage, as the app does. The PyTorch peer is
+// bench/torch_gpt_peer.py.
+//
+//   attnviz-gpt-bench [--quick] [--threads N] [--preset NAME] [--file PATH]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "attnviz/gpt.hpp"
+#include "layer_timing.hpp"
+#include "simd/packed.hpp"
+#include "src/thread_pool.hpp"
+
+using namespace attnviz;
+using namespace attnviz::bench;
+
+namespace {
+
+double fma_peak(Isa isa, int threads) {
+  ThreadPool& pool = ThreadPool::shared(threads);
+  const long iterations = 20'000'000;
+  std::vector<float> sink(static_cast<std::size_t>(threads));
+  double flops = 0;
+  const double seconds = median_seconds(
+      [&] {
+        std::vector<double> done(static_cast<std::size_t>(threads));
+        pool.run(threads, [&](int t, int) {
+          done[static_cast<std::size_t>(t)] =
+              simd::run_fma_probe(isa, iterations, &sink[static_cast<std::size_t>(t)]);
+        });
+        flops = 0;
+        for (double d : done) flops += d;
+      },
+      0.5, 3);
+  return flops / seconds;
+}
+
+// Multiply-adds x 2 of one pass: the block matrices (12 d^2 per token), the attention of every head (q k^T
+// and weights v over the causal half, 2 T^2 d per layer) and the head over `logit_rows` positions.
+double pass_flops(const GptConfig& c, int T, int logit_rows) {
+  const double d = c.d_model, t = T;
+  return c.n_layers * (24.0 * t * d * d + 2.0 * t * t * d) + 2.0 * logit_rows * d * c.vocab_size;
+}
+
+std::vector<int> ids_of(int T, int vocab) {
+  std::vector<int> ids;
+  for (int i = 0; i < T; ++i)
+    ids.push_back(static_cast<int>((2654435761u * static_cast<unsigned>(i + 1)) % vocab));
+  return ids;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  int threads = 2;
+  std::string preset = "gpt2-small";
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) {
+      quick = true;
+    } else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
+      threads = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--preset") && i + 1 < argc) {
+      preset = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: attnviz-gpt-bench [--quick] [--threads N] [--preset NAME]\n");
+      return 2;
+    }
+  }
+  const std::optional<GptConfig> config = find_gpt_preset(preset);
+  if (!config) {
+    std::fprintf(stderr, "attnviz-gpt-bench: unknown preset %s\n", preset.c_str());
+    return 1;
+  }
+  const Isa isa = resolve(Isa::automatic);
+  threads = resolve_threads(threads);
+  const double budget = quick ? 0.5 : 3.0;
+  const double peak = isa == Isa::scalar ? 0.0 : fma_peak(isa, threads);
+  std::printf("%s, %s kernels, %d threads, measured FP32 FMA peak %.1f GFLOP/s\n", preset.c_str(),
+              to_string(isa), threads, peak / 1e9);
+
+  GptOptions options;
+  options.train = false;
+  options.exec = {isa, threads};
+  GptModel model;
+  const double t0 = now();
+  if (Status st = seeded_gpt(*config, 123, options, model); !st.is_ok()) {
+    std::fprintf(stderr, "attnviz-gpt-bench: %s\n", st.error.c_str());
+    return 1;
+  }
+  std::printf(
+      "seeded init (torch.manual_seed(123); GPTModel(cfg)): %.3f s, %lld parameters, %.1f MB packed\n",
+      now() - t0, static_cast<long long>(parameter_count(*config, false)),
+      static_cast<double>(model.weights().bytes()) / 1e6);
+
+  std::printf("\nfull forward, eval, every head's attention weights kept (median of runs)\n");
+  std::printf("%6s %14s %10s %9s %16s %10s\n", "T", "logits", "ms", "GFLOP/s", "of FMA peak", "kept MB");
+  for (int T : {16, 128, 512, 1024}) {
+    if (T > config->context_length) continue;
+    const std::vector<int> ids = ids_of(T, config->vocab_size);
+    for (bool all : {false, true}) {
+      GptRequest req;
+      req.all_logits = all;
+      GptResult r;
+      const double s = median_seconds(
+          [&] {
+            model.forget();  // a full pass, never the incremental one (as after pasting a new text)
+            if (!model.forward(ids, req, r).is_ok() || r.reused != 0) std::abort();
+          },
+          budget, quick ? 2 : 3);
+      double kept = static_cast<double>(r.logits.size()) * 4.0;
+      for (const GptLayer& l : r.layers) kept += static_cast<double>(l.attention.weights.size()) * 4.0;
+      const double flops = pass_flops(*config, T, all ? T : 1);
+      std::printf("%6d %14s %10.1f %9.1f %15.0f%% %10.1f\n", T, all ? "every position" : "last position",
+                  s * 1e3, flops / s / 1e9, peak > 0 ? 100.0 * flops / s / peak : 0.0, kept / 1e6);
+    }
+  }
+
+  std::printf("\none appended token (incremental path, keys and values of the prefix reused)\n");
+  for (int T : {64, 256, 1024}) {
+    if (T > config->context_length) continue;
+    const std::vector<int> ids = ids_of(T, config->vocab_size), prefix(ids.begin(), ids.end() - 1);
+    GptRequest req;
+    GptResult r;
+    std::vector<double> times;
+    for (int rep = 0; rep < (quick ? 5 : 15); ++rep) {
+      if (!model.forward(prefix, req, r).is_ok()) std::abort();
+      const double a = now();
+      if (!model.forward(ids, req, r).is_ok() || r.reused != T - 1) std::abort();
+      times.push_back(now() - a);
+    }
+    std::sort(times.begin(), times.end());
+    std::printf("  T = %4d: %.1f ms (median of %zu)\n", T, times[times.size() / 2] * 1e3, times.size());
+  }
+  return 0;
+}

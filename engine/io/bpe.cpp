@@ -1,0 +1,488 @@
+#include "bpe.hpp"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <unordered_map>
+
+#include "attnviz/text.hpp"
+
+namespace attnviz {
+namespace {
+
+// GPT-2's pre-tokenizer (openai/gpt-2 encoder.py), with \p{} and \s taken from Unicode (PCRE2_UCP).
+constexpr char kPattern[] = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// Pieces up to this many bytes are remembered per vocabulary (most words repeat); the memory is dropped
+// when it holds this many pieces.
+constexpr std::size_t kCachedPieceBytes = 64;
+constexpr std::size_t kCachedPieces = std::size_t{1} << 16;
+
+struct CodeDeleter {
+  void operator()(pcre2_code* c) const { pcre2_code_free(c); }
+};
+struct MatchDeleter {
+  void operator()(pcre2_match_data* m) const { pcre2_match_data_free(m); }
+};
+
+// Compiled once for the whole program; matching needs only per-call match data, so it is thread-safe.
+const pcre2_code* pretokenizer() {
+  static const std::unique_ptr<pcre2_code, CodeDeleter> code = [] {
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    return std::unique_ptr<pcre2_code, CodeDeleter>(
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+                      &error, &offset, nullptr));
+  }();
+  return code.get();
+}
+
+// GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the other 68 bytes for U+0100 on,
+// in byte order. Vocabulary files write every token in this alphabet.
+struct Alphabet {
+  char32_t of_byte[256];
+  int byte_of[0x144];  // code point -> byte, -1 where none
+
+  Alphabet() {
+    for (int& b : byte_of) b = -1;
+    char32_t next = 0x100;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      of_byte[b] = printable ? static_cast<char32_t>(b) : next++;
+      byte_of[of_byte[b]] = b;
+    }
+  }
+};
+const Alphabet& alphabet() {
+  static const Alphabet a;
+  return a;
+}
+
+// A token as written in a vocabulary file -> its raw bytes; false for a character outside the alphabet.
+bool from_alphabet(std::string_view s, std::string& raw) {
+  raw.clear();
+  for (std::size_t i = 0; i < s.size();) {
+    char32_t cp = 0;
+    const std::size_t n = decode_utf8(s, i, cp);
+    if (n == 0 || cp >= 0x144 || alphabet().byte_of[cp] < 0) return false;
+    raw += static_cast<char>(alphabet().byte_of[cp]);
+    i += n;
+  }
+  return true;
+}
+
+std::string to_alphabet(std::string_view raw) {
+  std::string s;
+  for (char c : raw) {
+    const char32_t cp = alphabet().of_byte[static_cast<unsigned char>(c)];
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else {
+      s += static_cast<char>(0xC0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  return s;
+}
+
+// Appends `s` with nothing invisible: as a token label (spaces, newlines and tabs as symbols, broken UTF-8 as
+// <0xNN>), or for an error message (every control character and broken byte as \xNN).
+void append_visible(std::string& out, std::string_view s, bool as_label) {
+  char buf[8];
+  for (std::size_t i = 0; i < s.size();) {
+    char32_t cp = 0;
+    const std::size_t n = decode_utf8(s, i, cp);
+    if (n == 0) {
+      std::snprintf(buf, sizeof buf, as_label ? "<0x%02X>" : "\\x%02X",
+                    static_cast<unsigned>(static_cast<unsigned char>(s[i])));
+      out += buf;
+      ++i;
+      continue;
+    }
+    if (as_label && cp == ' ') {
+      out += "\u00B7";
+    } else if (as_label && cp == '\n') {
+      out += "\u21B5";
+    } else if (as_label && cp == '\t') {
+      out += "\u2192";
+    } else if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
+      std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned>(cp));
+      out += buf;
+    } else {
+      out.append(s.substr(i, n));
+    }
+    i += n;
+  }
+}
+
+// A token or line quoted for an error message, cut at 40 bytes.
+std::string shown(std::string_view s) {
+  std::string out = "\"";
+  const bool cut = s.size() > 40;
+  if (cut) {
+    std::size_t end = 40;
+    while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+    s = s.substr(0, end);
+  }
+  append_visible(out, s, false);
+  return out + (cut ? "...\"" : "\"");
+}
+
+std::uint64_t pair_key(int left, int right) {
+  return static_cast<std::uint64_t>(left) << 32 | static_cast<std::uint32_t>(right);
+}
+
+Status read_regular_file(const std::string& path, std::string& body) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return Status::fail("cannot read " + path + ": no such file");
+  if (!fs::is_regular_file(st)) return Status::fail("cannot read " + path + ": not a regular file");
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (ec) return Status::fail("cannot read " + path);
+  if (size > kMaxVocabFileBytes) return Status::fail(path + " is larger than 64 MB");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::fail("cannot read " + path);
+  body.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  if (f.bad() || body.size() > kMaxVocabFileBytes) return Status::fail("cannot read " + path);
+  return Status::ok();
+}
+
+bool holds_vocab(const std::filesystem::path& dir, const char* a, const char* b) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(dir / a, ec) && std::filesystem::is_regular_file(dir / b, ec);
+}
+
+}  // namespace
+
+struct Bpe::Impl {
+  struct Merge {
+    int rank, result;
+  };
+  std::vector<std::string> bytes;                   // id -> raw bytes ("" where no token has the id)
+  int byte_id[256] = {};                            // byte -> its single-byte token
+  std::unordered_map<std::uint64_t, Merge> merges;  // pair_key(left, right) -> rank and result
+
+  mutable std::mutex cache_mutex;
+  mutable std::unordered_map<std::string, std::vector<int>> cache;  // piece bytes -> ids
+
+  const Merge* find(int left, int right) const {
+    const auto it = merges.find(pair_key(left, right));
+    return it == merges.end() ? nullptr : &it->second;
+  }
+  void encode_piece(std::string_view piece, std::vector<int>& ids) const;
+  void merge_piece(std::string_view piece, std::vector<int>& ids) const;
+};
+
+// GPT-2's bpe() on one pre-token: repeatedly merge the adjacent pair of lowest rank, all of its occurrences
+// left to right. This does the same merges through a priority queue keyed by (rank, position), so a piece of
+// n bytes costs O(n log n) rather than O(n^2). It gives GPT-2's result because a merge's parts always come
+// from earlier merges (checked at load), so a merge never creates a pair of lower rank than its own.
+void Bpe::Impl::merge_piece(std::string_view piece, std::vector<int>& ids) const {
+  const int n = static_cast<int>(piece.size());
+  std::vector<int> id(piece.size()), next(piece.size()), prev(piece.size());
+  for (int i = 0; i < n; ++i) {
+    id[i] = byte_id[static_cast<unsigned char>(piece[static_cast<std::size_t>(i)])];
+    next[i] = i + 1 < n ? i + 1 : -1;
+    prev[i] = i - 1;
+  }
+  struct Candidate {
+    int rank, left, right;
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+  const auto consider = [&](int left, int right) {
+    if (const Merge* m = find(id[left], id[right])) queue.push({m->rank, left, right});
+  };
+  for (int i = 0; i + 1 < n; ++i) consider(i, i + 1);
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    // Skip candidates that earlier merges made stale: a side was merged away or changed.
+    if (id[c.left] < 0 || next[c.left] != c.right) continue;
+    const Merge* m = find(id[c.left], id[c.right]);
+    if (!m || m->rank != c.rank) continue;
+    id[c.left] = m->result;
+    id[c.right] = -1;
+    next[c.left] = next[c.right];
+    if (next[c.left] >= 0) prev[next[c.left]] = c.left;
+    if (prev[c.left] >= 0) consider(prev[c.left], c.left);
+    if (next[c.left] >= 0) consider(c.left, next[c.left]);
+  }
+  for (int i = 0; i >= 0; i = next[i]) ids.push_back(id[i]);
+}
+
+void Bpe::Impl::encode_piece(std::string_view piece, std::vector<int>& ids) const {
+  if (piece.size() > kCachedPieceBytes) return merge_piece(piece, ids);
+  const std::string key(piece);
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    const auto it = cache.find(key);
+    if (it != cache.end()) {
+      ids.insert(ids.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  const std::size_t start = ids.size();
+  merge_piece(piece, ids);
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  if (cache.size() >= kCachedPieces) cache.clear();
+  cache.emplace(key, std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end()));
+}
+
+Status Bpe::encode(std::string_view utf8, std::vector<int>& ids) const {
+  ids.clear();
+  if (!impl_) return Status::fail("no vocabulary is loaded");
+  if (Status st = check_utf8(utf8); !st.is_ok()) return st;
+  const pcre2_code* re = pretokenizer();
+  if (!re) return Status::fail("GPT-2's pre-tokenizer pattern does not compile (PCRE2 without Unicode?)");
+  const std::unique_ptr<pcre2_match_data, MatchDeleter> match(
+      pcre2_match_data_create_from_pattern(re, nullptr));
+  if (!match) return Status::fail("out of memory for the pre-tokenizer");
+  const auto subject = reinterpret_cast<PCRE2_SPTR>(utf8.data());
+  std::uint32_t options = 0;  // PCRE2 checks the UTF-8 on the first call only (each check reads it all)
+  for (std::size_t pos = 0; pos < utf8.size();) {
+    const int rc = pcre2_match(re, subject, utf8.size(), pos, options, match.get(), nullptr);
+    options = PCRE2_NO_UTF_CHECK;
+    if (rc == PCRE2_ERROR_NOMATCH) break;  // like Python's findall: unmatched text has no tokens
+    if (rc < 0) {
+      PCRE2_UCHAR message[160];
+      pcre2_get_error_message(rc, message, sizeof message);
+      ids.clear();
+      return Status::fail(std::string("the pre-tokenizer failed: ") + reinterpret_cast<const char*>(message));
+    }
+    const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
+    if (span[1] <= span[0]) {  // never happens with this pattern (no alternative is empty), but keep moving
+      pos = span[0] + 1;
+      while (pos < utf8.size() && (static_cast<unsigned char>(utf8[pos]) & 0xC0) == 0x80) ++pos;
+      continue;
+    }
+    impl_->encode_piece(utf8.substr(span[0], span[1] - span[0]), ids);
+    pos = span[1];
+  }
+  return Status::ok();
+}
+
+std::string Bpe::decode(const std::vector<int>& ids) const {
+  std::string out;
+  for (int id : ids) out += bytes(id);
+  return out;
+}
+
+const std::string& Bpe::bytes(int id) const {
+  static const std::string none;
+  if (!impl_ || id < 0 || id >= size()) return none;
+  return impl_->bytes[static_cast<std::size_t>(id)];
+}
+
+std::string Bpe::label(int id) const {
+  return token_label(bytes(id));
+}
+
+int Bpe::size() const {
+  return impl_ ? static_cast<int>(impl_->bytes.size()) : 0;
+}
+
+std::string token_label(std::string_view bytes) {
+  std::string out;
+  append_visible(out, bytes, true);
+  return out;
+}
+
+namespace {
+
+// One merge as read from the file: its two parts in the vocabulary's alphabet, and where it was.
+struct MergeText {
+  std::string left, right;
+  std::string where;  // "merges line 7", "merges entry 7"
+};
+
+Status split_merge(std::string_view line, const std::string& where, MergeText& m) {
+  const std::size_t space = line.find(' ');
+  if (space == std::string_view::npos || space == 0 || space + 1 == line.size() ||
+      line.find(' ', space + 1) != std::string_view::npos) {
+    return Status::fail(where + ": expected two tokens separated by one space, got " + shown(line));
+  }
+  m.left = std::string(line.substr(0, space));
+  m.right = std::string(line.substr(space + 1));
+  m.where = where;
+  return Status::ok();
+}
+
+// merges.txt / vocab.bpe lines, or a JSON array of "a b" strings or ["a", "b"] pairs.
+Status read_merges(std::string_view text, const std::string& name, std::vector<MergeText>& merges) {
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && text[first] == '[') {
+    const nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+    if (j.is_discarded() || !j.is_array()) return Status::fail(name + " is not a valid JSON array of merges");
+    for (std::size_t i = 0; i < j.size(); ++i) {
+      const std::string where = name + " entry " + std::to_string(i + 1);
+      MergeText m;
+      if (j[i].is_string()) {
+        if (Status st = split_merge(j[i].get_ref<const std::string&>(), where, m); !st.is_ok()) return st;
+      } else if (j[i].is_array() && j[i].size() == 2 && j[i][0].is_string() && j[i][1].is_string()) {
+        m = {j[i][0].get<std::string>(), j[i][1].get<std::string>(), where};
+      } else {
+        return Status::fail(where + ": expected \"left right\" or [\"left\", \"right\"]");
+      }
+      merges.push_back(std::move(m));
+    }
+    return Status::ok();
+  }
+  std::size_t line_no = 0, blank = 0;
+  for (std::size_t pos = 0; pos < text.size();) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line_no == 1 && line.substr(0, 8) == "#version") continue;
+    if (line.empty()) {
+      if (!blank) blank = line_no;
+      continue;
+    }
+    if (blank) return Status::fail(name + " line " + std::to_string(blank) + " is empty");
+    MergeText m;
+    if (Status st = split_merge(line, name + " line " + std::to_string(line_no), m); !st.is_ok()) return st;
+    merges.push_back(std::move(m));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status Bpe::load(std::string_view vocab_json, std::string_view merges_text, const std::string& vocab_name,
+                 const std::string& merges_name, Bpe& out) {
+  if (vocab_json.size() > kMaxVocabFileBytes) return Status::fail(vocab_name + " is larger than 64 MB");
+  if (merges_text.size() > kMaxVocabFileBytes) return Status::fail(merges_name + " is larger than 64 MB");
+
+  // The vocabulary: {token: id}.
+  const nlohmann::json j = nlohmann::json::parse(vocab_json.begin(), vocab_json.end(), nullptr, false);
+  if (j.is_discarded()) return Status::fail(vocab_name + " is not valid JSON");
+  if (!j.is_object() || j.empty())
+    return Status::fail(vocab_name + ": expected a JSON object of tokens and ids, {\"token\": id, ...}");
+  auto impl = std::make_shared<Impl>();
+  std::unordered_map<std::string, int> id_of;  // raw bytes -> id
+  std::vector<const std::string*> key_of;      // id -> the token as written, for messages
+  std::string raw;
+  for (auto entry = j.begin(); entry != j.end(); ++entry) {
+    const std::string& key = entry.key();
+    const nlohmann::json& value = entry.value();
+    if (!value.is_number_integer())
+      return Status::fail(vocab_name + ": the id of " + shown(key) + " is not an integer");
+    const std::int64_t id = value.get<std::int64_t>();
+    if (id < 0 || id >= kMaxTokenId) {
+      return Status::fail(vocab_name + ": the id " + std::to_string(id) + " of " + shown(key) +
+                          " is outside [0, " + std::to_string(kMaxTokenId) + ")");
+    }
+    if (key.empty()) return Status::fail(vocab_name + ": a token is empty");
+    if (!from_alphabet(key, raw))
+      return Status::fail(vocab_name + ": the token " + shown(key) +
+                          " has a character outside GPT-2's byte alphabet");
+    const auto index = static_cast<std::size_t>(id);
+    if (index >= key_of.size()) key_of.resize(index + 1, nullptr);
+    if (key_of[index]) {
+      return Status::fail(vocab_name + ": the id " + std::to_string(id) + " is given to both " +
+                          shown(*key_of[index]) + " and " + shown(key));
+    }
+    key_of[index] = &key;
+    id_of.emplace(raw, static_cast<int>(id));
+  }
+  impl->bytes.resize(key_of.size());
+  for (const auto& [bytes, id] : id_of) impl->bytes[static_cast<std::size_t>(id)] = bytes;
+  for (int b = 0; b < 256; ++b) {
+    const auto it = id_of.find(std::string(1, static_cast<char>(b)));
+    if (it == id_of.end()) {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "0x%02X", static_cast<unsigned>(b));
+      return Status::fail(vocab_name + ": the byte token " +
+                          shown(to_alphabet(std::string(1, static_cast<char>(b)))) + " (byte " + buf +
+                          ") is missing");
+    }
+    impl->byte_id[b] = it->second;
+  }
+
+  // The merges, rank = order.
+  std::vector<MergeText> texts;
+  if (Status st = read_merges(merges_text, merges_name, texts); !st.is_ok()) return st;
+  std::vector<int> first_use(key_of.size(), -1);  // id -> the first merge that has it as a part
+  std::string left, right;
+  for (std::size_t rank = 0; rank < texts.size(); ++rank) {
+    const MergeText& m = texts[rank];
+    for (const std::string* part : {&m.left, &m.right}) {
+      if (!from_alphabet(*part, part == &m.left ? left : right))
+        return Status::fail(m.where + ": " + shown(*part) + " has a character outside GPT-2's byte alphabet");
+      if (!id_of.count(part == &m.left ? left : right))
+        return Status::fail(m.where + ": " + shown(*part) + " is not in the vocabulary");
+    }
+    const auto result = id_of.find(left + right);
+    if (result == id_of.end())
+      return Status::fail(m.where + ": the result " + shown(m.left + m.right) + " is not in the vocabulary");
+    const int l = id_of[left], r = id_of[right];
+    const auto [it, fresh] =
+        impl->merges.emplace(pair_key(l, r), Impl::Merge{static_cast<int>(rank), result->second});
+    if (!fresh)
+      return Status::fail(m.where + " repeats " + texts[static_cast<std::size_t>(it->second.rank)].where);
+    const int made = first_use[static_cast<std::size_t>(result->second)];
+    if (made >= 0) {
+      return Status::fail(m.where + " makes " + shown(m.left + m.right) + ", which the earlier " +
+                          texts[static_cast<std::size_t>(made)].where +
+                          " already uses as a part (a part must be made by an earlier merge)");
+    }
+    for (int part : {l, r}) {
+      int& use = first_use[static_cast<std::size_t>(part)];
+      if (use < 0) use = static_cast<int>(rank);
+    }
+  }
+  out.impl_ = std::move(impl);
+  return Status::ok();
+}
+
+Status Bpe::from_memory(std::string_view vocab_json, std::string_view merges_text, Bpe& out) {
+  return load(vocab_json, merges_text, "vocab", "merges", out);
+}
+
+Status Bpe::load_files(const std::string& vocab_path, const std::string& merges_path, Bpe& out) {
+  std::string vocab, merges;
+  if (Status st = read_regular_file(vocab_path, vocab); !st.is_ok()) return st;
+  if (Status st = read_regular_file(merges_path, merges); !st.is_ok()) return st;
+  return load(vocab, merges, vocab_path, merges_path, out);
+}
+
+Status Bpe::load_dir(const std::string& dir, Bpe& out) {
+  if (dir.empty())
+    return Status::fail(
+        "no vocabulary folder (see ATTNVIZ_VOCAB_DIR; scripts/install-deps installs GPT-2's)");
+  const std::filesystem::path d(dir);
+  if (holds_vocab(d, "vocab.json", "merges.txt"))
+    return load_files((d / "vocab.json").string(), (d / "merges.txt").string(), out);
+  if (holds_vocab(d, "encoder.json", "vocab.bpe"))
+    return load_files((d / "encoder.json").string(), (d / "vocab.bpe").string(), out);
+  return Status::fail("no GPT-2 vocabulary in " + dir +
+                      " (expected vocab.json + merges.txt, or encoder.json + vocab.bpe)");
+}
+
+std::string default_vocab_dir() {
+  if (const char* env = std::getenv("ATTNVIZ_VOCAB_DIR"); env && *env) return env;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec || exe.empty()) return "";
+  for (const char* rel : {"../share/attnviz/gpt2", "share/attnviz/gpt2"}) {
+    const std::filesystem::path dir = (exe.parent_path() / rel).lexically_normal();
+    if (holds_vocab(dir, "vocab.json", "merges.txt") || holds_vocab(dir, "encoder.json", "vocab.bpe"))
+      return dir.string();
+  }
+  return "";
+}
+
+}  // namespace attnviz

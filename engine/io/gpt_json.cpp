@@ -1,0 +1,144 @@
+#include "gpt_json.hpp"
+
+#include <cstdio>
+
+#include "attnviz/text.hpp"
+#include "json_writer.hpp"
+
+namespace attnviz {
+namespace {
+
+void token(JsonWriter& w, const Bpe& bpe, int id) {
+  const std::string& bytes = bpe.bytes(id);
+  w.out += "{\"id\":" + std::to_string(id) + ",\"piece\":";
+  if (check_utf8(bytes).is_ok()) {
+    w.string(bytes);
+  } else {
+    w.out += "null,\"bytes\":[";
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+      if (i) w.out += ',';
+      w.out += std::to_string(static_cast<unsigned char>(bytes[i]));
+    }
+    w.out += ']';
+  }
+  w.out += ",\"label\":";
+  w.string(bpe.label(id));
+}
+
+void tokens(JsonWriter& w, const Bpe& bpe, const std::vector<int>& ids) {
+  w.out += '[';
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i) w.out += ',';
+    token(w, bpe, ids[i]);
+    w.out += '}';
+  }
+  w.out += ']';
+}
+
+}  // namespace
+
+std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, const GptJsonModel& model,
+                               const Bpe& bpe, const std::vector<int>* generated) {
+  const GptConfig& c = r.config;
+  const int T = static_cast<int>(r.ids.size()), H = c.n_heads, hd = c.d_model / c.n_heads;
+  JsonWriter w;
+  std::size_t floats = r.logits.size();
+  for (const GptLayer& l : r.layers)
+    floats += l.attention.weights.size() + l.attention.scores.size() + l.attention.dropped.size() +
+              l.attention.context.size() + l.resid_in.size() + l.resid_out.size();
+  w.out.reserve(1024 + floats * 14);
+  char buf[512];
+  std::snprintf(
+      buf, sizeof buf,
+      "{\"model\":{\"vocab_size\":%d,\"context_length\":%d,\"d_model\":%d,\"n_heads\":%d,\"n_layers\":%d,"
+      "\"drop_rate\":%.15g,\"qkv_bias\":%s,\"tied_head\":%s,\"parameters\":%lld",
+      c.vocab_size, c.context_length, c.d_model, c.n_heads, c.n_layers, c.drop_rate,
+      c.qkv_bias ? "true" : "false", weights.tied() ? "true" : "false",
+      static_cast<long long>(parameter_count(c, weights.tied())));
+  w.out += buf;
+  w.out += ",\"source\":";
+  w.string(model.source);
+  if (model.seeded) w.out += ",\"seed\":" + std::to_string(model.seed);
+  std::snprintf(buf, sizeof buf, "},\"options\":{\"train\":%s,\"dropout_rng\":\"%s\"},",
+                r.options.train ? "true" : "false", to_string(r.options.dropout_rng));
+  w.out += buf;
+  w.key("tokens");
+  tokens(w, bpe, r.ids);
+  w.out += ',';
+  w.key("layers");
+  w.out += '[';
+  for (std::size_t li = 0; li < r.layers.size(); ++li) {
+    const GptLayer& l = r.layers[li];
+    const Result& a = l.attention;
+    if (li) w.out += ',';
+    w.out += "{\"index\":" + std::to_string(l.index) + ",\"heads\":[";
+    for (int h = 0; h < H; ++h) {
+      if (h) w.out += ',';
+      w.out += '{';
+      bool first = true;
+      const auto stage = [&](const char* name, const Tensor& t) {
+        if (t.empty()) return;
+        if (!first) w.out += ',';
+        first = false;
+        w.key(name);
+        w.matrix(t.slice(h), T, T, T);
+      };
+      stage("weights", a.weights);
+      stage("scores", a.scores);
+      if (a.shape.dropout) stage("dropped", a.dropped);
+      if (!a.context.empty()) {
+        w.out += ',';
+        w.key("context");
+        w.matrix(a.context.ptr() + static_cast<std::size_t>(h) * hd, T, hd, c.d_model);
+      }
+      w.out += '}';
+    }
+    w.out += ']';
+    if (!l.resid_in.empty()) {
+      w.out += ",\"resid_in\":";
+      w.tensor(l.resid_in);
+      w.out += ",\"resid_out\":";
+      w.tensor(l.resid_out);
+    }
+    w.out += '}';
+  }
+  w.out += "],";
+  w.key("logits");
+  if (r.logits.shape[0] == 1) {
+    w.out += '[';
+    for (int v = 0; v < r.logits.shape[1]; ++v) {
+      if (v) w.out += ',';
+      w.number(r.logits.at(0, v));
+    }
+    w.out += ']';
+  } else {
+    w.tensor(r.logits);
+  }
+  w.out += ',';
+  w.key("next");
+  w.out += '[';
+  for (std::size_t i = 0; i < r.next.size(); ++i) {
+    if (i) w.out += ',';
+    token(w, bpe, r.next[i].id);
+    std::snprintf(buf, sizeof buf, ",\"probability\":%.9g,\"logit\":", r.next[i].probability);
+    w.out += buf;
+    w.number(r.next[i].logit);
+    w.out += '}';
+  }
+  w.out += ']';
+  if (generated) {
+    w.out += ',';
+    w.key("generated");
+    tokens(w, bpe, *generated);
+    w.out += ',';
+    w.key("generated_text");
+    const std::string text = bpe.decode(*generated);
+    w.string(check_utf8(text).is_ok() ? text : std::string());
+  }
+  std::snprintf(buf, sizeof buf, ",\"engine\":{\"isa\":\"%s\",\"threads\":%d,\"ms\":%.4f,\"reused\":%d}}",
+                to_string(r.isa), r.threads, r.seconds * 1e3, r.reused);
+  w.out += buf;
+  return std::move(w.out);
+}
+
+}  // namespace attnviz

@@ -1,0 +1,31 @@
+// A whole-model pass as JSON (attnviz-cli --model ... --json; the page's per-layer export):
+//   model     {source, vocab_size, context_length, d_model, n_heads, n_layers, drop_rate, qkv_bias,
+//   tied_head,
+//              parameters, seed (seeded models only)}
+//   options   {train, dropout_rng}
+//   tokens    [{id, piece, label}]: piece is the token's text, or null with "bytes" when it holds part of a
+//             multi-byte character; label is the display form (tokenizer/bpe.hpp)
+//   layers    [{index, heads: [{weights, scores?, dropped?, context?}], resid_in?, resid_out?}]: the kept
+//   layers logits    the last position's (vocab), or every position's (T x vocab) when they were kept next
+//   [{id, piece, label, probability, logit}], most probable first generated [{id, piece, label}] and
+//   generated_text, when tokens were generated engine    {isa, threads, ms, reused}
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attnviz/gpt.hpp"
+#include "bpe.hpp"
+
+namespace attnviz {
+
+struct GptJsonModel {
+  std::string source;
+  bool seeded = false;
+  std::uint64_t seed = 0;
+};
+
+std::string gpt_result_to_json(const GptResult& r, const GptWeights& w, const GptJsonModel& model,
+                               const Bpe& bpe, const std::vector<int>* generated = nullptr);
+
+}  // namespace attnviz

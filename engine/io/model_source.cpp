@@ -1,0 +1,106 @@
+#include "model_source.hpp"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "gpt_file.hpp"
+
+namespace attnviz {
+namespace {
+
+bool has_vocabulary(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return (std::filesystem::is_regular_file(dir / "vocab.json", ec) &&
+          std::filesystem::is_regular_file(dir / "merges.txt", ec)) ||
+         (std::filesystem::is_regular_file(dir / "encoder.json", ec) &&
+          std::filesystem::is_regular_file(dir / "vocab.bpe", ec));
+}
+
+}  // namespace
+
+bool is_model_preset(const std::string& name) {
+  return find_gpt_preset(name).has_value();
+}
+
+std::uint64_t seeded_bytes(const GptConfig& c) {
+  // Panels pad `out` to 32 columns at most; the estimate takes the widest padding.
+  const auto padded = [](std::uint64_t out) { return (out + 31) / 32 * 32; };
+  const std::uint64_t d = static_cast<std::uint64_t>(c.d_model), V = static_cast<std::uint64_t>(c.vocab_size);
+  const std::uint64_t block = 4 * padded(d) * d + padded(4 * d) * d + padded(d) * 4 * d + 14 * d;
+  return 4 * (2 * padded(V) * d + static_cast<std::uint64_t>(c.context_length) * d +
+              static_cast<std::uint64_t>(c.n_layers) * block + 2 * d);
+}
+
+Status open_model(const ModelSpec& spec, OpenedModel& out) {
+  OpenedModel m;
+  std::string vocab_dir = spec.vocab_dir;
+  if (std::optional<GptConfig> preset = find_gpt_preset(spec.model)) {
+    if (spec.memory_budget && seeded_bytes(*preset) > spec.memory_budget)
+      return Status::fail(spec.model + " needs " + format_bytes(seeded_bytes(*preset)) +
+                          " as float32, more than the " + format_bytes(spec.memory_budget) + " available");
+    if (Status st = seeded_gpt(*preset, spec.seed, spec.options, m.model); !st.is_ok()) return st;
+    m.seeded = true;
+    m.seed = spec.seed;
+  } else {
+    GptLoadOptions opts;
+    opts.isa = spec.options.exec.isa;
+    opts.heads = spec.heads;
+    opts.memory_budget = spec.memory_budget;
+    auto w = std::make_shared<GptWeights>();
+    if (Status st = load_gpt(spec.model, opts, *w); !st.is_ok()) return st;
+    std::error_code ec;
+    if (vocab_dir.empty() && std::filesystem::is_directory(spec.model, ec) && has_vocabulary(spec.model))
+      vocab_dir = spec.model;
+    m.model = GptModel(std::move(w), TorchGenerator(spec.seed), spec.options);
+  }
+  if (vocab_dir.empty()) vocab_dir = default_vocab_dir();
+  if (vocab_dir.empty())
+    return Status::fail(
+        "GPT-2's vocabulary was not found beside the program: set ATTNVIZ_VOCAB_DIR or give --vocab DIR "
+        "(a folder with encoder.json and vocab.bpe, or vocab.json and merges.txt)");
+  if (Status st = Bpe::load_dir(vocab_dir, m.bpe); !st.is_ok()) return st;
+  const int V = m.model.weights().config.vocab_size;
+  if (m.bpe.size() > V) {
+    char buf[300];
+    std::snprintf(buf, sizeof buf,
+                  "the tokenizer in %s makes ids up to %d but the model has %d tokens: give the model's own "
+                  "vocabulary with --vocab DIR",
+                  vocab_dir.c_str(), m.bpe.size() - 1, V);
+    return Status::fail(buf);
+  }
+  m.vocab_from = vocab_dir;
+  out = std::move(m);
+  return Status::ok();
+}
+
+std::uint64_t available_memory_bytes() {
+#if defined(__EMSCRIPTEN__)
+  return 0;
+#else
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+  std::fclose(f);
+  return static_cast<std::uint64_t>(kb) * 1024;
+#endif
+}
+
+Status encode_for(const OpenedModel& m, const std::string& text, std::vector<int>& ids) {
+  std::vector<int> got;
+  if (Status st = m.bpe.encode(text, got); !st.is_ok()) return st;
+  if (got.empty()) return Status::fail("the text is empty: give at least one token");
+  const GptConfig& c = m.model.weights().config;
+  if (static_cast<int>(got.size()) > c.context_length) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "the text has %zu tokens, more than the context length %d", got.size(),
+                  c.context_length);
+    return Status::fail(buf);
+  }
+  ids = std::move(got);
+  return Status::ok();
+}
+
+}  // namespace attnviz

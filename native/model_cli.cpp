@@ -1,0 +1,212 @@
+#include "model_cli.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "attnviz/gpt.hpp"
+#include "gpt_json.hpp"
+#include "model_source.hpp"
+
+namespace attnviz {
+namespace {
+
+constexpr int kShown = 12;  // a terminal shows at most this many rows and columns of a head
+
+// Flags of the chapter-3 layer that a whole model takes from its preset or file instead.
+constexpr const char* kLayerOnly[] = {"--variant",        "--preset",  "--d-in",     "--d-out",
+                                      "--context-length", "--dropout", "--qkv-bias", "--no-mask"};
+
+std::string cut(const std::string& s, std::size_t n) {
+  std::size_t i = 0, count = 0;
+  while (i < s.size() && count < n) {
+    ++i;
+    while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
+    ++count;
+  }
+  std::string r = s.substr(0, i);
+  for (; count < n; ++count) r += ' ';
+  return r;
+}
+
+void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r,
+                const std::vector<int>* generated) {
+  const GptConfig& c = r.config;
+  const GptWeights& w = m.model.weights();
+  char mode[64] = "eval";
+  if (r.options.train && c.drop_rate > 0)
+    std::snprintf(mode, sizeof mode, "train (dropout %g, %s)", c.drop_rate, to_string(r.options.dropout_rng));
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "attnviz %s: %d layers, %d heads of dim %d, d_model %d, context %d, vocabulary %d, %s\n",
+                w.source.c_str(), c.n_layers, c.n_heads, c.d_model / c.n_heads, c.d_model, c.context_length,
+                c.vocab_size, mode);
+  out << buf;
+  std::snprintf(buf, sizeof buf, "computed with %s kernels on %d thread%s in %.1f ms\n", to_string(r.isa),
+                r.threads, r.threads == 1 ? "" : "s", r.seconds * 1e3);
+  out << buf;
+  out << "tokens (" << r.ids.size() << "):";
+  for (int id : r.ids) out << ' ' << m.bpe.label(id) << '(' << id << ')';
+  out << '\n';
+  const int T = static_cast<int>(r.ids.size()), shown = std::min(T, kShown);
+  for (const GptLayer& l : r.layers) {
+    for (int h = 0; h < c.n_heads; ++h) {
+      out << "\nlayer " << l.index << " head " << h << " attention weights:\n" << std::string(10, ' ');
+      for (int j = 0; j < shown; ++j) out << ' ' << cut(m.bpe.label(r.ids[static_cast<std::size_t>(j)]), 7);
+      out << '\n';
+      for (int i = 0; i < shown; ++i) {
+        out << cut(m.bpe.label(r.ids[static_cast<std::size_t>(i)]), 10);
+        for (int j = 0; j < shown; ++j) {
+          if (j > i) {
+            out << "       -";
+            continue;
+          }
+          std::snprintf(buf, sizeof buf, " %7.4f", static_cast<double>(l.attention.weights.at(h, i, j)));
+          out << buf;
+        }
+        out << '\n';
+      }
+      if (shown < T) out << "  (showing " << shown << " of " << T << " tokens; --json prints every value)\n";
+    }
+  }
+  out << "\nnext token:\n";
+  for (std::size_t i = 0; i < r.next.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "  %2zu. %s %6d %8.4f%%  logit %.4f\n", i + 1,
+                  cut(m.bpe.label(r.next[i].id), 16).c_str(), r.next[i].id, 100.0 * r.next[i].probability,
+                  static_cast<double>(r.next[i].logit));
+    out << buf;
+  }
+  if (generated) {
+    out << "\ngenerated (" << generated->size() << " tokens, greedy):";
+    for (int id : *generated) out << ' ' << m.bpe.label(id);
+    out << '\n';
+  }
+}
+
+}  // namespace
+
+void add_model_options(CLI::App& app, ModelArgs& m) {
+  app.add_option(
+      "--model", m.model,
+      "a whole GPT-2: gpt2-small | gpt2-medium | gpt2-large | gpt2-xl (the book's GPTModel drawn from "
+      "--seed), or a .safetensors file or folder");
+  app.add_option(
+      "--layers", m.layers,
+      "with --model: the layers whose heads are shown, e.g. 0,5,9-11 | all | none (default: all with "
+      "--json, none otherwise)");
+  app.add_option("--keep", m.keep,
+                 "with --model: what each shown layer keeps, a list of weights, scores, dropped, context, "
+                 "residuals, logits (every position's)")
+      ->capture_default_str();
+  app.add_option("--top-k", m.top_k, "with --model: the next-token candidates shown")->capture_default_str();
+  app.add_option("--generate", m.generate, "with --model: greedy tokens to generate (generate_text_simple)")
+      ->capture_default_str();
+}
+
+Status parse_layers(const std::string& spec, int n_layers, bool& all, std::vector<int>& layers) {
+  all = false;
+  layers.clear();
+  if (spec == "all") {
+    all = true;
+    return Status::ok();
+  }
+  if (spec == "none" || spec.empty()) return Status::ok();
+  std::size_t i = 0;
+  while (i <= spec.size()) {
+    const std::size_t end = std::min(spec.find(',', i), spec.size());
+    const std::string part = spec.substr(i, end - i);
+    int a = -1, b = -1;
+    char tail = 0;
+    const bool range = std::sscanf(part.c_str(), "%d-%d%c", &a, &b, &tail) == 2;
+    const bool one = !range && std::sscanf(part.c_str(), "%d%c", &a, &tail) == 1;
+    if (part.empty() || part.find_first_not_of("0123456789-") != std::string::npos || (!range && !one))
+      return Status::fail("--layers: '" + part + "' is not a layer number or a range such as 2-5");
+    if (one) b = a;
+    if (a < 0 || b < a || b >= n_layers)
+      return Status::fail("--layers: '" + part + "' is outside the model's layers 0.." +
+                          std::to_string(n_layers - 1));
+    for (int l = a; l <= b; ++l)
+      if (std::find(layers.begin(), layers.end(), l) == layers.end()) layers.push_back(l);
+    i = end + 1;
+  }
+  std::sort(layers.begin(), layers.end());
+  return Status::ok();
+}
+
+int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, const std::string& vocab_dir,
+                  bool json, std::ostream& out, std::ostream& err) {
+  const auto fail = [&err](const Status& st) {
+    err << "attnviz-cli: " << st.error << "\n";
+    return 1;
+  };
+  for (const char* flag : kLayerOnly)
+    if (app.count(flag) > 0)
+      return fail(Status::fail(std::string(flag) +
+                               " does not apply to --model: a model's sizes come from its preset "
+                               "or file"));
+  if (app.count("--inputs") > 0) return fail(Status::fail("--inputs does not apply to --model: give --text"));
+  ModelSpec spec;
+  spec.model = m.model;
+  spec.seed = a.seed;
+  spec.options.train = !a.eval;
+  const std::optional<DropoutRng> flavour = parse_dropout_rng(a.rng);
+  if (!flavour) return fail(Status::fail("unknown dropout rng '" + a.rng + "' (cpu, mkl)"));
+  spec.options.dropout_rng = *flavour;
+  const std::optional<Isa> isa = parse_isa(a.isa);
+  if (!isa) return fail(Status::fail("unknown ISA '" + a.isa + "' (auto, avx512, avx2, sse4.2, scalar)"));
+  spec.options.exec = {*isa, a.threads};
+  spec.heads = a.heads.value_or(0);
+  spec.vocab_dir = vocab_dir;
+  spec.memory_budget = available_memory_bytes();
+  if (m.top_k < 0) return fail(Status::fail("--top-k must be 0 or more"));
+
+  GptRequest req;
+  req.top_k = m.top_k;
+  std::string keep = m.keep + ",";
+  for (std::size_t i = 0, end; (end = keep.find(',', i)) != std::string::npos; i = end + 1) {
+    const std::string item = keep.substr(i, end - i);
+    if (item == "weights" || item.empty()) continue;
+    if (item == "scores") {
+      req.stages |= kStageScores;
+    } else if (item == "dropped") {
+      req.stages |= kStageDropped;
+    } else if (item == "context") {
+      req.qkv = true;
+    } else if (item == "residuals") {
+      req.residuals = true;
+    } else if (item == "logits") {
+      req.all_logits = true;
+    } else {
+      return fail(Status::fail("--keep: unknown item '" + item +
+                               "' (weights, scores, dropped, context, residuals, logits)"));
+    }
+  }
+
+  OpenedModel model;
+  if (Status st = open_model(spec, model); !st.is_ok()) return fail(st);
+  const GptConfig& c = model.model.weights().config;
+  if (Status st = parse_layers(m.layers.empty() ? (json ? "all" : "none") : m.layers, c.n_layers,
+                               req.all_layers, req.layers);
+      !st.is_ok())
+    return fail(st);
+  std::vector<int> ids;
+  if (Status st = encode_for(model, a.text, ids); !st.is_ok()) return fail(st);
+  GptResult r;
+  std::vector<int> generated;
+  if (m.generate > 0) {
+    if (Status st = model.model.generate(ids, m.generate, req, generated, r); !st.is_ok()) return fail(st);
+  } else if (Status st = model.model.forward(ids, req, r); !st.is_ok()) {
+    return fail(st);
+  }
+  const std::vector<int>* gen = m.generate > 0 ? &generated : nullptr;
+  if (json) {
+    GptJsonModel info{model.model.weights().source, model.seeded, model.seed};
+    out << gpt_result_to_json(r, model.model.weights(), info, model.bpe, gen) << '\n';
+  } else {
+    print_text(out, model, r, gen);
+  }
+  out.flush();
+  if (!out) return fail(Status::fail("cannot write the output"));
+  return 0;
+}
+
+}  // namespace attnviz
