@@ -226,7 +226,7 @@ struct TinyGpt {
   // Element (r, c) of a stored 2-D tensor.
   float at(const std::string& name, std::size_t r, std::size_t c) const {
     const Stored& s = (*this)[name];
-    return s.values[static_cast<std::size_t>(r * s.shape[1] + c)];
+    return s.values[r * static_cast<std::size_t>(s.shape[1]) + c];
   }
 
   // A writer holding every tensor but `skip`, in the scheme's order.

@@ -112,8 +112,9 @@ void check_book(const TinyGpt& m, const GptWeights& w) {
     const std::pair<const PackedLinear*, std::string> linears[] = {
         {&g.query, "att.W_query"},     {&g.key, "att.W_key"},  {&g.value, "att.W_value"},
         {&g.out_proj, "att.out_proj"}, {&g.fc, "ff.layers.0"}, {&g.proj, "ff.layers.2"}};
-    for (const auto& [lin, linear_name] : linears) {
-      const std::string name = linear_name;  // a lambda cannot capture a structured binding in C++17
+    for (const auto& entry : linears) {
+      const PackedLinear* lin = entry.first;
+      const std::string& name = entry.second;  // (a structured binding cannot be captured in C++17)
       const auto& shape = m[b + name + ".weight"].shape;
       // nn.Linear: stored (out, in) already
       check_matrix(
