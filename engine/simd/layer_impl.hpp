@@ -127,10 +127,14 @@ constexpr std::array<Micro, sizeof...(R) + 1> micro_kernels(std::integer_sequenc
 template <class A>
 void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda, const float* b,
           std::size_t bstride, const float* bias, float* c, int ldc) {
-  constexpr int NR = nr_of<A>(), MR = mr_of<A>(), KC = 4096 / NR;
+  constexpr int NR = nr_of<A>(), MR = mr_of<A>();
   // The micro-kernel for each count of remaining rows (1..MR), so edge rows need no padding.
   static constexpr auto kMicroKernels = micro_kernels<A>(std::make_integer_sequence<int, MR>{});
   if (K == 0) return;
+  // K blocks keep a panel's slice in L1 for the next rows; with one micro-kernel's rows there is no next, and
+  // streaming each panel whole (one token's pass: every weight read once) is faster. Blocking never changes a
+  // row's sums: they run over k in order either way.
+  const int KC = m1 - m0 <= MR ? K : 4096 / NR;
   for (int k0 = 0; k0 < K; k0 += KC) {
     const int kb = lesser<A>(KC, K - k0);
     for (int p = p0; p < p1; ++p) {

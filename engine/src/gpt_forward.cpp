@@ -105,8 +105,10 @@ class Spare {
     const std::size_t n = count(d0, d1) * static_cast<std::size_t>(d2);
     Tensor t;
     auto best = bufs_.end();
-    for (auto it = bufs_.begin(); it != bufs_.end(); ++it)
-      if (it->capacity() >= n && (best == bufs_.end() || it->capacity() < best->capacity())) best = it;
+    for (auto it = bufs_.begin(); it != bufs_.end(); ++it)  // never more than twice the size: others need it
+      if (it->capacity() >= n && it->capacity() / 2 <= n &&
+          (best == bufs_.end() || it->capacity() < best->capacity()))
+        best = it;
     if (best != bufs_.end()) {
       t.data = std::move(*best);
       bufs_.erase(best);
@@ -357,7 +359,11 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
         }
       }
       Tensor& ctx = keep_qkv ? a.context : context_scratch;
-      if (keep_qkv || ctx.size() != count(T, d)) ctx = spare.take(T, d);
+      if (keep_qkv) {
+        ctx = spare.take(T, d);
+      } else if (ctx.size() != count(T, d)) {
+        ctx = Tensor(T, d);
+      }
       if (keep_qkv && before) copy_rows(before->attention.context, ctx, P);
       job.context = ctx.ptr();
       job.output = attn_out.ptr();

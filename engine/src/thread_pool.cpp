@@ -1,5 +1,6 @@
 #include "thread_pool.hpp"
 
+#include <chrono>
 #include <memory>
 
 namespace attnviz {
@@ -20,6 +21,23 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
+namespace {
+
+// Calls `ready` until it is true or about 100 microseconds have passed; returns its last answer.
+template <class F>
+bool spin(F&& ready) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+}  // namespace
+
 void ThreadPool::drain(int worker) {
   for (int t = next_.fetch_add(1); t < tasks_; t = next_.fetch_add(1)) (*job_)(t, worker);
 }
@@ -27,16 +45,17 @@ void ThreadPool::drain(int worker) {
 void ThreadPool::work(int worker) {
   unsigned seen = 0;
   for (;;) {
-    {
+    const auto ready = [&] { return stop_.load() || generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin(ready)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      wake_.wait(lock, ready);
     }
+    if (stop_) return;
+    seen = generation_.load(std::memory_order_acquire);
     drain(worker);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--busy_ == 0) done_.notify_one();
+    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mutex_);  // the caller may be asleep on done_
+      done_.notify_one();
     }
   }
 }
@@ -52,13 +71,16 @@ void ThreadPool::run(int tasks, const std::function<void(int, int)>& fn) {
     job_ = &fn;
     tasks_ = tasks;
     next_.store(0);
-    busy_ = static_cast<int>(workers_.size());
-    ++generation_;
+    busy_.store(static_cast<int>(workers_.size()));
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   drain(0);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return busy_ == 0; });
+  const auto done = [&] { return busy_.load(std::memory_order_acquire) == 0; };
+  if (!spin(done)) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, done);
+  }
   job_ = nullptr;
 }
 

@@ -35,9 +35,13 @@ class ThreadPool {
   const std::function<void(int, int)>* job_ = nullptr;
   int tasks_ = 0;
   std::atomic<int> next_{0};
-  int busy_ = 0;
-  unsigned generation_ = 0;
-  bool stop_ = false;
+  std::atomic<int> busy_{0};
+  // A new job is published by bumping the generation (release) after job_, tasks_ and next_ are set. Workers
+  // and the caller spin on these atomics for a short while before sleeping on the condition variables: a
+  // model pass runs a hundred small jobs back to back, and waking a sleeping thread costs tens of
+  // microseconds each time.
+  std::atomic<unsigned> generation_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace attnviz
