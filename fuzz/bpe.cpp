@@ -1,6 +1,6 @@
-// Fuzzes GPT-2's tokenizer with arbitrary bytes as text, with the real vocabulary (loaded once). Invalid UTF-8
-// must be refused; valid text must encode to ids in the vocabulary that decode back to the same bytes. Labels
-// of every token, and of the raw input, must not crash.
+// Fuzzes GPT-2's tokenizer with arbitrary bytes as text, with the real vocabulary (loaded once). Invalid
+// UTF-8 must be refused; valid text must encode to ids in the vocabulary that decode back to the same bytes.
+// Labels of every token, and of the raw input, must not crash.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

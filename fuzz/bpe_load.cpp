@@ -20,8 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (st.error.empty() || st.error.find('\n') != std::string::npos) std::abort();
     return 0;
   }
-  for (std::string_view text : {"hello world", "Hello, I'm 42!\n\n  x", "na\xc3\xafve \xe4\xb8\xad \xf0\x9f\x98\x80",
-                                "\x01\x7f ab ab ab abab"}) {
+  for (std::string_view text : {"hello world", "Hello, I'm 42!\n\n  x",
+                                "na\xc3\xafve \xe4\xb8\xad \xf0\x9f\x98\x80", "\x01\x7f ab ab ab abab"}) {
     std::vector<int> ids;
     if (!bpe.encode(text, ids).is_ok() || bpe.decode(ids) != text) std::abort();
     for (int id : ids) {
