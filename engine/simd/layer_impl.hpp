@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "layer.hpp"
@@ -31,7 +32,8 @@ constexpr int mr_of() {
 #ifdef __wasm_simd128__
   return 5;
 #else
-  return 6;
+  // AVX-512 has 32 vector registers: 12 rows (24 accumulators) halve the loads per FMA against 6.
+  return std::is_same<A, xsimd::avx512bw>::value ? 12 : 6;
 #endif
 }
 template <class A>
@@ -212,8 +214,10 @@ void parallel_gemm(ThreadPool& pool, int M, int N, int K, const float* a, const 
   constexpr int NR = nr_of<A>(), kRows = 96, kPanels = 4;
   const int pn = panels(N, NR);
   const int row_tiles = (M + kRows - 1) / kRows, panel_tiles = (pn + kPanels - 1) / kPanels;
+  // Tasks walk the row tiles of one panel tile before the next, so each slice of B (a weight matrix, often
+  // larger than every cache: GPT-2's head is 154 MB) comes from memory once while it serves every row.
   pool.run(row_tiles * panel_tiles, [&](int task, int) {
-    const int r0 = (task / panel_tiles) * kRows, p0 = (task % panel_tiles) * kPanels;
+    const int r0 = (task % row_tiles) * kRows, p0 = (task / row_tiles) * kPanels;
     gemm<A>(r0, lesser<A>(M, r0 + kRows), p0, lesser<A>(pn, p0 + kPanels), N, K, a, K, b,
             static_cast<std::size_t>(K) * NR, bias, c, N);
   });

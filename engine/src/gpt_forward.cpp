@@ -124,6 +124,18 @@ class Spare {
   std::vector<std::vector<float>> bufs_;
 };
 
+// No infinity or NaN in [begin, end): an exponent test on the bits, which compilers vectorize (the logits of
+// every position are 50 million floats at T = 1024).
+bool all_finite(const float* begin, const float* end) {
+  std::uint32_t special = 0;
+  for (const float* p = begin; p != end; ++p) {
+    std::uint32_t bits;
+    std::memcpy(&bits, p, sizeof bits);
+    special |= static_cast<std::uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
+  }
+  return special == 0;
+}
+
 Linear plain(const PackedLinear& l) {
   return Linear{unpack(l.weight), l.bias};
 }
@@ -433,9 +445,9 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
                 no_bias);
   }
   r.next = top_tokens(r.logits.ptr() + count(rows - 1, V), V, request.top_k);
-  for (std::size_t i = count(request.all_logits ? first_logit : 0, V); i < r.logits.size(); ++i)
-    if (!std::isfinite(r.logits.data[i]))
-      return Status::fail("the logits are not finite: the weights overflow float32");
+  if (!all_finite(r.logits.ptr() + count(request.all_logits ? first_logit : 0, V),
+                  r.logits.ptr() + r.logits.size()))
+    return Status::fail("the logits are not finite: the weights overflow float32");
 
   static std::atomic<std::uint64_t> passes{0};
   r.stamp = ++passes;
