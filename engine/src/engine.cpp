@@ -53,9 +53,7 @@ Tensor transpose(const Tensor& t) {
 }
 
 bool all_finite(const Tensor& t) {
-  for (float x : t.data)
-    if (!std::isfinite(x)) return false;
-  return true;
+  return attnviz::all_finite(t.ptr(), t.ptr() + t.size());
 }
 
 }  // namespace

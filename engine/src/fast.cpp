@@ -1,6 +1,9 @@
 // The fast path's host side: packs weights, sizes buffers, fills a LayerJob and runs it on the chosen ISA.
 #include "fast.hpp"
 
+#include <cstdint>
+#include <cstring>
+
 #include "../simd/layer.hpp"
 #include "../simd/pack.hpp"
 #include "../simd/packed.hpp"
@@ -69,6 +72,16 @@ Tensor scratch_matrix(int rows, int cols) {
 }
 
 }  // namespace
+
+bool all_finite(const float* begin, const float* end) {
+  std::uint32_t special = 0;
+  for (const float* p = begin; p != end; ++p) {
+    std::uint32_t bits;
+    std::memcpy(&bits, p, sizeof bits);
+    special |= static_cast<std::uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
+  }
+  return special == 0;
+}
 
 void recycle(Result& old) {
   for (Tensor* t : {&old.q, &old.k, &old.v, &old.scores, &old.scaled, &old.weights, &old.dropped,

@@ -10,6 +10,10 @@ namespace attnviz {
 // Hands an old result's storage to the fast path for reuse (call once the result is no longer needed).
 void recycle(Result& old);
 
+// No infinity or NaN in [begin, end): an exponent test on the bits, which compilers vectorize (a layer's
+// weights at T = 1024 are 12 million floats, a model's logits of every position 50 million).
+bool all_finite(const float* begin, const float* end);
+
 void forward_fast(const Config& c, const Params& p, const Input& in, Isa isa, int threads, Result& r);
 
 }  // namespace attnviz

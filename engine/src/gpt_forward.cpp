@@ -13,6 +13,7 @@
 #include "../simd/pack.hpp"
 #include "../simd/packed.hpp"
 #include "attnviz/gpt.hpp"
+#include "fast.hpp"
 
 namespace attnviz {
 
@@ -123,18 +124,6 @@ class Spare {
  private:
   std::vector<std::vector<float>> bufs_;
 };
-
-// No infinity or NaN in [begin, end): an exponent test on the bits, which compilers vectorize (the logits of
-// every position are 50 million floats at T = 1024).
-bool all_finite(const float* begin, const float* end) {
-  std::uint32_t special = 0;
-  for (const float* p = begin; p != end; ++p) {
-    std::uint32_t bits;
-    std::memcpy(&bits, p, sizeof bits);
-    special |= static_cast<std::uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
-  }
-  return special == 0;
-}
 
 Linear plain(const PackedLinear& l) {
   return Linear{unpack(l.weight), l.bias};
