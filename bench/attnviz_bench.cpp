@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "attnviz/engine.hpp"
+#include "fma_peak.hpp"
 #include "layer_timing.hpp"
 #include "simd/pack.hpp"
 #include "simd/packed.hpp"
@@ -29,26 +30,6 @@ struct Options {
   bool quick = false, reference = true;
   int threads = 0;
 };
-
-// FP32 FMA peak in FLOP/s: independent FMA chains on every thread at once.
-double fma_peak(Isa isa, int threads) {
-  ThreadPool& pool = ThreadPool::shared(threads);
-  const long iterations = 20'000'000;
-  std::vector<float> sink(static_cast<std::size_t>(threads));
-  double flops = 0;
-  const double seconds = median_seconds(
-      [&] {
-        std::vector<double> done(static_cast<std::size_t>(threads));
-        pool.run(threads, [&](int t, int) {
-          done[static_cast<std::size_t>(t)] =
-              simd::run_fma_probe(isa, iterations, &sink[static_cast<std::size_t>(t)]);
-        });
-        flops = 0;
-        for (double d : done) flops += d;
-      },
-      0.5, 3);
-  return flops / seconds;
-}
 
 struct BenchShape {
   const char* preset;

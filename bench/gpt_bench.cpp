@@ -20,6 +20,7 @@
 
 #include "io/gpt_file.hpp"
 #endif
+#include "fma_peak.hpp"
 #include "layer_timing.hpp"
 #include "simd/packed.hpp"
 #include "src/thread_pool.hpp"
@@ -28,25 +29,6 @@ using namespace attnviz;
 using namespace attnviz::bench;
 
 namespace {
-
-double fma_peak(Isa isa, int threads) {
-  ThreadPool& pool = ThreadPool::shared(threads);
-  const long iterations = 20'000'000;
-  std::vector<float> sink(static_cast<std::size_t>(threads));
-  double flops = 0;
-  const double seconds = median_seconds(
-      [&] {
-        std::vector<double> done(static_cast<std::size_t>(threads));
-        pool.run(threads, [&](int t, int) {
-          done[static_cast<std::size_t>(t)] =
-              simd::run_fma_probe(isa, iterations, &sink[static_cast<std::size_t>(t)]);
-        });
-        flops = 0;
-        for (double d : done) flops += d;
-      },
-      0.5, 3);
-  return flops / seconds;
-}
 
 // Multiply-adds x 2 of one pass: the block matrices (12 d^2 per token), the attention of every head (q k^T
 // and weights v over the causal half, 2 T^2 d per layer) and the head over `logit_rows` positions.

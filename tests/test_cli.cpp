@@ -7,39 +7,19 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli.hpp"
+#include "cli_run.hpp"
 
-using attnviz::run_cli;
+using attnviz::test::check_refused;
+using attnviz::test::cli;
+using attnviz::test::Run;
 using nlohmann::json;
 
 namespace {
-
-struct Run {
-  int status;
-  std::string out, err;
-};
-
-Run cli(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int status = run_cli(args, out, err);
-  return {status, out.str(), err.str()};
-}
 
 std::string temp_file(const std::string& name, const std::string& body) {
   const std::string path = (std::filesystem::temp_directory_path() / ("attnviz_test_" + name)).string();
   std::ofstream(path, std::ios::binary) << body;
   return path;
-}
-
-// One line on stderr, a failing status, nothing on stdout.
-void check_refused(const std::vector<std::string>& args, const std::string& needle) {
-  const Run r = cli(args);
-  CAPTURE(r.err);
-  CHECK(r.status == 1);
-  CHECK(r.out.empty());
-  CHECK(r.err.rfind("attnviz-cli: ", 0) == 0);
-  CHECK(r.err.find(needle) != std::string::npos);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }
 
 }  // namespace

@@ -7,41 +7,22 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli.hpp"
+#include "cli_run.hpp"
 
-using attnviz::run_cli;
+using attnviz::test::check_refused;
+using attnviz::test::cli;
+using attnviz::test::Run;
 using nlohmann::json;
 
 namespace {
 
 const std::string kGpt = std::string(ATTNVIZ_FIXTURES_DIR) + "/gpt";
 
-struct Run {
-  int status;
-  std::string out, err;
-};
-
-Run cli(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int status = run_cli(args, out, err);
-  return {status, out.str(), err.str()};
-}
-
 json fixture(const std::string& name) {
   std::ifstream f(kGpt + "/" + name, std::ios::binary);
   std::stringstream s;
   s << f.rdbuf();
   return json::parse(s.str());
-}
-
-void check_refused(const std::vector<std::string>& args, const std::string& needle) {
-  const Run r = cli(args);
-  CAPTURE(r.err);
-  CHECK(r.status == 1);
-  CHECK(r.out.empty());
-  CHECK(r.err.rfind("attnviz-cli: ", 0) == 0);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  CHECK(r.err.find(needle) != std::string::npos);
 }
 
 }  // namespace
