@@ -11,6 +11,7 @@
 #include "attnviz/engine.hpp"
 #include "bpe.hpp"
 #include "config_args.hpp"
+#include "files.hpp"
 #include "json_io.hpp"
 #include "model_cli.hpp"
 
@@ -19,6 +20,8 @@ namespace {
 
 constexpr int kShownTokens = 16;  // a terminal shows at most this many rows and columns of a T x T matrix
 constexpr int kShownCols = 8;     // and this many output columns
+// --inputs is at most 8192 rows of 16384 numbers; 64 MB of JSON holds far more than any accepted matrix.
+constexpr std::size_t kMaxInputsBytes = std::size_t{64} << 20;
 
 // The first `n` code points of a UTF-8 string (an approximation of display width that never splits a
 // character).
@@ -106,14 +109,6 @@ void print_text(std::ostream& out, const Result& r) {
     out << "  (showing " << rows << " x " << cols << "; --json prints every value)\n";
 }
 
-Status read_file(const std::string& path, std::string& text) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::fail("cannot read " + path);
-  text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  if (f.bad()) return Status::fail("cannot read " + path);
-  return Status::ok();
-}
-
 }  // namespace
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -172,7 +167,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (!inputs_path.empty()) {
     std::string body;
     std::vector<std::vector<double>> rows;
-    if (Status st = read_file(inputs_path, body); !st.is_ok()) return fail(st);
+    if (Status st = read_untrusted_file(inputs_path, kMaxInputsBytes, body); !st.is_ok()) return fail(st);
     if (Status st = parse_input_rows(body, rows); !st.is_ok()) return fail(st);
     if (Status st = input_from_rows(rows, in); !st.is_ok()) return fail(st);
     if (a.d_in && *a.d_in != in.x.shape[1]) {
@@ -195,6 +190,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     print_text(out, r);
   }
   out.flush();
+  if (!out) return fail(Status::fail("cannot write the output"));
   return 0;
 }
 

@@ -66,11 +66,17 @@ Status config_from_args(const ConfigArgs& a, Config& c, Exec& exec) {
   c.train = !a.eval;
   c.mask = !a.no_mask;
 
+  return exec_from_args(a, exec);
+}
+
+Status exec_from_args(const ConfigArgs& a, Exec& exec) {
   exec = Exec{};
   const std::optional<Isa> isa = parse_isa(a.isa);
   if (!isa) return Status::fail("unknown isa '" + a.isa + "' (auto, avx512, avx2, sse4.2, scalar)");
   exec.isa = *isa;
-  if (a.threads < 0) return Status::fail("--threads must be 0 (all) or more");
+  if (a.threads < 0 || a.threads > kMaxThreads)
+    return Status::fail("--threads must be between 0 (every hardware thread) and " +
+                        std::to_string(kMaxThreads) + " (got " + std::to_string(a.threads) + ")");
   exec.threads = a.threads;
   return Status::ok();
 }

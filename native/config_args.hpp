@@ -34,6 +34,13 @@ void add_config_options(CLI::App& app, ConfigArgs& a);
 // naming the bad value.
 Status config_from_args(const ConfigArgs& a, Config& c, Exec& exec);
 
+// More threads than this are refused: beyond it they only cost memory (each is a stack) and can exhaust the
+// process's thread limit.
+inline constexpr int kMaxThreads = 256;
+
+// The execution flags alone (--isa, --threads).
+Status exec_from_args(const ConfigArgs& a, Exec& exec);
+
 // Parses `args` (without the program name) into `app`. Returns the exit status when the program should stop
 // now: 0 after printing --help to `out`, 1 after one line on `err` naming the bad argument.
 std::optional<int> parse_command_line(CLI::App& app, const std::vector<std::string>& args, std::ostream& out,

@@ -151,9 +151,7 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   const std::optional<DropoutRng> flavour = parse_dropout_rng(a.rng);
   if (!flavour) return fail(Status::fail("unknown dropout rng '" + a.rng + "' (cpu, mkl)"));
   spec.options.dropout_rng = *flavour;
-  const std::optional<Isa> isa = parse_isa(a.isa);
-  if (!isa) return fail(Status::fail("unknown ISA '" + a.isa + "' (auto, avx512, avx2, sse4.2, scalar)"));
-  spec.options.exec = {*isa, a.threads};
+  if (Status st = exec_from_args(a, spec.options.exec); !st.is_ok()) return fail(st);
   spec.heads = a.heads.value_or(0);
   spec.vocab_dir = vocab_dir;
   spec.memory_budget = available_memory_bytes();

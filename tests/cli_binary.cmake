@@ -13,3 +13,11 @@ execute_process(COMMAND ${CLI} --tokenize --text "Every effort moves you" RESULT
 if(NOT tok_status EQUAL 0 OR NOT tok_out STREQUAL "[6109,3626,6100,345]\n")
   message(FATAL_ERROR "--tokenize failed (${tok_status}): ${tok_out}${tok_err}")
 endif()
+
+# Output that cannot be written is an error, not a silent truncation.
+if(EXISTS /dev/full)
+  execute_process(COMMAND ${CLI} --json OUTPUT_FILE /dev/full RESULT_VARIABLE full_status ERROR_VARIABLE full_err)
+  if(NOT full_status EQUAL 1 OR NOT full_err MATCHES "cannot write the output")
+    message(FATAL_ERROR "writing to /dev/full was not refused (${full_status}): ${full_err}")
+  endif()
+endif()

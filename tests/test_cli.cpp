@@ -93,7 +93,20 @@ TEST_CASE("bad input: one clear line on stderr and exit status 1") {
   check_refused({"--heads", "many"}, "--heads");
   check_refused({"--bogus"}, "bogus");
   check_refused({"--text", "a", "--inputs", "x.json"}, "excludes");
-  check_refused({"--inputs", "/nonexistent/in.json"}, "cannot read /nonexistent/in.json");
+  check_refused({"--inputs", "/nonexistent/in.json"},
+                "cannot read /nonexistent/in.json: No such file or directory");
+  // --inputs is untrusted: only a regular file, its size checked before reading
+  const std::string dir = (std::filesystem::temp_directory_path() / "attnviz_test_inputs_dir").string();
+  std::filesystem::create_directories(dir);
+  check_refused({"--inputs", dir}, "cannot read " + dir + ": is a directory");
+  const std::string huge = temp_file("huge.json", "[");
+  std::filesystem::resize_file(huge, std::uintmax_t{100} << 20);  // sparse: no disk used
+  check_refused({"--inputs", huge}, "104.9 MB, more than the 67.1 MB limit");
+  std::filesystem::remove(huge);
+#if !defined(__EMSCRIPTEN__)  // devices and /proc exist natively only
+  check_refused({"--inputs", "/dev/zero"}, "cannot read /dev/zero: is a character device");
+  check_refused({"--inputs", "/proc/self/mem"}, "cannot read /proc/self/mem: Input/output error");
+#endif
   check_refused({"--inputs", temp_file("bad1.json", "[[1, 2], [3")}, "not valid JSON");
   check_refused({"--inputs", temp_file("bad2.json", "[[1, 2], [3]]")}, "input row 2 has 1 numbers");
   check_refused({"--inputs", temp_file("bad3.json", "[[1, \"x\"]]")}, "not a number");
@@ -104,7 +117,10 @@ TEST_CASE("bad input: one clear line on stderr and exit status 1") {
                 "not finite");
   check_refused({"--inputs", temp_file("bad8.json", "[[1, 2]]"), "--d-in", "3"}, "does not match");
   check_refused({"--isa", "neon"}, "unknown isa 'neon'");
-  check_refused({"--threads", "-2"}, "--threads must be 0");
+  check_refused({"--threads", "-2"}, "--threads must be between 0 (every hardware thread) and 256 (got -2)");
+  check_refused({"--threads", "100000"},
+                "--threads must be between 0 (every hardware thread) and 256 (got 100000)");
+  check_refused({"--model", "gpt2-small", "--threads", "257"}, "(got 257)");
 }
 
 TEST_CASE("--isa scalar and the fast kernels print the same numbers") {

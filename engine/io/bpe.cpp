@@ -1,4 +1,5 @@
 #include "bpe.hpp"
+#include "files.hpp"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -148,22 +149,6 @@ std::string shown(std::string_view s) {
 
 std::uint64_t pair_key(int left, int right) {
   return static_cast<std::uint64_t>(left) << 32 | static_cast<std::uint32_t>(right);
-}
-
-Status read_regular_file(const std::string& path, std::string& body) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) return Status::fail("cannot read " + path + ": no such file");
-  if (!fs::is_regular_file(st)) return Status::fail("cannot read " + path + ": not a regular file");
-  const std::uintmax_t size = fs::file_size(path, ec);
-  if (ec) return Status::fail("cannot read " + path);
-  if (size > kMaxVocabFileBytes) return Status::fail(path + " is larger than 64 MB");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::fail("cannot read " + path);
-  body.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  if (f.bad() || body.size() > kMaxVocabFileBytes) return Status::fail("cannot read " + path);
-  return Status::ok();
 }
 
 bool holds_vocab(const std::filesystem::path& dir, const char* a, const char* b) {
@@ -463,8 +448,8 @@ Status Bpe::from_memory(std::string_view vocab_json, std::string_view merges_tex
 
 Status Bpe::load_files(const std::string& vocab_path, const std::string& merges_path, Bpe& out) {
   std::string vocab, merges;
-  if (Status st = read_regular_file(vocab_path, vocab); !st.is_ok()) return st;
-  if (Status st = read_regular_file(merges_path, merges); !st.is_ok()) return st;
+  if (Status st = read_untrusted_file(vocab_path, kMaxVocabFileBytes, vocab); !st.is_ok()) return st;
+  if (Status st = read_untrusted_file(merges_path, kMaxVocabFileBytes, merges); !st.is_ok()) return st;
   return load(vocab, merges, vocab_path, merges_path, out);
 }
 

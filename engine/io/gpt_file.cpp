@@ -1,5 +1,7 @@
 #include "gpt_file.hpp"
 
+#include "files.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -408,32 +410,6 @@ std::string source_name(const std::string& path) {
   return p.substr(prev == std::string::npos ? 0 : prev + 1);  // "gpt2/model.safetensors"
 }
 
-// A small text file (config.json), checked like the weights file: a regular file, of a sensible size.
-Status read_text_file(const std::string& path, std::string& out) {
-  constexpr off_t kMax = 1 << 20;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return Status::fail(path + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st {};
-  Status s;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    s = Status::fail(path + ": not a regular file");
-  } else if (st.st_size > kMax) {
-    s = Status::fail(path + ": " + std::to_string(st.st_size) + " bytes, too large for a config.json");
-  } else {
-    out.assign(static_cast<std::size_t>(st.st_size), '\0');
-    std::size_t got = 0;
-    while (got < out.size()) {
-      const ssize_t n = ::read(fd, &out[got], out.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    out.resize(got);
-  }
-  ::close(fd);
-  return s;
-}
-
 Status load(const SafetensorsFile& file, const std::optional<std::string>& config_json,
             const std::string& config_where, const GptLoadOptions& opts, GptWeights& out) {
   Plan plan;
@@ -566,7 +542,7 @@ Status load_gpt(const std::string& path, const GptLoadOptions& opts, GptWeights&
     config_path = dir + "config.json";
     if (::stat(config_path.c_str(), &st) == 0) {
       config.emplace();
-      if (Status s = read_text_file(config_path, *config); !s.is_ok()) return s;
+      if (Status s = read_untrusted_file(config_path, 1 << 20, *config); !s.is_ok()) return s;
     }
   }
   SafetensorsFile file;

@@ -1,5 +1,7 @@
 #include "safetensors.hpp"
 
+#include "files.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -147,15 +149,6 @@ std::string os_error() {
   return std::strerror(errno);
 }
 
-std::string file_kind(mode_t m) {
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISSOCK(m)) return "a socket";
-  return "not a regular file";
-}
-
 struct Fd {
   int fd = -1;
   ~Fd() {
@@ -217,7 +210,8 @@ Status SafetensorsFile::open(const std::string& path, SafetensorsFile& out) {
   if (fd.fd < 0) return fail("cannot open (" + os_error() + ")");
   struct stat st {};
   if (fstat(fd.fd, &st) != 0) return fail("cannot stat (" + os_error() + ")");
-  if (!S_ISREG(st.st_mode)) return fail("is " + file_kind(st.st_mode) + ", not a .safetensors file");
+  if (!S_ISREG(st.st_mode))
+    return fail("is " + file_kind(static_cast<unsigned>(st.st_mode)) + ", not a .safetensors file");
   if (st.st_size == 0)
     return fail("is empty (0 bytes; /proc entries also report 0), not a .safetensors file");
   if (st.st_size < 8)

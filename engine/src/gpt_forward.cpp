@@ -262,7 +262,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   r.options = options_;
   r.ids = ids;
   r.isa = isa;
-  r.threads = threads;
+  r.threads = pool ? pool->size() : 1;  // fewer than asked when the system had no more threads
   r.reused = P;
 
   // 1. embeddings: x = tok_emb[id] + pos_emb[t], then dropout over (1, T, d)

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <memory>
+#include <system_error>
 
 namespace attnviz {
 
@@ -9,7 +10,13 @@ ThreadPool::ThreadPool(int threads) {
 #if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
   threads = 1;  // no threads in a single-threaded WebAssembly build
 #endif
-  for (int w = 1; w < threads; ++w) workers_.emplace_back([this, w] { work(w); });
+  for (int w = 1; w < threads; ++w) {
+    try {
+      workers_.emplace_back([this, w] { work(w); });
+    } catch (const std::system_error&) {
+      break;  // the system has no more threads to give: run on those started (size() says how many)
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() {
@@ -86,9 +93,11 @@ void ThreadPool::run(int tasks, const std::function<void(int, int)>& fn) {
 
 ThreadPool& ThreadPool::shared(int threads) {
   static std::unique_ptr<ThreadPool> pool;
-  if (!pool || pool->size() != threads) {
+  static int requested = 0;  // the pool may hold fewer threads when the system had no more
+  if (!pool || requested != threads) {
     pool.reset();
     pool = std::make_unique<ThreadPool>(threads);
+    requested = threads;
   }
   return *pool;
 }

@@ -1,0 +1,73 @@
+#include "files.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace attnviz {
+
+std::string file_kind(unsigned mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::string& out) {
+  const auto fail = [&path](const std::string& why) {
+    return Status::fail("cannot read " + path + ": " + why);
+  };
+  if (path.empty()) return Status::fail("cannot read a file with an empty name");
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return fail(std::strerror(errno));
+  struct stat st {};
+  Status result;
+  if (fstat(fd, &st) != 0) {
+    result = fail(std::strerror(errno));
+  } else if (!S_ISREG(st.st_mode)) {
+    result = fail("is " + file_kind(static_cast<unsigned>(st.st_mode)));
+  } else if (static_cast<std::uintmax_t>(st.st_size) > max_bytes) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%.1f MB, more than the %.1f MB limit",
+                  static_cast<double>(st.st_size) / 1e6, static_cast<double>(max_bytes) / 1e6);
+    result = fail(buf);
+  } else {
+    // Read to the end, not to st_size: /proc entries say 0 and are longer; growing files are cut at the
+    // limit.
+    std::string body;
+    body.resize(static_cast<std::size_t>(st.st_size) + 1);
+    std::size_t got = 0;
+    for (;;) {
+      if (got == body.size()) {
+        if (body.size() > max_bytes) {
+          result = fail("more than the " + std::to_string(max_bytes / 1000000) + " MB limit");
+          break;
+        }
+        body.resize(std::min(max_bytes + 1, body.size() * 2 + 4096));
+      }
+      const ssize_t n = ::read(fd, &body[got], body.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        result = fail(std::strerror(errno));
+        break;
+      }
+      if (n == 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    if (result.is_ok()) {
+      body.resize(got);
+      out = std::move(body);
+    }
+  }
+  ::close(fd);
+  return result;
+}
+
+}  // namespace attnviz

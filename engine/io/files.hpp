@@ -1,0 +1,22 @@
+// Reading small files that come from outside (JSON inputs, vocabularies, config.json): a regular file only
+// (not a directory, FIFO, device or socket: they could block or never end), its size checked before reading,
+// every read error reported. Weights files are mapped instead (safetensors.hpp) with the same checks.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "attnviz/status.hpp"
+
+namespace attnviz {
+
+// Reads the whole of `path` into `out`, refusing anything that is not a regular file or holds more than
+// `max_bytes` (a /proc entry, which reports size 0, is read up to that limit). Messages: "cannot read PATH:
+// is a directory", "cannot read PATH: 70.0 MB, more than the 64.0 MB limit", "cannot read PATH: No such file
+// or directory".
+Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::string& out);
+
+// "a directory", "a FIFO", "a character device", "a block device", "a socket", "not a regular file".
+std::string file_kind(unsigned mode);
+
+}  // namespace attnviz
