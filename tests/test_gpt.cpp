@@ -261,3 +261,23 @@ TEST_CASE("bad ids, lengths and layers are refused with one line") {
   GptModel empty;
   CHECK(empty.forward({1}, GptRequest{}, r).error == "no model is loaded");
 }
+
+TEST_CASE("weights that overflow float32 are reported, and the result they would have reused is emptied") {
+  const GptConfig c = tiny();
+  for (Isa isa : available_isas()) {
+    INFO(std::string(to_string(isa)));
+    TorchGenerator g(3);
+    auto w = std::make_shared<GptWeights>();
+    REQUIRE(build_gpt(c, g, *w, isa).is_ok());
+    for (float& x : w->final_scale.data) x = 3e38f;  // the final norm's output and the logits overflow
+    GptOptions o;
+    o.train = false;
+    o.exec.isa = isa;
+    GptModel m(w, g, o);
+    GptResult r;
+    CHECK(m.forward({1, 2, 3}, GptRequest{}, r).error ==
+          "the logits are not finite: the weights overflow float32");
+    CHECK(r.ids.empty());
+    CHECK(r.layers.empty());
+  }
+}

@@ -24,6 +24,9 @@ struct GptModel::Cache {
   std::vector<std::vector<float>> q, k, v;  // per layer, (T, d): k and v always, q with the raw scores
   std::vector<float> hidden;                // (T, d) after the final LayerNorm
   std::uint64_t stamp = 0;                  // the pass these rows belong to
+  // Storage the last pass freed (one layer's kept tensors): the next incremental pass writes its first layer
+  // there and each later layer into the storage of the layer before, so typing allocates nothing new.
+  std::vector<std::vector<float>> spare;
 };
 
 namespace {
@@ -87,14 +90,25 @@ class Spare {
     if (t.data.capacity() >= (1u << 12)) bufs_.push_back(std::move(t.data));
     t = Tensor();
   }
+  void give(GptLayer& l) {
+    Result& a = l.attention;
+    for (Tensor* t : {&a.inputs, &a.q, &a.k, &a.v, &a.scores, &a.scaled, &a.weights, &a.dropped, &a.context,
+                      &a.output, &l.resid_in, &l.resid_out})
+      give(*t);
+  }
   void give(GptResult& r) {
-    for (GptLayer& l : r.layers) {
-      Result& a = l.attention;
-      for (Tensor* t : {&a.inputs, &a.q, &a.k, &a.v, &a.scores, &a.scaled, &a.weights, &a.dropped, &a.context,
-                        &a.output, &l.resid_in, &l.resid_out})
-        give(*t);
-    }
+    for (GptLayer& l : r.layers) give(l);
     give(r.logits);
+  }
+  void adopt(std::vector<std::vector<float>>&& bufs) {
+    for (auto& b : bufs) bufs_.push_back(std::move(b));
+  }
+  // The `keep` largest buffers, handed back (the rest are freed).
+  std::vector<std::vector<float>> release(std::size_t keep) {
+    std::sort(bufs_.begin(), bufs_.end(),
+              [](const auto& a, const auto& b) { return a.capacity() > b.capacity(); });
+    if (bufs_.size() > keep) bufs_.resize(keep);
+    return std::move(bufs_);
   }
   // A tensor of the shape whose contents are unspecified (the best-fitting spare buffer, or a new one).
   Tensor take(int rows, int cols) {
@@ -113,6 +127,8 @@ class Spare {
     if (best != bufs_.end()) {
       t.data = std::move(*best);
       bufs_.erase(best);
+    } else {
+      t.data.reserve(n + n / 8);  // room for the next few appended tokens' (H, T, T)
     }
     if (t.data.size() < n) t.data.resize(n);
     t.data.resize(n);
@@ -245,6 +261,8 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     while (P < n && old->ids[static_cast<std::size_t>(P)] == ids[static_cast<std::size_t>(P)]) ++P;
   }
   auto cache = std::make_unique<Cache>();
+  Spare spare;
+  if (old) spare.adopt(std::move(old->spare));
   if (P > 0) {  // the cache's buffers move over: resizing keeps their first rows in place
     cache->q = std::move(old->q), cache->k = std::move(old->k), cache->v = std::move(old->v);
     cache->hidden = std::move(old->hidden);
@@ -253,8 +271,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   cache->q.resize(static_cast<std::size_t>(L)), cache->k.resize(static_cast<std::size_t>(L));
   cache->v.resize(static_cast<std::size_t>(L));
   const bool keep_q = (request.stages & kStageScores) != 0;
-  const GptResult* prev = P > 0 ? &out : nullptr;
-  Spare spare;
+  GptResult* prev = P > 0 ? &out : nullptr;
   if (P == 0) spare.give(out);
 
   GptResult r;
@@ -286,7 +303,10 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   for (int l = 0; l < L; ++l) {
     const GptBlock& b = w.blocks[static_cast<std::size_t>(l)];
     const bool keep = kept[static_cast<std::size_t>(l)] != 0;
-    const GptLayer* before = prev ? prev->layer(l) : nullptr;
+    GptLayer* before = nullptr;  // this layer in the previous pass, whose rows [0, P) are copied
+    if (prev)
+      for (GptLayer& pl : prev->layers)
+        if (pl.index == l) before = &pl;
     GptLayer layer;
     layer.index = l;
     if (keep && request.residuals) {
@@ -304,7 +324,10 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
       Input in{labels, h};
       Config full = ac;
       full.stages = keep ? request.stages : 0u;
-      if (Status st = attnviz::forward(full, params, in, g, a, Exec{Isa::scalar, 1}); !st.is_ok()) return st;
+      if (Status st = attnviz::forward(full, params, in, g, a, Exec{Isa::scalar, 1}); !st.is_ok()) {
+        out = GptResult();  // its storage went into this pass
+        return st;
+      }
       std::memcpy(attn_out.ptr(), a.output.ptr(), a.output.size() * sizeof(float));
     } else {
       std::vector<float>& K = cache->k[static_cast<std::size_t>(l)];
@@ -417,6 +440,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
       layer.attention = std::move(a);
       r.layers.push_back(std::move(layer));
     }
+    if (before) spare.give(*before);  // copied: its storage serves the next layer
   }
 
   // 4. final norm, then the head: the last position's logits, or every position's
@@ -427,6 +451,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   const int rows = request.all_logits ? T : 1;
   r.logits = spare.take(rows, V);
   if (request.all_logits && prev) copy_rows(prev->logits, r.logits, P);
+  if (prev) spare.give(prev->logits);
   if (first_logit < T) {
     static const Tensor no_bias;
     kern.linear(cache->hidden.data() + count(first_logit, d),
@@ -435,8 +460,10 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   }
   r.next = top_tokens(r.logits.ptr() + count(rows - 1, V), V, request.top_k);
   if (!all_finite(r.logits.ptr() + count(request.all_logits ? first_logit : 0, V),
-                  r.logits.ptr() + r.logits.size()))
+                  r.logits.ptr() + r.logits.size())) {
+    out = GptResult();  // its storage went into this pass
     return Status::fail("the logits are not finite: the weights overflow float32");
+  }
 
   static std::atomic<std::uint64_t> passes{0};
   r.stamp = ++passes;
@@ -446,6 +473,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     cache->request = request;
     cache->isa = isa;
     cache->stamp = r.stamp;
+    cache->spare = spare.release(6);
     cache_ = std::move(cache);
   }
   out = std::move(r);

@@ -212,7 +212,8 @@ class GptModel {
 
   // `out` is read before it is replaced: when it holds this model's previous pass and the request is the
   // same, its rows for the shared prefix are reused (that is the incremental path), so pass the same object
-  // each time.
+  // each time. Its storage is reused too, so a pass that fails after checking its input (the logits of
+  // weights that overflow float32) leaves `out` empty: a view that must survive keeps its own copy.
   Status forward(const std::vector<int>& ids, const GptRequest& request, GptResult& out);
   // The book's generate_text_simple: `steps` times, append argmax of the last position's logits (stopping at
   // the context length). In train mode each step draws dropout from the continuing generator, as repeated
