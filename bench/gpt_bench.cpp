@@ -7,6 +7,7 @@
 //
 //   attnviz-gpt-bench [--quick] [--threads N] [--preset NAME]
 //   attnviz-gpt-bench --load PATH   (natively) load time and peak RSS against the file's size, then a pass
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,8 +23,6 @@
 #endif
 #include "fma_peak.hpp"
 #include "layer_timing.hpp"
-#include "simd/packed.hpp"
-#include "src/thread_pool.hpp"
 
 using namespace attnviz;
 using namespace attnviz::bench;
@@ -82,7 +81,7 @@ int load(const std::string& path, int threads) {
 int main(int argc, char** argv) {
   bool quick = false;
   int threads = 2;
-  std::string preset = "gpt2-small";
+  std::string preset = "gpt2-small", load_path;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) {
       quick = true;
@@ -92,13 +91,17 @@ int main(int argc, char** argv) {
       preset = argv[++i];
 #if !defined(__EMSCRIPTEN__)
     } else if (!std::strcmp(argv[i], "--load") && i + 1 < argc) {
-      return load(argv[i + 1], 2);
+      load_path = argv[++i];
 #endif
     } else {
-      std::fprintf(stderr, "usage: attnviz-gpt-bench [--quick] [--threads N] [--preset NAME]\n");
+      std::fprintf(stderr,
+                   "usage: attnviz-gpt-bench [--quick] [--threads N] [--preset NAME] [--load PATH]\n");
       return 2;
     }
   }
+#if !defined(__EMSCRIPTEN__)
+  if (!load_path.empty()) return load(load_path, threads);
+#endif
   const std::optional<GptConfig> config = find_gpt_preset(preset);
   if (!config) {
     std::fprintf(stderr, "attnviz-gpt-bench: unknown preset %s\n", preset.c_str());

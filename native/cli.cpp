@@ -14,6 +14,7 @@
 #include "files.hpp"
 #include "json_io.hpp"
 #include "model_cli.hpp"
+#include "terminal.hpp"
 
 namespace attnviz {
 namespace {
@@ -22,29 +23,6 @@ constexpr int kShownTokens = 16;  // a terminal shows at most this many rows and
 constexpr int kShownCols = 8;     // and this many output columns
 // --inputs is at most 8192 rows of 16384 numbers; 64 MB of JSON holds far more than any accepted matrix.
 constexpr std::size_t kMaxInputsBytes = std::size_t{64} << 20;
-
-// The first `n` code points of a UTF-8 string (an approximation of display width that never splits a
-// character).
-std::string first_chars(const std::string& s, std::size_t n) {
-  std::size_t i = 0, count = 0;
-  while (i < s.size() && count < n) {
-    ++i;
-    while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
-    ++count;
-  }
-  return i < s.size() ? s.substr(0, i) : s;
-}
-
-std::size_t chars(const std::string& s) {
-  return static_cast<std::size_t>(std::count_if(
-      s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
-}
-
-std::string pad(const std::string& s, std::size_t width, bool left) {
-  const std::string cut = first_chars(s, width);
-  const std::string fill(width - chars(cut), ' ');
-  return left ? cut + fill : fill + cut;
-}
 
 std::string cell(float x) {
   char buf[32];

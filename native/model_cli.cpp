@@ -6,6 +6,7 @@
 #include "attnviz/gpt.hpp"
 #include "gpt_json.hpp"
 #include "model_source.hpp"
+#include "terminal.hpp"
 
 namespace attnviz {
 namespace {
@@ -15,18 +16,6 @@ constexpr int kShown = 12;  // a terminal shows at most this many rows and colum
 // Flags of the chapter-3 layer that a whole model takes from its preset or file instead.
 constexpr const char* kLayerOnly[] = {"--variant",        "--preset",  "--d-in",     "--d-out",
                                       "--context-length", "--dropout", "--qkv-bias", "--no-mask"};
-
-std::string cut(const std::string& s, std::size_t n) {
-  std::size_t i = 0, count = 0;
-  while (i < s.size() && count < n) {
-    ++i;
-    while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
-    ++count;
-  }
-  std::string r = s.substr(0, i);
-  for (; count < n; ++count) r += ' ';
-  return r;
-}
 
 void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r,
                 const std::vector<int>* generated) {
@@ -51,10 +40,11 @@ void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r,
   for (const GptLayer& l : r.layers) {
     for (int h = 0; h < c.n_heads; ++h) {
       out << "\nlayer " << l.index << " head " << h << " attention weights:\n" << std::string(10, ' ');
-      for (int j = 0; j < shown; ++j) out << ' ' << cut(m.bpe.label(r.ids[static_cast<std::size_t>(j)]), 7);
+      for (int j = 0; j < shown; ++j)
+        out << ' ' << pad(m.bpe.label(r.ids[static_cast<std::size_t>(j)]), 7, true);
       out << '\n';
       for (int i = 0; i < shown; ++i) {
-        out << cut(m.bpe.label(r.ids[static_cast<std::size_t>(i)]), 10);
+        out << pad(m.bpe.label(r.ids[static_cast<std::size_t>(i)]), 10, true);
         for (int j = 0; j < shown; ++j) {
           if (j > i) {
             out << "       -";
@@ -71,8 +61,8 @@ void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r,
   out << "\nnext token:\n";
   for (std::size_t i = 0; i < r.next.size(); ++i) {
     std::snprintf(buf, sizeof buf, "  %2zu. %s %6d %8.4f%%  logit %.4f\n", i + 1,
-                  cut(m.bpe.label(r.next[i].id), 16).c_str(), r.next[i].id, 100.0 * r.next[i].probability,
-                  static_cast<double>(r.next[i].logit));
+                  pad(m.bpe.label(r.next[i].id), 16, true).c_str(), r.next[i].id,
+                  100.0 * r.next[i].probability, static_cast<double>(r.next[i].logit));
     out << buf;
   }
   if (generated) {

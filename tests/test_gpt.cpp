@@ -281,3 +281,16 @@ TEST_CASE("weights that overflow float32 are reported, and the result they would
     CHECK(r.layers.empty());
   }
 }
+
+TEST_CASE("packed_bytes says beforehand what the weights will hold, on every ISA") {
+  for (bool bias : {false, true}) {
+    const GptConfig c = tiny(bias);
+    for (Isa isa : available_isas()) {
+      INFO(std::string(to_string(isa)));
+      TorchGenerator g(1);
+      GptWeights w;
+      REQUIRE(build_gpt(c, g, w, isa).is_ok());
+      CHECK(w.bytes() == packed_bytes(c, false, isa));
+    }
+  }
+}

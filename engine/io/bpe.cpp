@@ -453,6 +453,10 @@ Status Bpe::load_files(const std::string& vocab_path, const std::string& merges_
   return load(vocab, merges, vocab_path, merges_path, out);
 }
 
+bool holds_vocabulary(const std::string& dir) {
+  return holds_vocab(dir, "vocab.json", "merges.txt") || holds_vocab(dir, "encoder.json", "vocab.bpe");
+}
+
 Status Bpe::load_dir(const std::string& dir, Bpe& out) {
   if (dir.empty())
     return Status::fail(
@@ -473,8 +477,7 @@ std::string default_vocab_dir() {
   if (ec || exe.empty()) return "";
   for (const char* rel : {"../share/attnviz/gpt2", "share/attnviz/gpt2"}) {
     const std::filesystem::path dir = (exe.parent_path() / rel).lexically_normal();
-    if (holds_vocab(dir, "vocab.json", "merges.txt") || holds_vocab(dir, "encoder.json", "vocab.bpe"))
-      return dir.string();
+    if (holds_vocabulary(dir.string())) return dir.string();
   }
   return "";
 }

@@ -64,6 +64,9 @@ class Bpe {
 // The display label of raw bytes, as Bpe::label writes it.
 std::string token_label(std::string_view bytes);
 
+// True when `dir` holds vocab.json + merges.txt or encoder.json + vocab.bpe (what Bpe::load_dir reads).
+bool holds_vocabulary(const std::string& dir);
+
 // Where the hosts find GPT-2's vocabulary offline: $ATTNVIZ_VOCAB_DIR when set; otherwise
 // <exe dir>/../share/attnviz/gpt2 or <exe dir>/share/attnviz/gpt2, the first that holds a vocabulary;
 // otherwise "" (and under WebAssembly, where there is no executable path, "" unless the variable is set).

@@ -136,49 +136,6 @@ class Lookup {
   const SafetensorsFile& f_;
 };
 
-bool checked_mul(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
-  if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a) return false;
-  out = a * b;
-  return true;
-}
-bool checked_add(std::uint64_t& sum, std::uint64_t x) {
-  if (x > std::numeric_limits<std::uint64_t>::max() - sum) return false;
-  sum += x;
-  return true;
-}
-
-// The panel width pack_matrix uses for `isa`, learned from the function itself.
-int panel_width(Isa isa) {
-  const unsigned char one[4] = {0x00, 0x00, 0x80, 0x3f};  // 1.0f, little-endian
-  return pack_matrix(MatrixSource{one, Dtype::f32, 1, 1}, false, isa).nr;
-}
-
-// Bytes of the weights once loaded: matrices padded to whole panels of `nr` rows of `out`, float vectors as
-// they are. False on overflow.
-bool packed_bytes(const GptConfig& c, bool tied, int nr, std::uint64_t& bytes) {
-  const std::uint64_t V = static_cast<std::uint64_t>(c.vocab_size), D = static_cast<std::uint64_t>(c.d_model),
-                      T = static_cast<std::uint64_t>(c.context_length),
-                      L = static_cast<std::uint64_t>(c.n_layers), R = static_cast<std::uint64_t>(nr);
-  std::uint64_t floats = 0;
-  bool ok = true;
-  const auto matrix = [&](std::uint64_t out, std::uint64_t in, std::uint64_t count) {
-    std::uint64_t n = 0;
-    ok =
-        ok && checked_mul((out + R - 1) / R * R, in, n) && checked_mul(n, count, n) && checked_add(floats, n);
-  };
-  const auto vectors = [&](std::uint64_t n, std::uint64_t count) {
-    ok = ok && checked_mul(n, count, n) && checked_add(floats, n);
-  };
-  matrix(V, D, tied ? 1 : 2);              // token embedding (and an untied head)
-  vectors(T * D, 1);                       // position embedding (T, D < 2^31)
-  matrix(D, D, 4 * L);                     // q, k, v, out_proj
-  matrix(4 * D, D, L);                     // fc
-  matrix(D, 4 * D, L);                     // proj
-  vectors(D * (c.qkv_bias ? 13 : 10), L);  // norms 4D, q/k/v biases 3D, out_proj D, fc 4D, proj D
-  vectors(2 * D, 1);
-  return ok && checked_mul(floats, sizeof(float), bytes);
-}
-
 std::string names_list(const std::vector<std::string>& names) {
   std::string s;
   for (std::size_t i = 0; i < names.size() && i < 4; ++i) s += (i ? ", " : "") + message_quote(names[i]);
@@ -193,10 +150,7 @@ Status read_config(const std::string& where, const std::string& text, const GptC
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    std::string what = e.what();
-    if (const auto pos = what.find("] "); what.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
-      what.erase(0, pos + 2);
-    return fail("not JSON (" + what + ")");
+    return fail("not JSON (" + json_error_text(e) + ")");
   } catch (const std::bad_alloc&) {
     return fail("needs more memory than is available");
   }
@@ -383,8 +337,7 @@ Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& 
                 " heads (from " + heads_from + ")");
   if (Status s = validate(c); !s.is_ok()) return fail(s.error);
 
-  if (!packed_bytes(c, plan.info.tied, panel_width(resolve(opts.isa)), plan.info.packed_bytes))
-    return fail("the weights need more than 2^64 bytes as float32");
+  plan.info.packed_bytes = packed_bytes(c, plan.info.tied, opts.isa);
   return Status::ok();
 }
 

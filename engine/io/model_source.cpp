@@ -6,38 +6,15 @@
 #include "gpt_file.hpp"
 
 namespace attnviz {
-namespace {
-
-bool has_vocabulary(const std::filesystem::path& dir) {
-  std::error_code ec;
-  return (std::filesystem::is_regular_file(dir / "vocab.json", ec) &&
-          std::filesystem::is_regular_file(dir / "merges.txt", ec)) ||
-         (std::filesystem::is_regular_file(dir / "encoder.json", ec) &&
-          std::filesystem::is_regular_file(dir / "vocab.bpe", ec));
-}
-
-}  // namespace
-
-bool is_model_preset(const std::string& name) {
-  return find_gpt_preset(name).has_value();
-}
-
-std::uint64_t seeded_bytes(const GptConfig& c) {
-  // Panels pad `out` to 32 columns at most; the estimate takes the widest padding.
-  const auto padded = [](std::uint64_t out) { return (out + 31) / 32 * 32; };
-  const std::uint64_t d = static_cast<std::uint64_t>(c.d_model), V = static_cast<std::uint64_t>(c.vocab_size);
-  const std::uint64_t block = 4 * padded(d) * d + padded(4 * d) * d + padded(d) * 4 * d + 14 * d;
-  return 4 * (2 * padded(V) * d + static_cast<std::uint64_t>(c.context_length) * d +
-              static_cast<std::uint64_t>(c.n_layers) * block + 2 * d);
-}
 
 Status open_model(const ModelSpec& spec, OpenedModel& out) {
   OpenedModel m;
   std::string vocab_dir = spec.vocab_dir;
   if (std::optional<GptConfig> preset = find_gpt_preset(spec.model)) {
-    if (spec.memory_budget && seeded_bytes(*preset) > spec.memory_budget)
-      return Status::fail(spec.model + " needs " + format_bytes(seeded_bytes(*preset)) +
-                          " as float32, more than the " + format_bytes(spec.memory_budget) + " available");
+    const std::uint64_t bytes = packed_bytes(*preset, false, spec.options.exec.isa);
+    if (spec.memory_budget && bytes > spec.memory_budget)
+      return Status::fail(spec.model + " needs " + format_bytes(bytes) + " as float32, more than the " +
+                          format_bytes(spec.memory_budget) + " available");
     if (Status st = seeded_gpt(*preset, spec.seed, spec.options, m.model); !st.is_ok()) return st;
     m.seeded = true;
     m.seed = spec.seed;
@@ -49,7 +26,7 @@ Status open_model(const ModelSpec& spec, OpenedModel& out) {
     auto w = std::make_shared<GptWeights>();
     if (Status st = load_gpt(spec.model, opts, *w); !st.is_ok()) return st;
     std::error_code ec;
-    if (vocab_dir.empty() && std::filesystem::is_directory(spec.model, ec) && has_vocabulary(spec.model))
+    if (vocab_dir.empty() && std::filesystem::is_directory(spec.model, ec) && holds_vocabulary(spec.model))
       vocab_dir = spec.model;
     m.model = GptModel(std::move(w), TorchGenerator(spec.seed), spec.options);
   }

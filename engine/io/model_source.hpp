@@ -32,13 +32,7 @@ struct OpenedModel {
   std::string vocab_from;  // the folder the tokenizer came from
 };
 
-// True when `name` is one of the seeded presets.
-bool is_model_preset(const std::string& name);
-
 Status open_model(const ModelSpec& spec, OpenedModel& out);
-
-// The bytes a seeded preset's weights take once packed (what open_model will hold), computed without drawing.
-std::uint64_t seeded_bytes(const GptConfig& c);
 
 // The memory this process may still take: MemAvailable natively (0 when unknown, or under WebAssembly, where
 // the page checks its own heap).

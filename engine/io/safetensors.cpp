@@ -158,6 +158,13 @@ struct Fd {
 
 }  // namespace
 
+std::string json_error_text(const std::exception& e) {
+  std::string what = e.what();
+  if (const auto pos = what.find("] "); what.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
+    what.erase(0, pos + 2);
+  return what;
+}
+
 std::string shape_string(const std::vector<std::uint64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -287,10 +294,7 @@ Status SafetensorsFile::parse() {
   } catch (const HeaderError& e) {
     return fail(e.what());
   } catch (const nlohmann::json::exception& e) {
-    std::string what = e.what();
-    if (const auto pos = what.find("] "); what.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
-      what.erase(0, pos + 2);
-    return fail("header is not JSON (" + what + ")");
+    return fail("header is not JSON (" + json_error_text(e) + ")");
   } catch (const std::bad_alloc&) {
     return fail("header needs more memory than is available");
   }

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -39,6 +40,8 @@ struct SafeTensor {
 std::string shape_string(const std::vector<std::uint64_t>& shape);
 // A name from a file, quoted for a one-line message: control characters escaped, long names cut.
 std::string message_quote(std::string_view s);
+// nlohmann's parse error without its "[json.exception.parse_error.101] " prefix.
+std::string json_error_text(const std::exception& e);
 
 class SafetensorsFile {
  public:

@@ -19,7 +19,7 @@ namespace attnviz {
 
 struct GptModel::Cache {
   std::vector<int> ids;  // the sequence the cached rows belong to
-  GptRequest request;    // what `last` kept
+  GptRequest request;    // what the pass that made them kept
   Isa isa = Isa::scalar;
   std::vector<std::vector<float>> q, k, v;  // per layer, (T, d): k and v always, q with the raw scores
   std::vector<float> hidden;                // (T, d) after the final LayerNorm
@@ -48,7 +48,7 @@ Config attention_config(const GptWeights& w, const GptOptions& o, unsigned stage
   a.num_heads = w.config.n_heads;
   a.context_length = w.config.context_length;
   a.dropout = w.config.drop_rate;
-  a.qkv_bias = !w.blocks.empty() && !w.blocks[0].query.bias.empty();
+  a.qkv_bias = w.config.qkv_bias;
   a.seed = 0;
   a.train = o.train;
   a.mask = true;
@@ -334,7 +334,6 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
       std::vector<float>& Vv = cache->v[static_cast<std::size_t>(l)];
       K.resize(count(T, d)), Vv.resize(count(T, d));
       const bool keep_qkv = keep && request.qkv;
-      Tensor* qbuf = &q_scratch;
       if (keep_q) {
         std::vector<float>& Q = cache->q[static_cast<std::size_t>(l)];
         Q.resize(count(T, d));
@@ -354,7 +353,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
       job.wo = b.out_proj.weight.data.data();
       auto bias = [](const PackedLinear& pl) { return pl.bias.empty() ? nullptr : pl.bias.ptr(); };
       job.bq = bias(b.query), job.bk = bias(b.key), job.bv = bias(b.value), job.bo = bias(b.out_proj);
-      job.q = qbuf->ptr(), job.k = K.data(), job.v = Vv.data();
+      job.q = q_scratch.ptr(), job.k = K.data(), job.v = Vv.data();
       if (keep) {
         a.weights = spare.take(H, T, T);
         if (before) copy_square_rows(before->attention.weights, a.weights, P, 0.0f);

@@ -153,4 +153,17 @@ PackedMatrix repack(const PackedMatrix& m, Isa isa) {
   return pack_matrix(unpack(m), isa);
 }
 
+std::uint64_t packed_bytes(const GptConfig& c, bool tied_head, Isa isa) {
+  const std::uint64_t V = static_cast<std::uint64_t>(c.vocab_size), D = static_cast<std::uint64_t>(c.d_model),
+                      L = static_cast<std::uint64_t>(c.n_layers);
+  const std::uint64_t nr = static_cast<std::uint64_t>(simd::panel_width(resolve(isa)));
+  const auto matrix = [nr](std::uint64_t out, std::uint64_t in) { return (out + nr - 1) / nr * nr * in; };
+  std::uint64_t floats = matrix(V, D) * (tied_head ? 1 : 2);   // token embedding (and an untied head)
+  floats += static_cast<std::uint64_t>(c.context_length) * D;  // position embedding
+  floats += L * (4 * matrix(D, D) + matrix(4 * D, D) + matrix(D, 4 * D));  // q, k, v, out_proj; fc; proj
+  floats += L * D * (c.qkv_bias ? 13 : 10);  // norms 4D, q/k/v biases 3D, out_proj D, fc 4D, proj D
+  floats += 2 * D;                           // the final norm
+  return floats * sizeof(float);
+}
+
 }  // namespace attnviz

@@ -143,6 +143,11 @@ struct GptWeights {
 // for `isa`. `g` is left where PyTorch's generator is after construction (forward-time dropout continues from
 // it).
 Status build_gpt(const GptConfig& c, TorchGenerator& g, GptWeights& out, Isa isa = Isa::automatic);
+// Bytes the weights of `c` take once packed for `isa` (what GptWeights::bytes() will say, the panels' padding
+// included), computed before anything is drawn or loaded. Only meaningful for a configuration validate()
+// accepts.
+std::uint64_t packed_bytes(const GptConfig& c, bool tied_head, Isa isa);
+
 // The same weights with the matrices packed for another ISA (the fast kernels need their own panel width).
 GptWeights repacked(const GptWeights& w, Isa isa);
 
