@@ -8,7 +8,8 @@
 namespace attnviz {
 namespace {
 
-void token(JsonWriter& w, const Bpe& bpe, int id) {
+// Opens a token's object with its id, piece and label; the caller may add fields, then closes it.
+void open_token(JsonWriter& w, const Bpe& bpe, int id) {
   const std::string& bytes = bpe.bytes(id);
   w.out += "{\"id\":" + std::to_string(id) + ",\"piece\":";
   if (check_utf8(bytes).is_ok()) {
@@ -29,7 +30,7 @@ void tokens(JsonWriter& w, const Bpe& bpe, const std::vector<int>& ids) {
   w.out += '[';
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (i) w.out += ',';
-    token(w, bpe, ids[i]);
+    open_token(w, bpe, ids[i]);
     w.out += '}';
   }
   w.out += ']';
@@ -119,7 +120,7 @@ std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, co
   w.out += '[';
   for (std::size_t i = 0; i < r.next.size(); ++i) {
     if (i) w.out += ',';
-    token(w, bpe, r.next[i].id);
+    open_token(w, bpe, r.next[i].id);
     std::snprintf(buf, sizeof buf, ",\"probability\":%.9g,\"logit\":", r.next[i].probability);
     w.out += buf;
     w.number(r.next[i].logit);
