@@ -171,7 +171,9 @@ TEST_CASE("the incremental path gives the full pass's bits") {
   GptRequest weights_only;
   weights_only.all_layers = false;
   weights_only.layers = {1};
-  for (const GptRequest& req : {everything, weights_only, GptRequest{}}) {
+  GptRequest detail;  // the model view: every layer's weights, one layer's everything
+  detail.detail_layer = 1;
+  for (const GptRequest& req : {everything, weights_only, GptRequest{}, detail}) {
     for (Isa isa : available_isas()) {
       if (isa == Isa::scalar) continue;
       INFO(std::string(to_string(isa)));
@@ -200,6 +202,50 @@ TEST_CASE("the incremental path gives the full pass's bits") {
       }
     }
   }
+}
+
+TEST_CASE("the detail layer keeps every stage, the other layers their weights, in both modes") {
+  const GptConfig c = tiny(true);
+  const std::vector<int> ids = some_ids(17, c.vocab_size, 3);
+  GptRequest everything;
+  everything.stages = kStageAll;
+  everything.qkv = true;
+  GptRequest detail;
+  detail.detail_layer = 1;
+  for (bool train : {false, true})
+    for (Isa isa : available_isas()) {
+      INFO(std::string(to_string(isa)) << (train ? " train" : " eval"));
+      GptResult all, one;
+      REQUIRE(seeded(c, 9, train, isa).forward(ids, everything, all).is_ok());
+      REQUIRE(seeded(c, 9, train, isa).forward(ids, detail, one).is_ok());
+      REQUIRE(one.layers.size() == 2);
+      const Result& x = all.layers[1].attention;
+      const Result& y = one.layers[1].attention;
+      for (const auto& [a, b] : {std::pair{&x.scores, &y.scores},
+                                 {&x.scaled, &y.scaled},
+                                 {&x.weights, &y.weights},
+                                 {&x.dropped, &y.dropped},
+                                 {&x.q, &y.q},
+                                 {&x.k, &y.k},
+                                 {&x.v, &y.v},
+                                 {&x.context, &y.context},
+                                 {&x.output, &y.output},
+                                 {&x.inputs, &y.inputs}}) {
+        CHECK_FALSE(b->empty());
+        CHECK(same_bits(*a, *b));
+      }
+      CHECK(y.config.stages == kStageAll);
+      const Result& other = one.layers[0].attention;
+      CHECK(same_bits(other.weights, all.layers[0].attention.weights));
+      CHECK(other.scores.empty());
+      CHECK(other.q.empty());
+      CHECK(same_bits(one.logits, GptResult(all).logits));
+    }
+  GptModel m = seeded(c, 9, false, Isa::scalar);
+  GptResult r;
+  detail.detail_layer = 2;
+  const Status st = m.forward(ids, detail, r);
+  CHECK(st.error == "layer 2 does not exist: the model has layers 0..1");
 }
 
 TEST_CASE("train mode never reuses rows: fresh dropout masks over the whole sequence") {

@@ -33,7 +33,8 @@ namespace {
 
 bool same_request(const GptRequest& a, const GptRequest& b) {
   return a.all_layers == b.all_layers && (a.all_layers || a.layers == b.layers) && a.stages == b.stages &&
-         a.qkv == b.qkv && a.residuals == b.residuals && a.all_logits == b.all_logits;
+         a.qkv == b.qkv && a.residuals == b.residuals && a.all_logits == b.all_logits &&
+         a.detail_layer == b.detail_layer;
 }
 
 std::size_t count(int a, int b) {
@@ -238,6 +239,17 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     }
     kept[static_cast<std::size_t>(l)] = 1;
   }
+  if (request.detail_layer >= L) {
+    std::snprintf(buf, sizeof buf, "layer %d does not exist: the model has layers 0..%d",
+                  request.detail_layer, L - 1);
+    return Status::fail(buf);
+  }
+  if (request.detail_layer >= 0) kept[static_cast<std::size_t>(request.detail_layer)] = 1;
+  // What layer l keeps: the request's stages, or all of them (and q, k, v) for the detail layer.
+  const auto stages_of = [&](int l) {
+    return l == request.detail_layer ? unsigned{kStageAll} : request.stages;
+  };
+  const auto qkv_of = [&](int l) { return l == request.detail_layer || request.qkv; };
 
   // The kernels, and weights packed for their panel width (a copy only when another ISA was asked for).
   const Isa isa = resolve(options_.exec.isa);
@@ -270,7 +282,6 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   old.reset();
   cache->q.resize(static_cast<std::size_t>(L)), cache->k.resize(static_cast<std::size_t>(L));
   cache->v.resize(static_cast<std::size_t>(L));
-  const bool keep_q = (request.stages & kStageScores) != 0;
   GptResult* prev = P > 0 ? &out : nullptr;
   if (P == 0) spare.give(out);
 
@@ -303,6 +314,8 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   for (int l = 0; l < L; ++l) {
     const GptBlock& b = w.blocks[static_cast<std::size_t>(l)];
     const bool keep = kept[static_cast<std::size_t>(l)] != 0;
+    const unsigned stages = stages_of(l);
+    const bool keep_q = (stages & kStageScores) != 0;
     GptLayer* before = nullptr;  // this layer in the previous pass, whose rows [0, P) are copied
     if (prev)
       for (GptLayer& pl : prev->layers)
@@ -323,7 +336,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
       params.out_proj = plain(b.out_proj);
       Input in{labels, h};
       Config full = ac;
-      full.stages = keep ? request.stages : 0u;
+      full.stages = keep ? stages : 0u;
       if (Status st = attnviz::forward(full, params, in, g, a, Exec{Isa::scalar, 1}); !st.is_ok()) {
         out = GptResult();  // its storage went into this pass
         return st;
@@ -333,7 +346,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
       std::vector<float>& K = cache->k[static_cast<std::size_t>(l)];
       std::vector<float>& Vv = cache->v[static_cast<std::size_t>(l)];
       K.resize(count(T, d)), Vv.resize(count(T, d));
-      const bool keep_qkv = keep && request.qkv;
+      const bool keep_qkv = keep && qkv_of(l);
       if (keep_q) {
         std::vector<float>& Q = cache->q[static_cast<std::size_t>(l)];
         Q.resize(count(T, d));
@@ -343,6 +356,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
       }
       q_scratch.shape = {T, d, 1}, q_scratch.rank = 2;
       a.config = ac;
+      a.config.stages = stages;
       a.shape = shape;
       simd::LayerJob job;
       job.T = T, job.d_in = d, job.heads = H, job.head_dim = d / H, job.width = d, job.out_width = d;
@@ -357,12 +371,12 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
       if (keep) {
         a.weights = spare.take(H, T, T);
         if (before) copy_square_rows(before->attention.weights, a.weights, P, 0.0f);
-        if (request.stages & kStageScores) {
+        if (stages & kStageScores) {
           a.scores = spare.take(H, T, T);
           if (before) copy_square_rows(before->attention.scores, a.scores, P, 0.0f);
           job.scores = a.scores.ptr();
         }
-        if (request.stages & kStageScaled) {
+        if (stages & kStageScaled) {
           a.scaled = spare.take(H, T, T);
           if (before) copy_square_rows(before->attention.scaled, a.scaled, P, -INFINITY);
           job.scaled = a.scaled.ptr();
@@ -376,7 +390,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
         a.keep = torch_dropout_mask(g, count(H, T) * static_cast<std::size_t>(T), c.drop_rate,
                                     options_.dropout_rng);
         job.keep = a.keep.data(), job.keep_scale = keep_scale;
-        if (keep && (request.stages & kStageDropped)) {
+        if (keep && (stages & kStageDropped)) {
           a.dropped = spare.take(H, T, T);
           job.dropped = a.dropped.ptr();
         }
@@ -408,7 +422,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
         }
       }
       if (keep_q) q_scratch.data.swap(cache->q[static_cast<std::size_t>(l)]);
-      if (keep && !dropout && (request.stages & kStageDropped)) a.dropped = a.weights;
+      if (keep && !dropout && (stages & kStageDropped)) a.dropped = a.weights;
       a.isa = isa, a.threads = threads;
     }
     if (dropout)
@@ -433,7 +447,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
         if (before) copy_rows(before->resid_out, layer.resid_out, P);
       }
       a.tokens = labels;
-      if (isa == Isa::scalar && !request.qkv) {
+      if (isa == Isa::scalar && !qkv_of(l)) {
         a.inputs = a.q = a.k = a.v = a.context = a.output = Tensor();
       }
       layer.attention = std::move(a);

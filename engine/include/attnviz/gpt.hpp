@@ -160,7 +160,10 @@ struct GptRequest {
   bool qkv = false;         // keep q, k, v and the context of kept layers
   bool residuals = false;   // keep each kept layer's residual stream in and out (T, d)
   bool all_logits = false;  // logits of every position; otherwise the last position's only
-  int top_k = 10;           // next-token candidates of the last position
+  // One kept layer that keeps every chapter-3 stage and q, k, v and the context whatever `stages` and `qkv`
+  // say: the model view's opened layer, next to the weights of every other layer (-1: none).
+  int detail_layer = -1;
+  int top_k = 10;  // next-token candidates of the last position
 };
 
 struct TopToken {
