@@ -37,7 +37,16 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (Status st = config_from_args(a, app.session.config, app.session.exec); !st.is_ok()) return fail(st);
   app.session.text = a.text;
   if (Status st = apply_view(v, app); !st.is_ok()) return fail(st);
-  // A bad first configuration is an error on the command line; in the window it is explained in place.
+  app.model.exec = app.session.exec;
+  // A bad first configuration (or model) is an error on the command line; in the window it is explained in
+  // place.
+  if (app.model_view.choice.kind != viz::ModelKind::layer) {
+    const int layer = app.model_view.layer;
+    if (Status st = viz::open_model(app, app.model_view.choice); !st.is_ok()) return fail(st);
+    if (layer >= app.model.config().n_layers)
+      return fail(Status::fail("--layer " + std::to_string(layer) + " does not exist: the model has layers 0.." +
+                               std::to_string(app.model.config().n_layers - 1)));
+  }
   if (Status st = viz::start(app); !st.is_ok()) return fail(st);
 
   Window window;

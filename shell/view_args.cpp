@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 namespace attnviz {
 namespace {
@@ -17,7 +18,15 @@ constexpr CompareName kCompareNames[] = {{viz::CompareMode::off, "off"},
 
 // Flags that take no value.
 bool is_switch(const std::string& name) {
-  return name == "qkv-bias" || name == "eval" || name == "no-mask";
+  return name == "qkv-bias" || name == "eval" || name == "no-mask" || name == "model-train";
+}
+
+// The name a link gives a weights file: its file (or folder) name, never the path on this machine.
+std::string file_name(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const auto slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
 // The shortest decimal that reads back to the same double (dropout probabilities such as 0.1).
@@ -45,6 +54,31 @@ void add_view_options(CLI::App& cli, ViewArgs& v) {
   cli.add_option("--compare", v.compare, "off | text | seed | mask")->capture_default_str();
   cli.add_option("--compare-text", v.compare_text, "sentence B for --compare text");
   cli.add_option("--compare-seed", v.compare_seed, "seed B for --compare seed");
+  cli.add_option("--model", v.model,
+                 "a whole GPT-2: gpt2-small | gpt2-medium | gpt2-large | gpt2-xl (the book's seeded GPTModel), "
+                 "or a .safetensors file or folder");
+  cli.add_option("--model-seed", v.model_seed, "torch.manual_seed for a seeded --model")->capture_default_str();
+  cli.add_flag("--model-train", v.model_train, "the model in train mode (dropout in three places)");
+  cli.add_option("--layer", v.layer, "open this layer of --model in the full view (-1: every layer's heads)")
+      ->capture_default_str();
+  cli.add_option("--head-kind", v.head_kind,
+                 "show only heads of this kind: previous-token | first-token | self | broad | induction | none")
+      ->capture_default_str();
+}
+
+viz::ModelChoice model_choice(const ViewArgs& a) {
+  viz::ModelChoice c;
+  c.seed = a.model_seed;
+  c.train = a.model_train;
+  if (a.model.empty() || a.model == "layer") return c;
+  if (find_gpt_preset(a.model)) {
+    c.kind = viz::ModelKind::seeded;
+    c.size = a.model;
+  } else {
+    c.kind = viz::ModelKind::file;
+    c.path = a.model.rfind("file:", 0) == 0 ? a.model.substr(5) : a.model;
+  }
+  return c;
 }
 
 Status apply_view(const ViewArgs& a, viz::App& app) {
@@ -75,6 +109,14 @@ Status apply_view(const ViewArgs& a, viz::App& app) {
   app.compare.seed = a.compare_seed;
   app.compare.synced = -1;
   if (a.head < -1) return Status::fail("--head must be a head index, or -1 for every head");
+  if (a.layer < -1) return Status::fail("--layer must be a layer index, or -1 for every layer");
+  if (!viz::parse_head_kind(a.head_kind, app.model_view.filter))
+    return Status::fail("unknown head kind '" + a.head_kind +
+                        "' (previous-token, first-token, self, broad, induction, none)");
+  const viz::ModelChoice choice = model_choice(a);
+  if (choice.kind == viz::ModelKind::file && choice.path.empty()) return Status::fail("--model file: needs a name");
+  app.model_view.choice = choice;
+  app.model_view.layer = a.layer;
   v.enlarged = a.head;
   if (!a.lock.empty()) {
     if (a.lock.size() != 2) return Status::fail("--lock takes a row and a column");
@@ -121,6 +163,14 @@ std::vector<StateArg> state_args(const viz::App& app) {
   if (cs.mode == viz::CompareMode::text && cs.text != dc.text) out.emplace_back("compare-text", cs.text);
   if (cs.mode == viz::CompareMode::seed && cs.seed != dc.seed)
     out.emplace_back("compare-seed", std::to_string(cs.seed));
+  if (app.model.is_open()) {
+    const viz::ModelChoice& m = app.model.choice();
+    out.emplace_back("model", m.kind == viz::ModelKind::seeded ? m.size : "file:" + file_name(m.path));
+    if (m.seed != viz::ModelChoice{}.seed) out.emplace_back("model-seed", std::to_string(m.seed));
+    if (m.train) out.emplace_back("model-train", "");
+    if (app.model_view.layer >= 0) out.emplace_back("layer", std::to_string(app.model_view.layer));
+  }
+  if (app.model_view.filter != viz::HeadKind::none) out.emplace_back("head-kind", viz::to_string(app.model_view.filter));
   return out;
 }
 
@@ -167,6 +217,45 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
   app.compare.synced = -1;
   app.session.text = a.text;
   app.session.config = config;
+  // The model: reopened only when the link names another one (opening gpt2-small draws 163 M numbers).
+  const viz::ModelChoice want = fresh.model_view.choice;
+  app.model_view.filter = fresh.model_view.filter;
+  app.model_view.wanted_file.clear();
+  const viz::ModelChoice& open = app.model.choice();
+  const bool same = app.model.is_open()
+                        ? want.kind == open.kind && want.seed == open.seed && want.train == open.train &&
+                              (want.kind == viz::ModelKind::seeded ? want.size == open.size
+                                                                   : file_name(want.path) == file_name(open.path))
+                        : want.kind == viz::ModelKind::layer;
+  if (!same) {
+    viz::ModelChoice resolved = want;
+    if (want.kind == viz::ModelKind::file) {
+      // A link holds the file's name, not its data: the host's files folder may have it (the page keeps what
+      // the visitor chose there); otherwise the host asks for it and the view stays as it is.
+      resolved.path = (std::filesystem::path(app.model_view.files_dir) / want.path).string();
+      std::error_code ec;
+      if (!std::filesystem::exists(resolved.path, ec)) {
+        app.model_view.wanted_file = want.path;
+        app.model_view.choice = want;
+        return viz::start(app);
+      }
+    }
+    if (Status st = viz::open_model(app, resolved); !st.is_ok()) {
+      viz::start(app);
+      return st;
+    }
+  }
+  app.model_view.layer = fresh.model_view.layer;
+  if (app.model.is_open()) {
+    if (app.model_view.layer >= app.model.config().n_layers) {
+      const int L = app.model.config().n_layers;
+      app.model_view.layer = -1;
+      viz::start(app);
+      return Status::fail("layer " + std::to_string(fresh.model_view.layer) + " does not exist: the model has layers 0.." +
+                          std::to_string(L - 1));
+    }
+    app.model.set_detail_layer(app.model_view.layer);
+  }
   return viz::start(app);
 }
 

@@ -22,13 +22,25 @@ struct ViewArgs {
   std::uint64_t compare_seed = 456;
   int head = -1;
   std::vector<int> lock;  // row, column (and head)
+  // The whole model: "" (the chapter-3 layer), a GPT-2 size (seeded), a weights file or folder, or in a link
+  // "file:NAME" (the page asks for the file).
+  std::string model;
+  std::uint64_t model_seed = 123;
+  bool model_train = false;
+  int layer = -1;  // the layer opened in the full view; -1: every layer's heads
+  std::string head_kind = "none";  // show only heads of this kind
 };
 
-// Registers --stage, --palette, --normalize, --aggregate, --head, --lock, --compare, --compare-text and
-// --compare-seed on `cli`.
+// What --model names: the chapter-3 layer, a seeded size, or a file ("file:NAME" keeps NAME as the path).
+viz::ModelChoice model_choice(const ViewArgs& a);
+
+// Registers --stage, --palette, --normalize, --aggregate, --head, --lock, --compare, --compare-text,
+// --compare-seed, and the whole model's --model, --model-seed, --model-train, --layer and --head-kind on
+// `cli`.
 void add_view_options(CLI::App& cli, ViewArgs& v);
 
-// Applies parsed view flags to the app's view and compare state. Fails with one line naming the bad value.
+// Applies parsed view flags to the app's view and compare state, and the model flags to the Model panel's
+// choice (opening it is the host's call: open_model). Fails with one line naming the bad value.
 Status apply_view(const ViewArgs& a, viz::App& app);
 
 // One flag of the UI state: its long name without dashes, and its value ("" for a flag without one).

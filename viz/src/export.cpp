@@ -81,6 +81,14 @@ std::string to_csv(const MatrixDesc& m, const std::vector<std::string>& tokens) 
   return out;
 }
 
+Status export_text(const std::string& dir, const std::string& name, const std::string& text, Written& out) {
+  if (Status st = make_dir(dir); !st.is_ok()) return st;
+  const std::string path = (std::filesystem::path(dir) / name).string();
+  if (Status st = write_text(path, text); !st.is_ok()) return st;
+  out.paths.push_back(path);
+  return Status::ok();
+}
+
 Status export_json(const std::string& dir, const std::string& prefix, const Result& r, const Params& p,
                    Written& out) {
   if (Status st = make_dir(dir); !st.is_ok()) return st;

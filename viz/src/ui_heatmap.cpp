@@ -32,7 +32,7 @@ MatrixDesc pick(const Result& r, const ViewState& v, int head) {
 }
 
 std::vector<Heatmap> heatmaps_for(const App& app) {
-  const Result& r = app.session.result();
+  const Result& r = view_result(app);
   const ViewState& v = app.view;
   const StageInfo info = stage_info(r, v.stage);
   const int H = stage_heads(r, v.stage);
@@ -41,7 +41,7 @@ std::vector<Heatmap> heatmaps_for(const App& app) {
       v.aggregate == Aggregate::none
           ? (info.per_head ? "head " + std::to_string(std::clamp(v.enlarged, 0, H - 1)) : "")
           : std::string(to_string(v.aggregate)) + " over " + join_heads(v.subset);
-  if (app.compare.mode != CompareMode::off && app.compare.b.has_result()) {
+  if (compare_on(app)) {
     const int head = std::clamp(v.enlarged, 0, H - 1);
     const Result& rb = app.compare.b.result();
     const CompareState& cs = app.compare;
@@ -72,8 +72,8 @@ std::vector<Heatmap> heatmaps_for(const App& app) {
 // What the heatmaps of the view depend on (besides colours).
 std::string view_key(const App& app) {
   const ViewState& v = app.view;
-  std::string key = std::to_string(app.session.generation()) + "/" +
-                    std::to_string(app.compare.mode == CompareMode::off ? -1 : app.compare.b.generation()) +
+  std::string key = view_generation(app) + "/" +
+                    std::to_string(compare_on(app) ? app.compare.b.generation() : -1) +
                     "/" + std::to_string(static_cast<int>(app.compare.mode)) + "/" + to_string(v.stage) +
                     "/" + to_string(v.aggregate) + "/" + std::to_string(v.enlarged);
   for (int h : v.subset) key += "," + std::to_string(h);
@@ -112,19 +112,8 @@ ColorOptions colors_for(const App& app, const Heatmap& hm) {
 }
 
 void* texture_for(App& app, TextureHost& textures, const Heatmap& hm) {
-  const std::string key = texture_key(app, hm);
-  auto it = std::find_if(app.textures.begin(), app.textures.end(),
-                         [&](const App::TextureEntry& e) { return e.slot == hm.slot; });
-  if (it != app.textures.end() && it->key == key) return it->id;
-  std::vector<std::uint32_t> texels;
-  colorize(hm.m, colors_for(app, hm), app.shared_range, texels);
-  void* id = textures.upload(hm.slot, hm.m.cols, hm.m.rows, texels.data());
-  ++app.uploads;
-  if (it == app.textures.end())
-    app.textures.push_back({hm.slot, key, id});
-  else
-    *it = {hm.slot, key, id};
-  return id;
+  return cached_texture(app, textures, hm.slot, texture_key(app, hm), hm.m, colors_for(app, hm),
+                        app.shared_range);
 }
 
 void update_shared_range(App& app, const std::vector<Heatmap>& maps) {
@@ -360,7 +349,7 @@ void draw_legend(const App& app, ImVec2 pos, float height) {
                                                         : "fixed\nrange";
   dl->AddText(ImVec2(x, y + bar_h + 4.0f), text, scope);
   float yy = y + bar_h + 8.0f + fh * 2.0f;
-  const Result& res = app.session.result();
+  const Result& res = view_result(app);
   if (res.shape.causal) {
     dl->AddRectFilled(ImVec2(x, yy), ImVec2(x + 12, yy + 12), kMaskedColor);
     dl->AddLine(ImVec2(x, yy + 12), ImVec2(x + 12, yy), IM_COL32(150, 150, 160, 255));
@@ -379,10 +368,41 @@ void draw_legend(const App& app, ImVec2 pos, float height) {
 
 }  // namespace
 
+const Result& view_result(const App& app) {
+  static const Result none;
+  const Result* r = shown_result(app);
+  return r ? *r : none;
+}
+
+bool compare_on(const App& app) {
+  return app.compare.mode != CompareMode::off && !model_mode(app) && app.compare.b.has_result();
+}
+
+std::string view_generation(const App& app) {
+  if (!model_mode(app)) return std::to_string(app.session.generation());
+  return "m" + std::to_string(app.model.generation()) + "/" + std::to_string(app.model_view.layer);
+}
+
+void* cached_texture(App& app, TextureHost& textures, int slot, const std::string& key, const MatrixDesc& m,
+                     const ColorOptions& o, const Range& shared) {
+  auto it = std::find_if(app.textures.begin(), app.textures.end(),
+                         [&](const App::TextureEntry& e) { return e.slot == slot; });
+  if (it != app.textures.end() && it->key == key) return it->id;
+  std::vector<std::uint32_t> texels;
+  colorize(m, o, shared, texels);
+  void* id = textures.upload(slot, m.cols, m.rows, texels.data());
+  ++app.uploads;
+  if (it == app.textures.end())
+    app.textures.push_back({slot, key, id});
+  else
+    *it = {slot, key, id};
+  return id;
+}
+
 void draw_heatmaps(App& app, TextureHost& textures, ImVec2 size) {
   const ImVec2 pos = ImGui::GetCursorScreenPos();
   app.layout.clear();
-  const Result& r = app.session.result();
+  const Result& r = view_result(app);
   const std::vector<Heatmap>& maps = heatmaps(app);
   update_shared_range(app, maps);
   app.view.hover = {};
@@ -432,14 +452,14 @@ void draw_cell_info(const App& app, ImVec2 size) {
     ImGui::EndChild();
     return;
   }
-  const Result& r = c.head == kCompareSlot + 1 ? app.compare.b.result() : app.session.result();
+  const Result& r = c.head == kCompareSlot + 1 ? app.compare.b.result() : view_result(app);
   const bool single_head = c.head < kAggregateSlot;
   const int head = single_head ? c.head : std::max(0, v.enlarged);
   ImGui::BeginChild("text", ImVec2(size.x * 0.55f, 0), false);
   if (single_head || (c.head >= kCompareSlot && v.aggregate == Aggregate::none)) {
     const CellExplain e = explain(r, v.stage, std::min(head, stage_heads(r, v.stage) - 1), c.row, c.col);
     if (c.head == kCompareSlot + 2) {
-      const MatrixDesc a = stage_matrix(app.session.result(), v.stage, head);
+      const MatrixDesc a = stage_matrix(view_result(app), v.stage, head);
       const MatrixDesc b = stage_matrix(app.compare.b.result(), v.stage, head);
       if (!a.empty() && !b.empty() && c.row < std::min(a.rows, b.rows) && c.col < std::min(a.cols, b.cols))
         ImGui::Text("A %.6g  -  B %.6g  =  %.6g", static_cast<double>(a.at(c.row, c.col)),

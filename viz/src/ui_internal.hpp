@@ -39,6 +39,26 @@ void draw_heatmaps(App& app, TextureHost& textures, ImVec2 size);
 // The hovered or locked cell's arithmetic.
 void draw_cell_info(const App& app, ImVec2 size);
 
+// The result the heatmaps show (an empty one in the model grid), whether compare mode is on (never for a
+// whole model), and what the view's matrices depend on.
+const Result& view_result(const App& app);
+bool compare_on(const App& app);
+std::string view_generation(const App& app);
+
+// A slot's texture, remade only when `key` (what its texels depend on) changed.
+void* cached_texture(App& app, TextureHost& textures, int slot, const std::string& key, const MatrixDesc& m,
+                     const ColorOptions& o, const Range& shared);
+
+// The model view: the grid of layers by heads with the next-token panel, or the opened layer's header.
+void draw_model_panel(App& app);
+void draw_model_main(App& app, TextureHost& textures, ImVec2 size);
+void draw_layer_bar(App& app);
+void draw_tokens(App& app);
+// The exports of a whole model: JSON per layer (the CLI's format), and the opened layer's PNGs and CSV.
+void export_model(App& app, ExportKind kind);
+// One frame of Generate: appends the next token while any are due.
+void step_generation(App& app);
+
 // Recomputes A (and B in compare mode), reporting errors in place.
 void recompute(App& app);
 void sync_compare(App& app);

@@ -115,7 +115,7 @@ void draw_colour(ViewState& v) {
 
 void draw_heads(App& app) {
   ViewState& v = app.view;
-  const int H = app.session.result().shape.heads;
+  const int H = view_result(app).shape.heads;
   int how = static_cast<int>(v.aggregate);
   ImGui::RadioButton("each head", &how, 0);
   ImGui::SameLine();
@@ -184,13 +184,17 @@ void draw_export(App& app) {
 }  // namespace
 
 void recompute(App& app) {
+  if (model_mode(app)) {
+    app.model.recompute(app.session.text);  // on failure the last good pass stays and error() explains
+    return;
+  }
   app.session.recompute();  // on failure the last good result stays and error() explains
   sync_compare(app);
 }
 
 void sync_compare(App& app) {
   CompareState& cs = app.compare;
-  if (cs.mode == CompareMode::off || cs.synced == app.session.generation()) return;
+  if (cs.mode == CompareMode::off || model_mode(app) || cs.synced == app.session.generation()) return;
   cs.b.config = app.session.config;
   cs.b.exec = app.session.exec;
   cs.b.text = app.session.text;
@@ -231,9 +235,11 @@ void draw_controls(App& app) {
   if (ImGui::InputTextMultiline("##text", &s.text, ImVec2(-1, ImGui::GetTextLineHeight() * 4.5f),
                                 ImGuiInputTextFlags_CallbackAlways, to_end))
     recompute(app);
-  if (!s.error().empty()) {
+  const bool whole = model_mode(app);
+  const std::string& error = whole ? app.model.error() : s.error();
+  if (!error.empty()) {
     ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextColored(kErrorColor, "%s", s.error().c_str());
+    ImGui::TextColored(kErrorColor, "%s", error.c_str());
     ImGui::TextColored(kDimColor, "(showing the last valid result)");
     ImGui::PopTextWrapPos();
   }
@@ -242,13 +248,15 @@ void draw_controls(App& app) {
     ImGui::TextColored(kNoteColor, "%s", s.note().c_str());
     ImGui::PopTextWrapPos();
   }
-  if (ImGui::CollapsingHeader("Configuration", ImGuiTreeNodeFlags_DefaultOpen)) {
+  if (ImGui::CollapsingHeader("Model", ImGuiTreeNodeFlags_DefaultOpen)) draw_model_panel(app);
+  if (!whole && ImGui::CollapsingHeader("Configuration", ImGuiTreeNodeFlags_DefaultOpen)) {
     if (draw_config(s.config)) recompute(app);
   }
-  if (app.host_controls) app.host_controls();
+  if (app.host_controls && !whole) app.host_controls();
   if (ImGui::CollapsingHeader("Colour", ImGuiTreeNodeFlags_DefaultOpen)) draw_colour(app.view);
-  if (ImGui::CollapsingHeader("Heads", ImGuiTreeNodeFlags_DefaultOpen)) draw_heads(app);
-  if (ImGui::CollapsingHeader("Compare")) {
+  if ((!whole || app.model_view.layer >= 0) && ImGui::CollapsingHeader("Heads", ImGuiTreeNodeFlags_DefaultOpen))
+    draw_heads(app);
+  if (!whole && ImGui::CollapsingHeader("Compare")) {
     draw_compare(app);
     sync_compare(app);
   }
@@ -261,7 +269,7 @@ void draw_controls(App& app) {
 }
 
 void draw_stepper(App& app) {
-  const Result& r = app.session.result();
+  const Result& r = view_result(app);
   for (StageId id : all_stages()) {
     const StageInfo info = stage_info(r, id);
     if (id != all_stages().front()) ImGui::SameLine(0.0f, 2.0f);
@@ -303,6 +311,19 @@ void draw_stepper(App& app) {
 
 void draw_status(const App& app) {
   const Session& s = app.session;
+  if (model_mode(app)) {
+    const GptResult& g = app.model.result();
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "model pass %.2f ms (%s, %d thread%s, %d of %d rows reused)   keystroke to result %.2f ms   T "
+                  "= %zu   %d layers x %d heads   frame %.2f ms",
+                  g.seconds * 1e3, to_string(g.isa), g.threads, g.threads == 1 ? "" : "s", g.reused,
+                  static_cast<int>(g.ids.size()), app.model.last_ms(), g.ids.size(),
+                  app.model.is_open() ? app.model.config().n_layers : 0,
+                  app.model.is_open() ? app.model.config().n_heads : 0, app.frame_ms);
+    ImGui::TextColored(kDimColor, "%s", buf);
+    return;
+  }
   const Result& r = s.result();
   char engine[96];
   if (r.backend.empty())
@@ -325,6 +346,10 @@ void run_export(App& app, ExportKind kind) {
     app.capture.path = app.export_dir + "/attnviz_view.png";
     return;
   }
+  if (model_mode(app)) {
+    ui::export_model(app, kind);
+    return;
+  }
   const Session& s = app.session;
   const Result& r = s.result();
   const StageId stage = app.view.stage;
@@ -344,6 +369,7 @@ void run_export(App& app, ExportKind kind) {
 }
 
 Status start(App& app) {
+  if (model_mode(app)) return app.model.recompute(app.session.text);
   Status st = app.session.recompute();
   ui::sync_compare(app);
   return st;
@@ -366,11 +392,20 @@ void draw_frame(App& app, TextureHost& textures) {
   ImGui::SameLine();
   ImGui::BeginChild("main", ImVec2(0, -status_h), false,
                     ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
-  ui::draw_stepper(app);
-  const float info_h = ImGui::GetTextLineHeightWithSpacing() * 7.5f;
-  const ImVec2 avail = ImGui::GetContentRegionAvail();
-  ui::draw_heatmaps(app, textures, ImVec2(avail.x, std::max(64.0f, avail.y - info_h)));
-  ui::draw_cell_info(app, ImVec2(avail.x, info_h - ImGui::GetStyle().ItemSpacing.y));
+  ui::step_generation(app);
+  if (model_mode(app)) {
+    ui::draw_tokens(app);
+    if (app.model_view.layer >= 0) ui::draw_layer_bar(app);
+  }
+  if (model_mode(app) && (app.model_view.layer < 0 || !shown_result(app))) {
+    ui::draw_model_main(app, textures, ImGui::GetContentRegionAvail());
+  } else {
+    ui::draw_stepper(app);
+    const float info_h = ImGui::GetTextLineHeightWithSpacing() * 7.5f;
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    ui::draw_heatmaps(app, textures, ImVec2(avail.x, std::max(64.0f, avail.y - info_h)));
+    ui::draw_cell_info(app, ImVec2(avail.x, info_h - ImGui::GetStyle().ItemSpacing.y));
+  }
   ImGui::EndChild();
   ui::draw_status(app);
   ImGui::End();

@@ -6,10 +6,15 @@
 #include <imgui_internal.h>  // ClearActiveID: a text box being edited ignores outside changes otherwise
 
 #include <GLFW/glfw3.h>
+#include <emscripten/heap.h>
+#include <malloc.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "gpt_json.hpp"
 #include "gpu.hpp"
 #include "json_io.hpp"
 #include "view_args.hpp"
@@ -75,6 +80,8 @@ EM_JS(void, page_state_changed, (const char* json),
       { Module.attnvizHooks.stateChanged(UTF8ToString(json)); });
 EM_JS(void, page_first_heatmap, (), { Module.attnvizHooks.firstHeatmap(); });
 EM_JS(void, page_download, (const char* path), { Module.attnvizHooks.download(UTF8ToString(path)); });
+EM_JS(void, page_choose_model_files, (), { Module.attnvizHooks.chooseModelFiles(); });
+EM_JS(void, page_open_model, (const char* json), { Module.attnvizHooks.openModel(UTF8ToString(json)); });
 EM_JS(int, page_canvas_width, (), { return Module.canvas.clientWidth | 0; });
 EM_JS(int, page_canvas_height, (), { return Module.canvas.clientHeight | 0; });
 
@@ -138,6 +145,18 @@ void tick() {
 
 }  // namespace
 
+// The heap the module may still grow into: its maximum less what malloc holds (the page's memory budget).
+std::uint64_t heap_free() {
+  const std::uint64_t max = emscripten_get_heap_max();
+  const std::uint64_t used = static_cast<std::uint64_t>(mallinfo().uordblks);
+  return max > used ? max - used : 0;
+}
+
+nlohmann::json choice_json(const attnviz::viz::ModelChoice& c) {
+  return {{"kind", attnviz::viz::to_string(c.kind)}, {"size", c.size}, {"seed", c.seed}, {"path", c.path},
+          {"train", c.train}};
+}
+
 extern "C" {
 
 // Replaces the sentence (as if typed); "" when it was computed, else why the last good result stays.
@@ -177,6 +196,45 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_apply_state(const char* json) {
   return error.c_str();
 }
 
+// Opens a model: {"kind": "layer" | "seeded" | "file", "size", "seed", "path", "train"} (the page has put a
+// file's bytes under /models first). Returns "" or why not (the view keeps what it had).
+EMSCRIPTEN_KEEPALIVE const char* attnviz_open_model(const char* json) {
+  static std::string error;
+  release_keyboard();
+  wake();
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  attnviz::viz::ModelChoice c;
+  if (j.is_discarded() || !j.is_object() || !j.value("kind", nlohmann::json()).is_string() ||
+      !attnviz::viz::parse_model_kind(j["kind"].get<std::string>(), c.kind)) {
+    error = "the model choice is not {kind: layer | seeded | file, ...}";
+    return error.c_str();
+  }
+  if (j.contains("size") && j["size"].is_string()) c.size = j["size"].get<std::string>();
+  if (j.contains("seed") && j["seed"].is_number_unsigned()) c.seed = j["seed"].get<std::uint64_t>();
+  if (j.contains("path") && j["path"].is_string()) c.path = j["path"].get<std::string>();
+  if (j.contains("train") && j["train"].is_boolean()) c.train = j["train"].get<bool>();
+  const Status st = attnviz::viz::open_model(page->app, c);
+  error = st.is_ok() ? page->app.model.error() : st.error;
+  return error.c_str();
+}
+
+// The whole model's last pass in attnviz-cli --model --json's format (every layer's weights, the top 10);
+// "" when no model is open.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_model_json() {
+  static std::string json;
+  const attnviz::viz::ModelSession& m = page->app.model;
+  if (!m.is_open() || !m.has_result()) {
+    json.clear();
+    return json.c_str();
+  }
+  attnviz::GptJsonModel jm;
+  jm.seeded = m.choice().kind == attnviz::viz::ModelKind::seeded;
+  jm.source = jm.seeded ? m.choice().size : m.choice().path;
+  jm.seed = m.choice().seed;
+  json = attnviz::gpt_result_to_json(m.result(), m.weights(), jm, m.tokenizer());
+  return json.c_str();
+}
+
 // Figures for tests and benchmarks.
 EMSCRIPTEN_KEEPALIVE const char* attnviz_status() {
   static std::string json;
@@ -195,7 +253,46 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_status() {
                         {"rows", r.rows},
                         {"cols", r.cols}});
   const attnviz::viz::Cell& hover = p.app.view.hover;
+  const attnviz::viz::ModelSession& m = p.app.model;
+  const attnviz::viz::ModelView& mv = p.app.model_view;
+  nlohmann::json model = {{"open", m.is_open()},
+                          {"choice", choice_json(mv.choice)},
+                          {"error", m.error()},
+                          {"open_error", mv.open_error},
+                          {"wanted_file", mv.wanted_file},
+                          {"generation", m.generation()},
+                          {"layer", mv.layer},
+                          {"thumbs", mv.thumbs.size()},
+                          {"thumb_px", mv.thumb_px},
+                          {"generating", mv.generating}};
+  if (m.is_open()) {
+    model["source"] = choice_json(m.choice());
+    model["layers"] = m.config().n_layers;
+    model["heads"] = m.config().n_heads;
+    model["ids"] = m.ids();
+    model["pieces"] = m.pieces();
+    model["ms"] = m.last_ms();
+    model["pass_ms"] = m.result().seconds * 1e3;
+    model["reused"] = m.result().reused;
+    model["open_ms"] = m.open_ms();
+    nlohmann::json next = nlohmann::json::array();
+    for (const attnviz::TopToken& t : m.result().next) next.push_back({{"id", t.id}, {"probability", t.probability}});
+    model["next"] = next;
+    nlohmann::json kinds = nlohmann::json::array();
+    for (const auto& layer : m.kinds()) {
+      nlohmann::json row = nlohmann::json::array();
+      for (const attnviz::viz::HeadScores& k : layer) row.push_back(attnviz::viz::to_string(k.kind));
+      kinds.push_back(row);
+    }
+    model["kinds"] = kinds;
+  }
+  nlohmann::json thumbs = nlohmann::json::array();
+  for (const auto& t : mv.thumbs)
+    thumbs.push_back({{"layer", t.layer}, {"head", t.head}, {"x0", t.x0}, {"y0", t.y0}, {"x1", t.x1}, {"y1", t.y1}});
+  model["thumb_rects"] = thumbs;
   json = nlohmann::json{{"generation", s.generation()},
+                        {"model", model},
+                        {"memory", {{"heap_max", emscripten_get_heap_max()}, {"free", heap_free()}}},
                         {"compute", p.gpu.status()},
                         {"error", s.error()},
                         {"message", p.app.message},
@@ -305,6 +402,15 @@ EMSCRIPTEN_KEEPALIVE void attnviz_frame() {
 int main() {
   page = new Page;  // lives as long as the page
   attnviz::viz::App& app = page->app;
+  // GPT-2's vocabulary: the page puts it here before it opens a model (site/gpt2/, same origin).
+  setenv("ATTNVIZ_VOCAB_DIR", "/gpt2", 1);
+  app.model.free_memory = heap_free;
+  app.model_view.files_dir = "/models";
+  app.model_view.choose_file = [] { page_choose_model_files(); };
+  // The page fetches the vocabulary (and shows progress) before a model opens.
+  app.model_view.open_request = [](const attnviz::viz::ModelChoice& c) {
+    page_open_model(choice_json(c).dump().c_str());
+  };
   app.downloads = true;
   app.export_dir = "/attnviz-export";
   app.session.offload = &page->gpu;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attnviz/viz/colorize.hpp"
+#include "attnviz/viz/model.hpp"
 #include "attnviz/viz/session.hpp"
 #include "attnviz/viz/stages.hpp"
 
@@ -71,8 +72,43 @@ struct HeatmapRect {
 
 struct ViewCache;  // the heatmaps of the current view, derived matrices included (UI-internal)
 
+// Thumbnails of the model view: slot kThumbSlot + layer * kThumbStride + head.
+constexpr int kThumbSlot = 10000;
+constexpr int kThumbStride = 64;
+// The hovered thumbnail's large preview.
+constexpr int kPreviewSlot = 3000;
+
+// The model view's own state (the whole GPT-2: a grid of layers by heads, one layer opened in the full view).
+struct ModelView {
+  ModelChoice choice;  // what the Model panel shows; "open" makes it the session's
+  int layer = -1;      // the layer in the full view; -1: the grid of every layer and head
+  HeadKind filter = HeadKind::none;  // show only heads of this kind (none: every head)
+  int thumb_px = 0;                  // thumbnail side in the last frame (for tests)
+  int hovered_layer = -1, hovered_head = -1;
+  int generate_steps = 10;  // tokens the Generate button appends
+  int generating = 0;       // tokens still to append, one per frame
+  // A file the link names but the host does not hold (the page asks the visitor for it).
+  std::string wanted_file;
+  std::string open_error;  // why the last Open failed (the view kept the model it had)
+  // Where a link's "file:NAME" is looked for (the page's folder of chosen files; "": the working folder).
+  std::string files_dir;
+  // The host's file chooser (the page's file picker); null: the panel has a path field.
+  std::function<void()> choose_file;
+  // The host opens models itself (the page first fetches the vocabulary and shows progress, then calls
+  // open_model); null: the Open button calls open_model.
+  std::function<void(const ModelChoice&)> open_request;
+  // Where each thumbnail landed in the last frame (tests drive the mouse with it).
+  struct Thumb {
+    int layer, head;
+    float x0, y0, x1, y1;
+  };
+  std::vector<Thumb> thumbs;
+};
+
 struct App {
   Session session;
+  ModelSession model;  // open: the view shows this GPT-2 (and the sentence is its input)
+  ModelView model_view;
   ViewState view;
   CompareState compare;
   std::string export_dir = "attnviz-export";
@@ -111,6 +147,15 @@ struct App {
 // Computes the first view (the book's sentence with the book preset, unless the app was configured
 // otherwise).
 Status start(App& app);
+
+// Opens the model the choice names (kind layer: back to chapter 3) and computes the sentence with it. On
+// failure the current model and view stay and the error is returned (and shown in the Model panel).
+Status open_model(App& app, const ModelChoice& choice);
+
+// Whether the view shows a whole model (a model is open), and the chapter-3 result the heatmaps show: the
+// Session's, or the opened layer's (null in the model grid).
+bool model_mode(const App& app);
+const Result* shown_result(const App& app);
 
 // Draws the whole UI for this frame (between ImGui::NewFrame and ImGui::Render).
 void draw_frame(App& app, TextureHost& textures);

@@ -22,6 +22,9 @@ struct Written {
   std::vector<std::string> paths;
 };
 
+// `<dir>/<name>` holding `text` (the folder made when missing).
+Status export_text(const std::string& dir, const std::string& name, const std::string& text, Written& out);
+
 // `<dir>/<prefix>.json`.
 Status export_json(const std::string& dir, const std::string& prefix, const Result& r, const Params& p,
                    Written& out);

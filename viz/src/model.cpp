@@ -1,0 +1,225 @@
+#include "attnviz/viz/model.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <limits>
+
+#include "attnviz/viz/stages.hpp"
+#include "gpt_file.hpp"
+
+namespace attnviz::viz {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// a * b, or the largest value when it would not fit.
+std::uint64_t mul_sat(std::uint64_t a, std::uint64_t b) {
+  if (a && b > std::numeric_limits<std::uint64_t>::max() / a) return std::numeric_limits<std::uint64_t>::max();
+  return a * b;
+}
+std::uint64_t add_sat(std::uint64_t a, std::uint64_t b) {
+  return b > std::numeric_limits<std::uint64_t>::max() - a ? std::numeric_limits<std::uint64_t>::max() : a + b;
+}
+
+
+}  // namespace
+
+const char* to_string(ModelKind k) {
+  switch (k) {
+    case ModelKind::seeded:
+      return "seeded";
+    case ModelKind::file:
+      return "file";
+    case ModelKind::layer:
+      break;
+  }
+  return "layer";
+}
+
+bool parse_model_kind(const std::string& s, ModelKind& out) {
+  for (ModelKind k : {ModelKind::layer, ModelKind::seeded, ModelKind::file})
+    if (s == to_string(k)) {
+      out = k;
+      return true;
+    }
+  return false;
+}
+
+std::uint64_t model_pass_bytes(const GptConfig& c, int tokens, bool detail) {
+  const std::uint64_t T = static_cast<std::uint64_t>(tokens > 0 ? tokens : 0);
+  const std::uint64_t square = mul_sat(mul_sat(static_cast<std::uint64_t>(c.n_heads), T), T);
+  const std::uint64_t rows = mul_sat(T, static_cast<std::uint64_t>(c.d_model));
+  std::uint64_t floats = mul_sat(square, static_cast<std::uint64_t>(c.n_layers));  // every layer's weights
+  if (detail) floats = add_sat(floats, add_sat(mul_sat(square, 3), mul_sat(rows, 6)));  // + stages, x q k v ctx out
+  floats = add_sat(floats, mul_sat(rows, 10));  // the pass's own (T, d) and (T, 4d) buffers
+  floats = add_sat(floats, static_cast<std::uint64_t>(c.vocab_size));
+  return mul_sat(floats, sizeof(float));
+}
+
+void ModelSession::close() {
+  model_.reset();
+  choice_ = ModelChoice();
+  result_ = GptResult();
+  pieces_.clear();
+  kinds_.clear();
+  has_result_ = false;
+  error_.clear();
+  ++generation_;
+}
+
+Status ModelSession::open(const ModelChoice& choice) {
+  if (choice.kind == ModelKind::layer) {
+    close();
+    return Status::ok();
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  ModelSpec spec;
+  spec.model = choice.kind == ModelKind::seeded ? choice.size : choice.path;
+  spec.seed = choice.seed;
+  spec.options.train = choice.train;
+  spec.options.exec = exec;
+  spec.memory_budget = free_memory ? free_memory() : available_memory_bytes();
+  if (choice.kind == ModelKind::seeded && !find_gpt_preset(choice.size)) {
+    error_ = "unknown GPT-2 size '" + choice.size + "' (gpt2-small, gpt2-medium, gpt2-large, gpt2-xl)";
+    return Status::fail(error_);
+  }
+  if (choice.kind == ModelKind::file && choice.path.empty()) {
+    error_ = "no weights file given";
+    return Status::fail(error_);
+  }
+  auto m = std::make_unique<OpenedModel>();
+  if (Status st = open_model(spec, *m); !st.is_ok()) {
+    error_ = st.error;
+    return st;
+  }
+  model_ = std::move(m);
+  choice_ = choice;
+  result_ = GptResult();
+  pieces_.clear();
+  kinds_.clear();
+  has_result_ = false;
+  if (detail_ >= config().n_layers) detail_ = -1;
+  error_.clear();
+  ++generation_;
+  open_ms_ = ms_since(t0);
+  return Status::ok();
+}
+
+const GptConfig& ModelSession::config() const {
+  return model_->model.weights().config;
+}
+
+const Bpe& ModelSession::tokenizer() const {
+  return model_->bpe;
+}
+
+std::string ModelSession::describe() const {
+  if (!model_) return "no model";
+  const GptConfig& c = config();
+  char buf[256];
+  const std::string source =
+      choice_.kind == ModelKind::seeded ? choice_.size + ", seeded " + std::to_string(choice_.seed) : choice_.path;
+  std::snprintf(buf, sizeof buf, "%s: %d layers x %d heads, d %d, context %d, %.1f M parameters%s",
+                source.c_str(), c.n_layers, c.n_heads, c.d_model, c.context_length,
+                static_cast<double>(parameter_count(c, choice_.kind == ModelKind::file)) / 1e6,
+                choice_.train ? ", train mode" : "");
+  return buf;
+}
+
+void ModelSession::set_detail_layer(int layer) {
+  detail_ = model_ && layer >= 0 && layer < config().n_layers ? layer : -1;
+}
+
+const Result* ModelSession::layer(int index) const {
+  const GptLayer* l = has_result_ ? result_.layer(index) : nullptr;
+  return l ? &l->attention : nullptr;
+}
+
+Status ModelSession::run(const std::vector<int>& ids) {
+  const GptConfig& c = config();
+  const std::uint64_t need = model_pass_bytes(c, static_cast<int>(ids.size()), detail_ >= 0);
+  const std::uint64_t held = has_result_ ? model_pass_bytes(c, static_cast<int>(result_.ids.size()), true) : 0;
+  const std::uint64_t budget = free_memory ? free_memory() : available_memory_bytes();
+  if (budget && need > add_sat(budget, held)) {
+    int fit = static_cast<int>(ids.size());
+    while (fit > 1 && model_pass_bytes(c, fit, detail_ >= 0) > add_sat(budget, held)) fit = fit * 7 / 8;
+    return Status::fail(std::to_string(ids.size()) + " tokens need " + format_bytes(need) +
+                        " for every head's weights, more than the " + format_bytes(add_sat(budget, held)) +
+                        " available: about " + std::to_string(fit) + " tokens fit");
+  }
+  GptRequest request;
+  request.detail_layer = detail_;
+  request.top_k = 10;
+  const std::vector<int> last = result_.ids;
+  Status st = model_->model.forward(ids, request, result_);
+  if (!st.is_ok() && result_.layers.empty() && has_result_) {
+    // The failed pass took the previous result's storage: compute it again, so the view stays.
+    GptResult again;
+    if (!last.empty() && model_->model.forward(last, request, again).is_ok())
+      result_ = std::move(again);
+    else
+      has_result_ = false;
+  }
+  return st;
+}
+
+Status ModelSession::recompute(const std::string& text) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!model_) {
+    error_ = "no model is open";
+    return Status::fail(error_);
+  }
+  std::vector<int> ids;
+  Status st = encode_for(*model_, text, ids);
+  if (st.is_ok()) st = run(ids);
+  if (!st.is_ok()) {
+    error_ = st.error;
+    return st;
+  }
+  error_.clear();
+  pieces_.clear();
+  for (int id : result_.ids) pieces_.push_back(model_->bpe.label(id));
+  for (GptLayer& l : result_.layers) l.attention.tokens = pieces_;  // the heatmaps' labels
+  kinds_.assign(result_.layers.size(), {});
+  for (std::size_t l = 0; l < result_.layers.size(); ++l) {
+    const Result& a = result_.layers[l].attention;
+    for (int h = 0; h < a.shape.heads; ++h)
+      kinds_[l].push_back(score_head(stage_matrix(a, StageId::weights, h), result_.ids));
+  }
+  has_result_ = true;
+  ++generation_;
+  last_ms_ = ms_since(t0);
+  return Status::ok();
+}
+
+Status ModelSession::generate(std::string& text, int steps) {
+  if (!model_) {
+    error_ = "no model is open";
+    return Status::fail(error_);
+  }
+  std::vector<int> ids;
+  if (Status st = encode_for(*model_, text, ids); !st.is_ok()) {
+    error_ = st.error;
+    return st;
+  }
+  std::string appended = text;
+  for (int s = 0; s < steps; ++s) {
+    if (static_cast<int>(ids.size()) >= config().context_length) {
+      error_ = "the text fills the context length " + std::to_string(config().context_length);
+      return Status::fail(error_);
+    }
+    if (Status st = run(ids); !st.is_ok()) {
+      error_ = st.error;
+      return st;
+    }
+    const int next = result_.next.empty() ? 0 : result_.next.front().id;  // argmax, as torch.argmax
+    ids.push_back(next);
+    appended += model_->bpe.decode({next});
+  }
+  text = appended;
+  return recompute(text);
+}
+
+}  // namespace attnviz::viz

@@ -1,0 +1,432 @@
+// The whole-model view: the Model panel (chapter-3 layer, seeded GPT-2, or a weights file), the sentence's
+// BPE pieces, the grid of every layer's heads as thumbnails with what each head does, the next-token
+// candidates with Generate, and the bar of an opened layer (which the full chapter-3 view then shows).
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "attnviz/viz/export.hpp"
+#include "gpt_file.hpp"
+#include "gpt_json.hpp"
+#include "ui_internal.hpp"
+
+namespace attnviz::viz {
+
+bool model_mode(const App& app) {
+  return app.model.is_open();
+}
+
+const Result* shown_result(const App& app) {
+  if (!model_mode(app)) return &app.session.result();
+  return app.model_view.layer >= 0 ? app.model.layer(app.model_view.layer) : nullptr;
+}
+
+Status open_model(App& app, const ModelChoice& choice) {
+  ModelView& mv = app.model_view;
+  if (choice.kind == ModelKind::layer) {
+    app.model.close();
+    mv.open_error.clear();
+    mv.choice = choice;
+    mv.layer = -1;
+    mv.generating = 0;
+    return start(app);
+  }
+  if (Status st = app.model.open(choice); !st.is_ok()) {
+    mv.open_error = st.error;
+    return st;
+  }
+  mv.open_error.clear();
+  mv.choice = choice;
+  mv.generating = 0;
+  mv.wanted_file.clear();
+  if (mv.layer >= app.model.config().n_layers) mv.layer = -1;
+  if (app.view.enlarged >= app.model.config().n_heads) app.view.enlarged = -1;
+  app.model.set_detail_layer(mv.layer);
+  app.view.locked = {};
+  return app.model.recompute(app.session.text);
+}
+
+namespace ui {
+namespace {
+
+const ImVec4 kErrorColor{1.0f, 0.45f, 0.4f, 1.0f};
+const ImVec4 kDimColor{0.6f, 0.6f, 0.65f, 1.0f};
+constexpr int kThumbTexels = 128;    // thumbnails are pooled to at most this many cells a side
+constexpr int kPreviewTexels = 512;  // the hover preview
+constexpr float kNextWidth = 250.0f;
+
+const char* kind_title(ModelKind k) {
+  switch (k) {
+    case ModelKind::seeded:
+      return "GPT-2, seeded (chapter 4)";
+    case ModelKind::file:
+      return "GPT-2 from a weights file";
+    case ModelKind::layer:
+      break;
+  }
+  return "chapter-3 layer (random weights)";
+}
+
+std::string scores_text(const HeadScores& s) {
+  char buf[200];
+  char induction[16] = "n/a";
+  if (s.induction_defined) std::snprintf(induction, sizeof induction, "%.2f", static_cast<double>(s.induction));
+  std::snprintf(buf, sizeof buf, "previous %.2f  first %.2f  self %.2f  broad %.2f  induction %s",
+                static_cast<double>(s.previous), static_cast<double>(s.first), static_cast<double>(s.self),
+                static_cast<double>(s.broad), induction);
+  return buf;
+}
+
+const HeadScores* kind_of(const App& app, int layer, int head) {
+  const auto& k = app.model.kinds();
+  if (layer < 0 || layer >= static_cast<int>(k.size())) return nullptr;
+  const auto& row = k[static_cast<std::size_t>(layer)];
+  return head >= 0 && head < static_cast<int>(row.size()) ? &row[static_cast<std::size_t>(head)] : nullptr;
+}
+
+void open_layer(App& app, int layer, int head) {
+  ModelView& mv = app.model_view;
+  mv.layer = layer;
+  app.view.enlarged = head;
+  app.view.locked = {};
+  app.view.zoom = 1.0f;
+  app.view.x0 = app.view.y0 = 0.0f;
+  if (app.model.detail_layer() != layer) {
+    app.model.set_detail_layer(layer);
+    app.model.recompute(app.session.text);
+  }
+}
+
+// The colours of thumbnails: the view's palette; weights lie in [0, 1], so one range serves every head.
+ColorOptions thumb_colors(const App& app) {
+  ColorOptions o = app.view.color;
+  if (o.palette == Palette::diverging) o.palette = Palette::blues;
+  o.centered = false;
+  if (o.norm == Norm::fixed && !o.fixed.valid()) o.norm = Norm::head;
+  return o;
+}
+
+std::string thumb_key(const App& app, int texels) {
+  const ColorOptions o = thumb_colors(app);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "thumb/%d/%d/%d/%g/%g/%d", app.model.generation(), static_cast<int>(o.palette),
+                static_cast<int>(o.norm), static_cast<double>(o.fixed.lo), static_cast<double>(o.fixed.hi),
+                texels);
+  return buf;
+}
+
+void* thumb_texture(App& app, TextureHost& textures, int slot, int layer, int head, int texels) {
+  const Result* r = app.model.layer(layer);
+  if (!r) return nullptr;
+  const MatrixDesc m = thumbnail(stage_matrix(*r, StageId::weights, head), texels);
+  if (m.empty()) return nullptr;
+  std::string key = thumb_key(app, texels);
+  if (slot == kPreviewSlot) key += "/" + std::to_string(layer) + "/" + std::to_string(head);
+  return cached_texture(app, textures, slot, key, m, thumb_colors(app), Range{0.0f, 1.0f});
+}
+
+void draw_next_tokens(App& app, ImVec2 size) {
+  ImGui::BeginChild("next", size, true);
+  ModelSession& ms = app.model;
+  ImGui::TextUnformatted("Next token");
+  ImGui::TextColored(kDimColor, "after the last position, greedy first");
+  const GptResult& g = ms.result();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float w = ImGui::GetContentRegionAvail().x, fh = ImGui::GetTextLineHeight();
+  for (const TopToken& t : g.next) {
+    const std::string label = ms.tokenizer().label(t.id);
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float bar = static_cast<float>(t.probability) * w;
+    dl->AddRectFilled(p, ImVec2(p.x + bar, p.y + fh + 2.0f), IM_COL32(70, 110, 190, 255));
+    char pct[32];
+    // Small probabilities keep their digits: an untrained model spreads 1 over 50257 tokens.
+    std::snprintf(pct, sizeof pct, t.probability >= 0.001 ? "%.1f%%" : "%.2g%%", t.probability * 100.0);
+    ImGui::Text("%s", label.c_str());
+    dl->AddText(ImVec2(p.x + w - ImGui::CalcTextSize(pct).x - 2.0f, p.y), ImGui::GetColorU32(ImGuiCol_Text), pct);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("id %d   logit %.4f   probability %.6f", t.id, static_cast<double>(t.logit), t.probability);
+    ImGui::Dummy(ImVec2(0.0f, 1.0f));
+  }
+  ImGui::Separator();
+  ModelView& mv = app.model_view;
+  ImGui::PushItemWidth(90.0f);
+  ImGui::InputInt("tokens", &mv.generate_steps, 1, 10);
+  ImGui::PopItemWidth();
+  mv.generate_steps = std::clamp(mv.generate_steps, 1, 200);
+  if (mv.generating > 0) {
+    if (ImGui::Button("Stop")) mv.generating = 0;
+    ImGui::SameLine();
+    ImGui::Text("%d to go", mv.generating);
+  } else if (ImGui::Button("Generate")) {
+    mv.generating = mv.generate_steps;
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Append the most probable token, one per frame, as generate_text_simple does");
+  ImGui::EndChild();
+}
+
+}  // namespace
+
+void step_generation(App& app) {
+  ModelView& mv = app.model_view;
+  if (mv.generating <= 0) return;
+  if (!model_mode(app)) {
+    mv.generating = 0;
+    return;
+  }
+  --mv.generating;
+  if (!app.model.generate(app.session.text, 1).is_ok()) mv.generating = 0;
+  app.focus_text = true;  // the box shows the longer sentence, cursor at its end
+}
+
+void draw_model_panel(App& app) {
+  ModelView& mv = app.model_view;
+  ModelChoice& c = mv.choice;
+  ImGui::PushItemWidth(-110);
+  if (ImGui::BeginCombo("source", kind_title(c.kind))) {
+    for (ModelKind k : {ModelKind::layer, ModelKind::seeded, ModelKind::file})
+      if (ImGui::Selectable(kind_title(k), k == c.kind)) c.kind = k;
+    ImGui::EndCombo();
+  }
+  if (c.kind == ModelKind::seeded) {
+    if (ImGui::BeginCombo("size", c.size.c_str())) {
+      for (const GptPreset& p : gpt_presets())
+        if (ImGui::Selectable(p.name, c.size == p.name)) c.size = p.name;
+      ImGui::EndCombo();
+    }
+    ImGui::InputScalar("seed##model", ImGuiDataType_U64, &c.seed);
+    if (const std::optional<GptConfig> cfg = find_gpt_preset(c.size))
+      ImGui::TextColored(kDimColor, "%d layers x %d heads, weights %s", cfg->n_layers, cfg->n_heads,
+                         format_bytes(packed_bytes(*cfg, false, app.model.exec.isa)).c_str());
+  } else if (c.kind == ModelKind::file) {
+    if (mv.choose_file) {
+      if (ImGui::Button("Choose model files...")) mv.choose_file();
+      if (!c.path.empty()) ImGui::TextColored(kDimColor, "%s", c.path.c_str());
+    } else {
+      ImGui::InputText("path", &c.path);
+    }
+  }
+  ImGui::PopItemWidth();
+  if (c.kind != ModelKind::layer) ImGui::Checkbox("train mode (dropout)", &c.train);
+  const bool current = model_mode(app) ? c == app.model.choice() : c.kind == ModelKind::layer;
+  ImGui::BeginDisabled(current || (c.kind == ModelKind::file && c.path.empty()));
+  if (ImGui::Button(c.kind == ModelKind::layer ? "Use the chapter-3 layer" : "Open")) {
+    if (mv.open_request)
+      mv.open_request(c);
+    else
+      open_model(app, c);
+  }
+  ImGui::EndDisabled();
+  ImGui::PushTextWrapPos(0.0f);
+  if (!mv.wanted_file.empty())
+    ImGui::TextColored(kErrorColor, "This link shows the weights file \"%s\": choose it to open the view.",
+                       mv.wanted_file.c_str());
+  if (model_mode(app)) {
+    ImGui::TextColored(kDimColor, "%s", app.model.describe().c_str());
+    ImGui::TextColored(kDimColor, "opened in %.0f ms", app.model.open_ms());
+  }
+  if (!mv.open_error.empty()) ImGui::TextColored(kErrorColor, "%s", mv.open_error.c_str());
+  ImGui::PopTextWrapPos();
+}
+
+void draw_tokens(App& app) {
+  const ModelSession& ms = app.model;
+  const auto& pieces = ms.pieces();
+  const float fh = ImGui::GetTextLineHeight();
+  ImGui::BeginChild("tokens", ImVec2(0.0f, fh * 2.0f + 12.0f), false);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const ImVec2 ts = ImGui::CalcTextSize(pieces[i].c_str());
+    if (i) {
+      ImGui::SameLine(0.0f, 3.0f);
+      if (ImGui::GetCursorScreenPos().x + ts.x + 6.0f > right) ImGui::NewLine();
+    }
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    dl->AddRectFilled(p, ImVec2(p.x + ts.x + 6.0f, p.y + fh + 2.0f), IM_COL32(55, 60, 75, 255), 3.0f);
+    dl->AddText(ImVec2(p.x + 3.0f, p.y + 1.0f), ImGui::GetColorU32(ImGuiCol_Text), pieces[i].c_str());
+    ImGui::PushID(static_cast<int>(i));
+    ImGui::InvisibleButton("piece", ImVec2(ts.x + 6.0f, fh + 2.0f));
+    ImGui::PopID();
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("position %zu   id %d", i, ms.ids()[i]);
+  }
+  ImGui::EndChild();
+}
+
+void draw_layer_bar(App& app) {
+  ModelView& mv = app.model_view;
+  const int L = app.model.config().n_layers;
+  if (ImGui::Button("< every layer")) mv.layer = -1;
+  ImGui::SameLine();
+  int layer = mv.layer;
+  ImGui::PushItemWidth(220.0f);
+  ImGui::SliderInt("layer", &layer, 0, L - 1);
+  ImGui::PopItemWidth();
+  // PageUp / PageDown step through the layers.
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageUp))) layer = std::max(0, layer - 1);
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_PageDown))) layer = std::min(L - 1, layer + 1);
+  if (layer != mv.layer && mv.layer >= 0) open_layer(app, layer, app.view.enlarged);
+  ImGui::SameLine();
+  if (mv.layer < 0) return;
+  const int head = app.view.enlarged;
+  if (const HeadScores* s = kind_of(app, mv.layer, std::max(0, head))) {
+    ImGui::TextColored(kDimColor, "head %d: %s", std::max(0, head), to_string(s->kind));
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", scores_text(*s).c_str());
+  }
+}
+
+void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
+  ModelView& mv = app.model_view;
+  ModelSession& ms = app.model;
+  mv.thumbs.clear();
+  app.layout.clear();
+  const float next_w = std::min(kNextWidth, size.x * 0.3f);
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  app.capture.x = origin.x;
+  app.capture.y = origin.y;
+  app.capture.w = size.x - next_w;
+  app.capture.h = size.y;
+  ImGui::BeginChild("grid", ImVec2(size.x - next_w - 8.0f, size.y), false, ImGuiWindowFlags_HorizontalScrollbar);
+  const GptResult& g = ms.result();
+  if (!ms.has_result() || g.layers.empty()) {
+    ImGui::TextDisabled("no pass yet: type a sentence");
+    ImGui::EndChild();
+    return;
+  }
+  const int L = static_cast<int>(g.layers.size()), H = ms.config().n_heads;
+  ImGui::PushItemWidth(200.0f);
+  if (ImGui::BeginCombo("show heads", mv.filter == HeadKind::none ? "every kind" : to_string(mv.filter))) {
+    if (ImGui::Selectable("every kind", mv.filter == HeadKind::none)) mv.filter = HeadKind::none;
+    for (HeadKind k : all_head_kinds())
+      if (ImGui::Selectable(to_string(k), mv.filter == k)) mv.filter = k;
+    ImGui::EndCombo();
+  }
+  ImGui::PopItemWidth();
+  ImGui::SameLine();
+  int shown = 0;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h)
+      if (const HeadScores* s = kind_of(app, l, h); s && (mv.filter == HeadKind::none || s->kind == mv.filter))
+        ++shown;
+  ImGui::TextColored(kDimColor, "%d of %d heads   hover: preview   click: open the layer", shown, L * H);
+
+  const float fh = ImGui::GetTextLineHeight();
+  const float left = ImGui::CalcTextSize("L00").x + 10.0f, top = fh + 4.0f, gap = 4.0f;
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float by_w = (avail.x - left) / static_cast<float>(H) - gap;
+  const float by_h = (avail.y - top) / static_cast<float>(L) - gap - fh;
+  const float side = std::floor(std::clamp(std::min(by_w, by_h), 28.0f, 160.0f));
+  mv.thumb_px = static_cast<int>(side);
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
+  const ImU32 dim = ImGui::GetColorU32(kDimColor);
+  for (int h = 0; h < H; ++h) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "h%d", h);
+    const float x = p0.x + left + static_cast<float>(h) * (side + gap);
+    dl->AddText(ImVec2(x + (side - ImGui::CalcTextSize(buf).x) * 0.5f, p0.y), dim, buf);
+  }
+  const float row_h = side + gap + fh;
+  for (int l = 0; l < L; ++l) {
+    const int layer = g.layers[static_cast<std::size_t>(l)].index;
+    const float y = p0.y + top + static_cast<float>(l) * row_h;
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "L%d", layer);
+    dl->AddText(ImVec2(p0.x, y + (side - fh) * 0.5f), dim, buf);
+    for (int h = 0; h < H; ++h) {
+      const ImVec2 a(p0.x + left + static_cast<float>(h) * (side + gap), y);
+      const ImVec2 b(a.x + side, a.y + side);
+      const HeadScores* s = kind_of(app, layer, h);
+      const bool hidden = mv.filter != HeadKind::none && (!s || s->kind != mv.filter);
+      ImGui::SetCursorScreenPos(a);
+      ImGui::PushID(layer * kThumbStride + h);
+      ImGui::InvisibleButton("thumb", ImVec2(side, side + fh));
+      ImGui::PopID();
+      if (hidden) {
+        dl->AddRect(a, b, IM_COL32(70, 70, 80, 255));
+        continue;
+      }
+      if (void* tex = thumb_texture(app, textures, kThumbSlot + layer * kThumbStride + h, layer, h, kThumbTexels))
+        dl->AddImage(tex, a, b);
+      mv.thumbs.push_back({layer, h, a.x, a.y, b.x, b.y});
+      if (s && s->kind != HeadKind::none) {
+        const char* label = short_label(s->kind);
+        const float tw = ImGui::CalcTextSize(label).x;
+        if (tw <= side + gap)
+          dl->AddText(ImVec2(a.x + (side - tw) * 0.5f, b.y + 1.0f), text, label);
+        else  // too narrow for the word: its first letter
+          dl->AddText(ImVec2(a.x + (side - ImGui::CalcTextSize(label, label + 1).x) * 0.5f, b.y + 1.0f), text,
+                      label, label + 1);
+      }
+      if (ImGui::IsItemHovered()) {
+        mv.hovered_layer = layer;
+        mv.hovered_head = h;
+        dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), IM_COL32(255, 210, 60, 255), 0.0f, 0, 2.0f);
+        ImGui::BeginTooltip();
+        ImGui::Text("layer %d, head %d: %s", layer, h, s ? to_string(s->kind) : "");
+        if (s) ImGui::TextColored(kDimColor, "%s", scores_text(*s).c_str());
+        if (void* big = thumb_texture(app, textures, kPreviewSlot, layer, h, kPreviewTexels)) {
+          const float px = std::min(360.0f, std::max(side * 3.0f, 200.0f));
+          ImGui::Image(big, ImVec2(px, px));
+        }
+        ImGui::TextColored(kDimColor, "click: open layer %d with this head enlarged", layer);
+        ImGui::EndTooltip();
+        if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) open_layer(app, layer, h);
+      }
+    }
+  }
+  ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + top + static_cast<float>(L) * row_h));
+  ImGui::Dummy(ImVec2(left + static_cast<float>(H) * (side + gap), 1.0f));
+  ImGui::EndChild();
+  ImGui::SameLine();
+  draw_next_tokens(app, ImVec2(0.0f, size.y));
+}
+
+void export_model(App& app, ExportKind kind) {
+  ModelView& mv = app.model_view;
+  const ModelSession& ms = app.model;
+  const Result* layer = shown_result(app);
+  Written w;
+  Status st = Status::ok();
+  char prefix[32];
+  std::snprintf(prefix, sizeof prefix, "attnviz_layer%02d", std::max(0, mv.layer));
+  if (kind == ExportKind::json) {
+    // The CLI's --model --json format, one file per layer (the opened one, or every layer from the grid).
+    const GptResult& g = ms.result();
+    GptJsonModel jm;
+    jm.source = ms.choice().kind == ModelKind::seeded ? ms.choice().size : ms.choice().path;
+    jm.seeded = ms.choice().kind == ModelKind::seeded;
+    jm.seed = ms.choice().seed;
+    for (const GptLayer& l : g.layers) {
+      if (mv.layer >= 0 && l.index != mv.layer) continue;
+      GptResult one;
+      one.config = g.config, one.options = g.options, one.ids = g.ids, one.logits = g.logits, one.next = g.next;
+      one.seconds = g.seconds, one.isa = g.isa, one.threads = g.threads, one.reused = g.reused;
+      one.layers.push_back(l);
+      char name[48];
+      std::snprintf(name, sizeof name, "attnviz_layer%02d.json", l.index);
+      st = export_text(app.export_dir, name, gpt_result_to_json(one, ms.weights(), jm, ms.tokenizer()) + "\n", w);
+      if (!st.is_ok()) break;
+    }
+  } else if (!layer) {
+    st = Status::fail(kind == ExportKind::csv ? "open a layer (click a head) to export its CSV"
+                                              : "open a layer (click a head) to export its heads");
+  } else if (kind == ExportKind::heads_png) {
+    st = export_png(app.export_dir, prefix, *layer, app.view.stage, app.view.color,
+                    default_cell_px(layer->tokens_count(), layer->tokens_count()), w);
+  } else {
+    st = export_csv(app.export_dir, prefix, *layer, app.view.stage, w);
+  }
+  app.written.insert(app.written.end(), w.paths.begin(), w.paths.end());
+  app.message = st.is_ok() ? "wrote " + std::to_string(w.paths.size()) + " file" +
+                                 (w.paths.size() == 1 ? "" : "s") + (w.paths.empty() ? "" : ": " + w.paths[0])
+                           : "export failed: " + st.error;
+}
+
+}  // namespace ui
+}  // namespace attnviz::viz
