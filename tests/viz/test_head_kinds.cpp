@@ -1,4 +1,4 @@
-// Head-kind scores on hand-built attention patterns whose scores can be worked out by hand.
+// Head-kind scores and thumbnails on hand-built attention patterns whose scores can be worked out by hand.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "attnviz/engine.hpp"
+#include "attnviz/viz/colorize.hpp"
 #include "attnviz/viz/head_kinds.hpp"
+#include "attnviz/viz/palette.hpp"
 #include "attnviz/viz/stages.hpp"
 
 using namespace attnviz;
@@ -340,5 +342,80 @@ TEST_CASE("head kinds: the engine's weights score as their definitions") {
     CHECK(s.self == doctest::Approx(self / (T - 1)).epsilon(1e-6));
     CHECK(s.broad > 0.0f);
     CHECK(s.broad <= 1.0f);
+  }
+}
+
+TEST_CASE("thumbnail: average pooling over the unmasked cells") {
+  SUBCASE("5x5 causal by 2 into 3x3, by hand") {
+    std::vector<float> w(25);
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j < 5; ++j)
+        w[static_cast<std::size_t>(i * 5 + j)] = j > i ? -100.0f : static_cast<float>(10 * i + j);
+    const MatrixDesc t = thumbnail(wrap(w, 5), 3);
+    REQUIRE(t.rows == 3);
+    REQUIRE(t.cols == 3);
+    CHECK_FALSE(t.causal);
+    const bool owns = t.owned != nullptr && t.data == t.owned->data() && t.keep == nullptr;
+    CHECK(owns);
+    CHECK(t.at(0, 0) == doctest::Approx((0 + 10 + 11) / 3.0).epsilon(1e-6));  // (0, 1) is masked
+    CHECK(t.at(1, 0) == doctest::Approx((20 + 21 + 30 + 31) / 4.0).epsilon(1e-6));
+    CHECK(t.at(1, 1) == doctest::Approx((22 + 32 + 33) / 3.0).epsilon(1e-6));  // (2, 3) is masked
+    CHECK(t.at(2, 0) == doctest::Approx(40.5).epsilon(1e-6));                  // row 4 only
+    CHECK(t.at(2, 1) == doctest::Approx(42.5).epsilon(1e-6));
+    CHECK(t.at(2, 2) == 44.0f);  // the corner cell alone
+    CHECK(std::isnan(t.at(0, 1)));
+    CHECK(std::isnan(t.at(0, 2)));
+    CHECK(std::isnan(t.at(1, 2)));
+    // colorize draws NaN in the masked colour.
+    std::vector<std::uint32_t> px;
+    colorize(t, ColorOptions{}, Range{}, px);
+    REQUIRE(px.size() == 9u);
+    CHECK(px[1] == kMaskedColor);
+    CHECK(px[5] == kMaskedColor);
+    CHECK(px[0] != kMaskedColor);
+  }
+  SUBCASE("small enough: the matrix itself") {
+    std::vector<float> w(25, 0.5f);
+    const MatrixDesc m = wrap(w, 5);
+    const MatrixDesc t = thumbnail(m, 5);
+    CHECK(t.data == m.data);
+    CHECK(t.rows == 5);
+    CHECK(t.causal);
+    CHECK(thumbnail(MatrixDesc{}, 4).empty());
+  }
+  SUBCASE("sizes") {
+    const std::vector<float> ones(1024 * 1024, 1.0f);
+    const MatrixDesc big = thumbnail(wrap(ones, 1024), 128);
+    CHECK(big.rows == 128);
+    CHECK(big.cols == 128);
+    // An all-ones causal matrix pools to 1 wherever a block has an unmasked cell, NaN above the diagonal.
+    int ones_seen = 0, nans = 0;
+    for (int i = 0; i < big.rows; ++i)
+      for (int j = 0; j < big.cols; ++j) {
+        if (j > i) {
+          nans += std::isnan(big.at(i, j)) ? 1 : 0;
+        } else {
+          ones_seen += big.at(i, j) == 1.0f ? 1 : 0;
+        }
+      }
+    CHECK(ones_seen == 128 * 129 / 2);
+    CHECK(nans == 128 * 127 / 2);
+    CHECK(thumbnail(wrap(ones, 1000), 128).rows == 125);  // f = 8
+    const MatrixDesc wide = thumbnail(wrap(ones, 6, 1024, false), 128);
+    CHECK(wide.rows == 1);
+    CHECK(wide.cols == 128);
+    CHECK(wide.at(0, 127) == 1.0f);
+    const MatrixDesc dot = thumbnail(wrap(ones, 3, 3), 0);  // max_side < 1 counts as 1: f = 3
+    CHECK(dot.rows == 1);
+    CHECK(dot.cols == 1);
+    CHECK(dot.at(0, 0) == 1.0f);
+  }
+  SUBCASE("NaN sources carry no value; the multiplier applies") {
+    std::vector<float> w = {1.0f, kNaN, 3.0f, 5.0f};
+    MatrixDesc m = wrap(w, 2, 2, false);
+    m.multiplier = 2.0f;
+    const MatrixDesc t = thumbnail(m, 1);
+    REQUIRE(t.rows == 1);
+    CHECK(t.at(0, 0) == doctest::Approx(6.0).epsilon(1e-6));  // (2 + 6 + 10) / 3
   }
 }
