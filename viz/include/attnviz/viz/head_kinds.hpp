@@ -7,10 +7,9 @@
 //   previous   mean over rows i >= 1 of A[i][i-1]
 //   first      mean over rows i >= 1 of A[i][0]            (the "attention sink")
 //   self       mean over rows i >= 1 of A[i][i]
-//   broad      mean over rows i >= 2 of H_i / log(i + 1), where H_i = -sum_j p_j log p_j is the entropy of
-//   row
-//              i over its i + 1 visible cells, p_j = A[i][j] / sum_j A[i][j] over the cells with A[i][j] > 0
-//              (1 = uniform, 0 = all weight on one cell; a row with no positive cell counts 0)
+//   broad      mean over rows i >= 2 of H_i / log(i + 1), where H_i = -sum_j p_j log p_j is the entropy
+//              of row i over its i + 1 visible cells, p_j = A[i][j] / sum_j A[i][j] over the cells with
+//              A[i][j] > 0 (1 = uniform, 0 = all weight on one cell; a row with no positive cell counts 0)
 //   induction  over the positions i whose token appeared earlier at some j with j + 1 < i: the sum of
 //              A[i][j + 1] over every such j (the token that followed each earlier occurrence; j + 1 < i
 //              leaves out an occurrence right before i, whose successor would be i itself), averaged over
@@ -24,8 +23,8 @@
 //
 // The label is the kind with the highest score among those whose score reaches its threshold (induction only
 // when defined); equal scores go to the kind earlier in all_head_kinds(); none when no kind reaches its
-// threshold. Cost: O(T^2) for the matrix plus O(T x earlier occurrences) for induction, no allocation per
-// row.
+// threshold. Cost: O(T^2) for the matrix plus O(T x earlier occurrences) for induction, no allocation
+// per row.
 #pragma once
 
 #include <string>
@@ -47,10 +46,12 @@ float head_kind_threshold(HeadKind k);  // the constant above; 0 for none
 
 // Every kind but none, in the order that breaks ties: induction, previous, first, self, broad.
 const std::vector<HeadKind>& all_head_kinds();
-const char* to_string(HeadKind k);  // "previous-token", "first-token", "self", "broad", "induction", "none"
-const char* short_label(
-    HeadKind k);  // at most 6 characters for thumbnails: "prev", "first", ...; "" for none
-bool parse_head_kind(const std::string& s, HeadKind& out);  // to_string's names, "none" included
+// "previous-token", "first-token", "self", "broad", "induction"; "none"
+const char* to_string(HeadKind k);
+// At most 6 characters, for thumbnails: "prev", "first", "self", "broad", "induct"; "" for none.
+const char* short_label(HeadKind k);
+// to_string's names, "none" included.
+bool parse_head_kind(const std::string& s, HeadKind& out);
 
 struct HeadScores {
   float previous = 0.0f, first = 0.0f, self = 0.0f, broad = 0.0f, induction = 0.0f;
