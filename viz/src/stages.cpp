@@ -330,4 +330,49 @@ MatrixDesc difference(const MatrixDesc& a, const MatrixDesc& b) {
   return m;
 }
 
+MatrixDesc thumbnail(const MatrixDesc& m, int max_side) {
+  max_side = std::max(max_side, 1);
+  if (m.empty() || (m.rows <= max_side && m.cols <= max_side)) return m;
+  const int f = (std::max(m.rows, m.cols) + max_side - 1) / max_side;
+  MatrixDesc t;
+  t.rows = (m.rows + f - 1) / f;
+  t.cols = (m.cols + f - 1) / f;
+  t.row_stride = t.cols;
+  t.square = m.square;
+  auto out = std::make_shared<std::vector<float>>(static_cast<std::size_t>(t.rows) *
+                                                  static_cast<std::size_t>(t.cols));
+  // Per source column: the sum and count of a block row's cells (elementwise, so the loop vectorizes).
+  std::vector<float> sum(static_cast<std::size_t>(m.cols));
+  std::vector<int> count(static_cast<std::size_t>(m.cols));
+  for (int bi = 0; bi < t.rows; ++bi) {
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    std::fill(count.begin(), count.end(), 0);
+    // pass 1: add the block row's source rows column by column, over their unmasked finite cells
+    for (int i = bi * f; i < std::min((bi + 1) * f, m.rows); ++i) {
+      const float* row = m.data + static_cast<std::ptrdiff_t>(i) * m.row_stride;
+      const int visible = m.causal ? std::min(m.cols, i + 1) : m.cols;
+      for (int j = 0; j < visible; ++j) {
+        const float x = row[j] * m.multiplier;
+        const bool finite = std::fabs(x) <= std::numeric_limits<float>::max();
+        sum[static_cast<std::size_t>(j)] += finite ? x : 0.0f;
+        count[static_cast<std::size_t>(j)] += finite ? 1 : 0;
+      }
+    }
+    // pass 2: each cell's f columns into one mean, NaN where nothing carried a value
+    for (int bj = 0; bj < t.cols; ++bj) {
+      double s = 0.0;
+      int n = 0;
+      for (int j = bj * f; j < std::min((bj + 1) * f, m.cols); ++j) {
+        s += sum[static_cast<std::size_t>(j)];
+        n += count[static_cast<std::size_t>(j)];
+      }
+      (*out)[static_cast<std::size_t>(bi) * static_cast<std::size_t>(t.cols) + static_cast<std::size_t>(bj)] =
+          n > 0 ? static_cast<float>(s / n) : std::numeric_limits<float>::quiet_NaN();
+    }
+  }
+  t.owned = out;
+  t.data = out->data();
+  return t;
+}
+
 }  // namespace attnviz::viz

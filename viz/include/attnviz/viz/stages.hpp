@@ -83,4 +83,11 @@ MatrixDesc aggregate(const Result& r, StageId s, Aggregate how, const std::vecto
 // a - b over the rows and columns both have (for compare mode).
 MatrixDesc difference(const MatrixDesc& a, const MatrixDesc& b);
 
+// A copy small enough for a thumbnail texture: `m` itself when rows and cols are both <= max_side; otherwise
+// ceil(rows / f) x ceil(cols / f) cells with f = ceil(max(rows, cols) / max_side), each the mean of its f x f
+// block's source cells that are in range, not masked (causal j > i) and finite. A cell with no such source
+// cell is NaN, which colorize() draws in the masked colour: the result is not causal and has no keep mask
+// (dropped cells count with their value, 0). max_side < 1 counts as 1.
+MatrixDesc thumbnail(const MatrixDesc& m, int max_side);
+
 }  // namespace attnviz::viz
