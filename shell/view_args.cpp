@@ -54,15 +54,18 @@ void add_view_options(CLI::App& cli, ViewArgs& v) {
   cli.add_option("--compare", v.compare, "off | text | seed | mask")->capture_default_str();
   cli.add_option("--compare-text", v.compare_text, "sentence B for --compare text");
   cli.add_option("--compare-seed", v.compare_seed, "seed B for --compare seed");
-  cli.add_option("--model", v.model,
-                 "a whole GPT-2: gpt2-small | gpt2-medium | gpt2-large | gpt2-xl (the book's seeded GPTModel), "
-                 "or a .safetensors file or folder");
-  cli.add_option("--model-seed", v.model_seed, "torch.manual_seed for a seeded --model")->capture_default_str();
+  cli.add_option(
+      "--model", v.model,
+      "a whole GPT-2: gpt2-small | gpt2-medium | gpt2-large | gpt2-xl (the book's seeded GPTModel), "
+      "or a .safetensors file or folder");
+  cli.add_option("--model-seed", v.model_seed, "torch.manual_seed for a seeded --model")
+      ->capture_default_str();
   cli.add_flag("--model-train", v.model_train, "the model in train mode (dropout in three places)");
   cli.add_option("--layer", v.layer, "open this layer of --model in the full view (-1: every layer's heads)")
       ->capture_default_str();
-  cli.add_option("--head-kind", v.head_kind,
-                 "show only heads of this kind: previous-token | first-token | self | broad | induction | none")
+  cli.add_option(
+         "--head-kind", v.head_kind,
+         "show only heads of this kind: previous-token | first-token | self | broad | induction | none")
       ->capture_default_str();
 }
 
@@ -114,7 +117,8 @@ Status apply_view(const ViewArgs& a, viz::App& app) {
     return Status::fail("unknown head kind '" + a.head_kind +
                         "' (previous-token, first-token, self, broad, induction, none)");
   const viz::ModelChoice choice = model_choice(a);
-  if (choice.kind == viz::ModelKind::file && choice.path.empty()) return Status::fail("--model file: needs a name");
+  if (choice.kind == viz::ModelKind::file && choice.path.empty())
+    return Status::fail("--model file: needs a name");
   app.model_view.choice = choice;
   app.model_view.layer = a.layer;
   v.enlarged = a.head;
@@ -163,14 +167,16 @@ std::vector<StateArg> state_args(const viz::App& app) {
   if (cs.mode == viz::CompareMode::text && cs.text != dc.text) out.emplace_back("compare-text", cs.text);
   if (cs.mode == viz::CompareMode::seed && cs.seed != dc.seed)
     out.emplace_back("compare-seed", std::to_string(cs.seed));
-  if (app.model.is_open()) {
-    const viz::ModelChoice& m = app.model.choice();
+  const bool wanted = !app.model.is_open() && !app.model_view.wanted_file.empty();
+  if (app.model.is_open() || wanted) {  // a link to a file not chosen yet keeps naming it
+    const viz::ModelChoice& m = wanted ? app.model_view.choice : app.model.choice();
     out.emplace_back("model", m.kind == viz::ModelKind::seeded ? m.size : "file:" + file_name(m.path));
     if (m.seed != viz::ModelChoice{}.seed) out.emplace_back("model-seed", std::to_string(m.seed));
     if (m.train) out.emplace_back("model-train", "");
     if (app.model_view.layer >= 0) out.emplace_back("layer", std::to_string(app.model_view.layer));
   }
-  if (app.model_view.filter != viz::HeadKind::none) out.emplace_back("head-kind", viz::to_string(app.model_view.filter));
+  if (app.model_view.filter != viz::HeadKind::none)
+    out.emplace_back("head-kind", viz::to_string(app.model_view.filter));
   return out;
 }
 
@@ -222,11 +228,12 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
   app.model_view.filter = fresh.model_view.filter;
   app.model_view.wanted_file.clear();
   const viz::ModelChoice& open = app.model.choice();
-  const bool same = app.model.is_open()
-                        ? want.kind == open.kind && want.seed == open.seed && want.train == open.train &&
-                              (want.kind == viz::ModelKind::seeded ? want.size == open.size
-                                                                   : file_name(want.path) == file_name(open.path))
-                        : want.kind == viz::ModelKind::layer;
+  const bool same =
+      app.model.is_open()
+          ? want.kind == open.kind && want.seed == open.seed && want.train == open.train &&
+                (want.kind == viz::ModelKind::seeded ? want.size == open.size
+                                                     : file_name(want.path) == file_name(open.path))
+          : want.kind == viz::ModelKind::layer;
   if (!same) {
     viz::ModelChoice resolved = want;
     if (want.kind == viz::ModelKind::file) {
@@ -237,6 +244,7 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
       if (!std::filesystem::exists(resolved.path, ec)) {
         app.model_view.wanted_file = want.path;
         app.model_view.choice = want;
+        app.model_view.layer = fresh.model_view.layer;  // kept for when the file comes
         return viz::start(app);
       }
     }
@@ -251,8 +259,8 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
       const int L = app.model.config().n_layers;
       app.model_view.layer = -1;
       viz::start(app);
-      return Status::fail("layer " + std::to_string(fresh.model_view.layer) + " does not exist: the model has layers 0.." +
-                          std::to_string(L - 1));
+      return Status::fail("layer " + std::to_string(fresh.model_view.layer) +
+                          " does not exist: the model has layers 0.." + std::to_string(L - 1));
     }
     app.model.set_detail_layer(app.model_view.layer);
   }

@@ -87,6 +87,11 @@ EM_JS(int, page_canvas_height, (), { return Module.canvas.clientHeight | 0; });
 
 namespace {
 
+// What the view shows, as one number that changes with it: the session's generation, or the model's.
+int view_generation(const attnviz::viz::App& app) {
+  return app.model.is_open() ? (1 << 30) + app.model.generation() : app.session.generation();
+}
+
 // The canvas's box on the page, in CSS pixels (never below the UI's smallest usable size).
 int canvas_width() {
   return std::max(page_canvas_width(), 320);
@@ -105,8 +110,11 @@ void render() {
   Page& p = *page;
   p.window.frame(p.app, p.finish);
   ++p.frames;
-  const int generation = p.app.session.generation();
-  if (generation != p.drawn_generation && !p.app.layout.empty()) {
+  // The view's generation: the chapter-3 session's, or the whole model's (its thumbnails, or its opened
+  // layer).
+  const int generation = view_generation(p.app);
+  const bool drew = !p.app.layout.empty() || !p.app.model_view.thumbs.empty();
+  if (generation != p.drawn_generation && drew) {
     p.drawn_generation = generation;
     p.drawn_at = emscripten_get_now();
     if (p.first_heatmap_at == 0.0) {
@@ -153,7 +161,10 @@ std::uint64_t heap_free() {
 }
 
 nlohmann::json choice_json(const attnviz::viz::ModelChoice& c) {
-  return {{"kind", attnviz::viz::to_string(c.kind)}, {"size", c.size}, {"seed", c.seed}, {"path", c.path},
+  return {{"kind", attnviz::viz::to_string(c.kind)},
+          {"size", c.size},
+          {"seed", c.seed},
+          {"path", c.path},
           {"train", c.train}};
 }
 
@@ -218,6 +229,13 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_open_model(const char* json) {
   return error.c_str();
 }
 
+// Shows a message in the control column (the page's refusals of model files).
+EMSCRIPTEN_KEEPALIVE const char* attnviz_set_message(const char* text) {
+  page->app.message = text;
+  wake();
+  return "";
+}
+
 // The whole model's last pass in attnviz-cli --model --json's format (every layer's weights, the top 10);
 // "" when no model is open.
 EMSCRIPTEN_KEEPALIVE const char* attnviz_model_json() {
@@ -255,16 +273,11 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_status() {
   const attnviz::viz::Cell& hover = p.app.view.hover;
   const attnviz::viz::ModelSession& m = p.app.model;
   const attnviz::viz::ModelView& mv = p.app.model_view;
-  nlohmann::json model = {{"open", m.is_open()},
-                          {"choice", choice_json(mv.choice)},
-                          {"error", m.error()},
-                          {"open_error", mv.open_error},
-                          {"wanted_file", mv.wanted_file},
-                          {"generation", m.generation()},
-                          {"layer", mv.layer},
-                          {"thumbs", mv.thumbs.size()},
-                          {"thumb_px", mv.thumb_px},
-                          {"generating", mv.generating}};
+  nlohmann::json model = {
+      {"open", m.is_open()},         {"choice", choice_json(mv.choice)}, {"error", m.error()},
+      {"open_error", mv.open_error}, {"wanted_file", mv.wanted_file},    {"generation", m.generation()},
+      {"layer", mv.layer},           {"thumbs", mv.thumbs.size()},       {"thumb_px", mv.thumb_px},
+      {"generating", mv.generating}};
   if (m.is_open()) {
     model["source"] = choice_json(m.choice());
     model["layers"] = m.config().n_layers;
@@ -276,7 +289,8 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_status() {
     model["reused"] = m.result().reused;
     model["open_ms"] = m.open_ms();
     nlohmann::json next = nlohmann::json::array();
-    for (const attnviz::TopToken& t : m.result().next) next.push_back({{"id", t.id}, {"probability", t.probability}});
+    for (const attnviz::TopToken& t : m.result().next)
+      next.push_back({{"id", t.id}, {"probability", t.probability}});
     model["next"] = next;
     nlohmann::json kinds = nlohmann::json::array();
     for (const auto& layer : m.kinds()) {
@@ -288,9 +302,10 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_status() {
   }
   nlohmann::json thumbs = nlohmann::json::array();
   for (const auto& t : mv.thumbs)
-    thumbs.push_back({{"layer", t.layer}, {"head", t.head}, {"x0", t.x0}, {"y0", t.y0}, {"x1", t.x1}, {"y1", t.y1}});
+    thumbs.push_back(
+        {{"layer", t.layer}, {"head", t.head}, {"x0", t.x0}, {"y0", t.y0}, {"x1", t.x1}, {"y1", t.y1}});
   model["thumb_rects"] = thumbs;
-  json = nlohmann::json{{"generation", s.generation()},
+  json = nlohmann::json{{"generation", view_generation(p.app)},
                         {"model", model},
                         {"memory", {{"heap_max", emscripten_get_heap_max()}, {"free", heap_free()}}},
                         {"compute", p.gpu.status()},

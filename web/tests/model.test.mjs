@@ -1,0 +1,212 @@
+// The whole-model view in headless Chromium: a GPT-2 weights file (the repository's small Hugging Face fixture)
+// read through the file chooser and through drag and drop with its progress seen, a corrupt file and a file too
+// large for the page refused with the view kept, typing that moves the thumbnails' pixels, the top 10 equal to
+// the native CLI's, and the layer and head of a link restored once the file named in it is chosen.
+//   ATTNVIZ_SITE   the built site (default build/wasm-release/web/site)
+//   ATTNVIZ_CLI    a native attnviz-cli (scripts/test passes the release build's) for the top-10 comparison
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { repo, start, openPage, load } from './harness.mjs';
+
+const folder = join(repo, 'tests', 'fixtures', 'gpt', 'hf-folder');
+const folderFiles = ['model.safetensors', 'vocab.json', 'merges.txt', 'config.json'].map((f) => join(folder, f));
+const TEXT = 'A rose is a rose is a rose';
+
+let env;
+before(async () => {
+  env = await start();
+});
+after(async () => {
+  await env?.close();
+});
+
+function clean(log) {
+  assert.deepEqual(log.errors, [], 'console errors');
+  assert.deepEqual(log.outside, [], 'requests outside 127.0.0.1');
+}
+
+const model = (page) => page.evaluate(() => attnviz.status().model);
+
+// Reads the fixture through the file chooser, in 64 kB pieces so that the progress is seen.
+async function chooseFixture(page) {
+  await page.evaluate(() => attnviz.setReadChunk(65536));
+  const generation = (await model(page)).generation;
+  await page.setInputFiles('#model-files', folderFiles);
+  await page.waitForFunction((g) => {
+    const m = attnviz.status().model;
+    return m.open && m.generation > g;
+  }, generation);
+}
+
+// The thumbnails' region of the canvas, once the view has drawn the model's current pass.
+async function thumbsClip(page) {
+  await page.waitForFunction(() => {
+    const s = attnviz.status();
+    return s.drawn_generation === s.generation && s.model.thumb_rects.length > 0;
+  });
+  const rects = (await model(page)).thumb_rects;
+  const x0 = Math.min(...rects.map((r) => r.x0)), y0 = Math.min(...rects.map((r) => r.y0));
+  const x1 = Math.max(...rects.map((r) => r.x1)), y1 = Math.max(...rects.map((r) => r.y1));
+  return { x: Math.floor(x0), y: Math.floor(y0), width: Math.ceil(x1 - x0), height: Math.ceil(y1 - y0) };
+}
+
+test('a weights file through the file chooser: read in pieces with progress, every head drawn', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, env.url + '#text=' + encodeURIComponent(TEXT));
+  await chooseFixture(page);
+  const m = await model(page);
+  assert.equal(m.layers, 2);
+  assert.equal(m.heads, 4);
+  assert.equal(m.source.kind, 'file');
+  assert.deepEqual(m.pieces.length, m.ids.length);
+  await thumbsClip(page);
+  assert.equal((await model(page)).thumb_rects.length, 8, 'one thumbnail per layer and head');
+  const loads = await page.evaluate(() => attnviz.loads);
+  const size = readFileSync(folderFiles[0]).length;
+  assert.ok(loads.length >= Math.floor(size / 65536), `${loads.length} pieces`);
+  assert.ok(loads.every((l) => l.visible), 'the progress bar was on screen for every piece');
+  assert.equal(loads.at(-1).loaded, size);
+  assert.equal(await page.locator('#busy').isHidden(), true, 'the progress panel is gone');
+  const state = await page.evaluate(() => attnviz.getState());
+  assert.equal(state.model, 'file:model.safetensors', 'the link names the file, not its data');
+  clean(log);
+  await context.close();
+});
+
+test('a weights folder dropped onto the page opens the same model', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, env.url + '#text=' + encodeURIComponent(TEXT));
+  const files = folderFiles.map((f) => ({ name: f.slice(f.lastIndexOf('/') + 1), b64: readFileSync(f).toString('base64') }));
+  await page.evaluate((list) => {
+    const dt = new DataTransfer();
+    for (const { name, b64 } of list) {
+      const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+      dt.items.add(new File([bytes], name));
+    }
+    attnviz.setReadChunk(65536);
+    window.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+  }, files);
+  await page.waitForFunction(() => attnviz.status().model.open);
+  const m = await model(page);
+  assert.equal(m.layers, 2);
+  assert.ok((await page.evaluate(() => attnviz.loads)).length > 1);
+  clean(log);
+  await context.close();
+});
+
+test('a corrupt file and a file too large for the page are refused, and the view stays', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, env.url + '#text=' + encodeURIComponent(TEXT));
+  await chooseFixture(page);
+  const before = await model(page);
+  const dir = mkdtempSync(join(tmpdir(), 'attnviz-model-'));
+  // Corrupt: the header promises more data than the file holds.
+  const truncated = join(dir, 'truncated.safetensors');
+  writeFileSync(truncated, readFileSync(folderFiles[0]).subarray(0, 20000));
+  const corrupt = await page.evaluate(async () => {
+    const input = document.getElementById('model-files');
+    return attnviz.loadModelFiles(Array.from(input.files || []));
+  });
+  assert.match(corrupt, /give one \.safetensors file/);
+  await page.setInputFiles('#model-files', [truncated]);
+  await page.waitForFunction(() => /truncated/.test(attnviz.status().message) || /truncated/.test(attnviz.status().model.open_error));
+  let after = await model(page);
+  assert.equal(after.open, true);
+  assert.deepEqual(after.source, before.source, 'the open model stays');
+  assert.deepEqual(after.ids, before.ids);
+  assert.match(after.open_error, /truncated\.safetensors/);
+  // Too large: gpt2-xl's tensors declared in a header, with no data behind it. Refused before reading.
+  const header = { 'wte.weight': { dtype: 'F32', shape: [50257, 1600], data_offsets: [0, 0] },
+                   'wpe.weight': { dtype: 'F32', shape: [1024, 1600], data_offsets: [0, 0] } };
+  for (let i = 0; i < 48; ++i) {
+    header[`h.${i}.attn.c_attn.weight`] = { dtype: 'F32', shape: [1600, 4800], data_offsets: [0, 0] };
+    header[`h.${i}.attn.c_proj.weight`] = { dtype: 'F32', shape: [1600, 1600], data_offsets: [0, 0] };
+    header[`h.${i}.mlp.c_fc.weight`] = { dtype: 'F32', shape: [1600, 6400], data_offsets: [0, 0] };
+    header[`h.${i}.mlp.c_proj.weight`] = { dtype: 'F32', shape: [6400, 1600], data_offsets: [0, 0] };
+  }
+  const json = Buffer.from(JSON.stringify(header));
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(json.length));
+  const huge = join(dir, 'gpt2-xl.safetensors');
+  writeFileSync(huge, Buffer.concat([len, json]));
+  const pieces = (await page.evaluate(() => attnviz.loads)).length;
+  await page.setInputFiles('#model-files', [huge]);
+  await page.waitForFunction(() => /gpt2-xl\.safetensors needs/.test(attnviz.status().message));
+  const message = (await page.evaluate(() => attnviz.status())).message;
+  assert.match(message, /needs 6\.\d GB as float32 .*the page can hold [\d.]+ [GM]B; use the desktop app/);
+  assert.equal((await page.evaluate(() => attnviz.loads)).length, pieces, 'nothing was read');
+  after = await model(page);
+  assert.deepEqual(after.source, before.source);
+  clean(log);
+  await context.close();
+});
+
+test('typing moves the thumbnails\' pixels through the incremental path', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, env.url + '#text=' + encodeURIComponent(TEXT));
+  await chooseFixture(page);
+  const clip = await thumbsClip(page);
+  const before = await page.screenshot({ clip });
+  const tokens = (await model(page)).ids.length;
+  await page.keyboard.type(' is a rose');
+  await page.waitForFunction((n) => attnviz.status().model.ids.length > n, tokens);
+  const after = await page.screenshot({ clip: await thumbsClip(page) });
+  assert.ok(!before.equals(after), 'the thumbnails changed');
+  const m = await model(page);
+  assert.ok(m.reused > 0, `the prefix was reused (${m.reused} rows)`);
+  clean(log);
+  await context.close();
+});
+
+test('the top 10 next tokens are the native CLI\'s', async (t) => {
+  const cli = process.env.ATTNVIZ_CLI;
+  if (!cli || !existsSync(cli)) {
+    t.skip('ATTNVIZ_CLI is not set (scripts/test sets it)');
+    return;
+  }
+  const { page, context, log } = await openPage(env);
+  await load(page, env.url + '#text=' + encodeURIComponent(TEXT));
+  await chooseFixture(page);
+  const web = await page.evaluate(() => attnviz.getModelResult());
+  const native = JSON.parse(execFileSync(cli, ['--model', folder, '--text', TEXT, '--json', '--layers', '0', '--eval'],
+                                         { maxBuffer: 1 << 28 }).toString());
+  assert.equal(web.next.length, 10);
+  assert.deepEqual(web.next.map((n) => n.id), native.next.map((n) => n.id));
+  for (let k = 0; k < 10; ++k) {
+    assert.ok(Math.abs(web.next[k].probability - native.next[k].probability) < 1e-5);
+    assert.ok(Math.abs(web.next[k].logit - native.next[k].logit) < 1e-4);
+  }
+  assert.equal(web.options.train, false, 'the page opens models in eval mode, as the CLI with --eval');
+  assert.deepEqual(web.tokens.map((x) => x.id), native.tokens.map((x) => x.id));
+  clean(log);
+  await context.close();
+});
+
+test('a link keeps the layer and head: opened again, it asks for the file and restores them', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, env.url + '#text=' + encodeURIComponent(TEXT));
+  await chooseFixture(page);
+  assert.equal(await page.evaluate(() => attnviz.setState({ ...attnviz.getState(), layer: 1, head: 2 })), '');
+  await page.waitForFunction(() => /layer=1/.test(location.hash) && /head=2/.test(location.hash));
+  assert.equal((await model(page)).layer, 1);
+  const link = await page.evaluate(() => location.href);
+  // A fresh page on that link: the file is not there, so the page asks for it and keeps the link.
+  const second = await openPage(env);
+  await load(second.page, link);
+  assert.equal((await model(second.page)).wanted_file, 'model.safetensors');
+  assert.equal(await second.page.locator('#ask').isVisible(), true, 'the page asks for the file');
+  assert.match(await second.page.evaluate(() => location.hash), /model=file%3Amodel\.safetensors/);
+  await chooseFixture(second.page);
+  const m = await model(second.page);
+  assert.equal(m.layer, 1);
+  assert.equal((await second.page.evaluate(() => attnviz.getState())).head, '2');
+  assert.equal(await second.page.locator('#ask').isHidden(), true);
+  clean(second.log);
+  await second.context.close();
+  clean(log);
+  await context.close();
+});
