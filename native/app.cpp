@@ -44,7 +44,8 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     const int layer = app.model_view.layer;
     if (Status st = viz::open_model(app, app.model_view.choice); !st.is_ok()) return fail(st);
     if (layer >= app.model.config().n_layers)
-      return fail(Status::fail("--layer " + std::to_string(layer) + " does not exist: the model has layers 0.." +
+      return fail(Status::fail("--layer " + std::to_string(layer) +
+                               " does not exist: the model has layers 0.." +
                                std::to_string(app.model.config().n_layers - 1)));
   }
   if (Status st = viz::start(app); !st.is_ok()) return fail(st);

@@ -27,7 +27,7 @@ struct ViewArgs {
   std::string model;
   std::uint64_t model_seed = 123;
   bool model_train = false;
-  int layer = -1;  // the layer opened in the full view; -1: every layer's heads
+  int layer = -1;                  // the layer opened in the full view; -1: every layer's heads
   std::string head_kind = "none";  // show only heads of this kind
 };
 

@@ -52,10 +52,12 @@ TEST_CASE("model session: the HF folder's weights, logits and top 10 are PyTorch
     for (int h = 0; h < a.shape.heads; ++h)
       for (int i = 0; i < T; ++i)
         for (int j = 0; j < T; ++j)
-          worst = std::max(worst, std::fabs(static_cast<double>(a.weights.slice(h)[i * T + j]) -
-                                            want[static_cast<std::size_t>(h)][static_cast<std::size_t>(i)]
-                                                [static_cast<std::size_t>(j)]
-                                                    .get<double>()));
+          worst = std::max(
+              worst,
+              std::fabs(
+                  static_cast<double>(a.weights.slice(h)[i * T + j]) -
+                  want[static_cast<std::size_t>(h)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)]
+                      .get<double>()));
     CHECK(a.tokens == ms.pieces());  // the heatmaps are labelled with the BPE pieces
   }
   CHECK(worst < 1e-5);
@@ -70,7 +72,8 @@ TEST_CASE("model session: the HF folder's weights, logits and top 10 are PyTorch
   REQUIRE(ms.result().next.size() == 10);
   for (std::size_t k = 0; k < 10; ++k) {
     CHECK(ms.result().next[k].id == order[k]);
-    CHECK(ms.result().next[k].probability == doctest::Approx(std::exp(logits[order[k]] - mx) / sum).epsilon(1e-5));
+    CHECK(ms.result().next[k].probability ==
+          doctest::Approx(std::exp(logits[order[k]] - mx) / sum).epsilon(1e-5));
   }
   // What each head does is scored on every pass, one score set per layer and head.
   REQUIRE(ms.kinds().size() == 2);
@@ -163,7 +166,7 @@ TEST_CASE("model view: a thumbnail per layer and head, hover previews, a click o
   ui.frame(app);
   REQUIRE(app.model_view.thumbs.size() == 8u);  // 2 layers x 4 heads
   CHECK(app.model_view.thumb_px >= 28);
-  CHECK(app.layout.empty());  // no full view yet
+  CHECK(app.layout.empty());                 // no full view yet
   const auto& t = app.model_view.thumbs[5];  // layer 1, head 1
   CHECK(t.layer == 1);
   CHECK(t.head == 1);

@@ -10,7 +10,6 @@ using namespace attnviz;
 using namespace attnviz::viz;
 using namespace attnviz::viz::test;
 
-
 TEST_CASE("ui: the first screen shows the book sentence, one heatmap per head") {
   Ui ui;
   App app;

@@ -63,5 +63,4 @@ struct Ui {
   StubTextures textures;
 };
 
-
 }  // namespace attnviz::viz::test

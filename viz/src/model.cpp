@@ -16,13 +16,14 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 // a * b, or the largest value when it would not fit.
 std::uint64_t mul_sat(std::uint64_t a, std::uint64_t b) {
-  if (a && b > std::numeric_limits<std::uint64_t>::max() / a) return std::numeric_limits<std::uint64_t>::max();
+  if (a && b > std::numeric_limits<std::uint64_t>::max() / a)
+    return std::numeric_limits<std::uint64_t>::max();
   return a * b;
 }
 std::uint64_t add_sat(std::uint64_t a, std::uint64_t b) {
-  return b > std::numeric_limits<std::uint64_t>::max() - a ? std::numeric_limits<std::uint64_t>::max() : a + b;
+  return b > std::numeric_limits<std::uint64_t>::max() - a ? std::numeric_limits<std::uint64_t>::max()
+                                                           : a + b;
 }
-
 
 }  // namespace
 
@@ -52,7 +53,8 @@ std::uint64_t model_pass_bytes(const GptConfig& c, int tokens, bool detail) {
   const std::uint64_t square = mul_sat(mul_sat(static_cast<std::uint64_t>(c.n_heads), T), T);
   const std::uint64_t rows = mul_sat(T, static_cast<std::uint64_t>(c.d_model));
   std::uint64_t floats = mul_sat(square, static_cast<std::uint64_t>(c.n_layers));  // every layer's weights
-  if (detail) floats = add_sat(floats, add_sat(mul_sat(square, 3), mul_sat(rows, 6)));  // + stages, x q k v ctx out
+  if (detail)
+    floats = add_sat(floats, add_sat(mul_sat(square, 3), mul_sat(rows, 6)));  // + stages, x q k v ctx out
   floats = add_sat(floats, mul_sat(rows, 10));  // the pass's own (T, d) and (T, 4d) buffers
   floats = add_sat(floats, static_cast<std::uint64_t>(c.vocab_size));
   return mul_sat(floats, sizeof(float));
@@ -119,8 +121,9 @@ std::string ModelSession::describe() const {
   if (!model_) return "no model";
   const GptConfig& c = config();
   char buf[256];
-  const std::string source =
-      choice_.kind == ModelKind::seeded ? choice_.size + ", seeded " + std::to_string(choice_.seed) : choice_.path;
+  const std::string source = choice_.kind == ModelKind::seeded
+                                 ? choice_.size + ", seeded " + std::to_string(choice_.seed)
+                                 : choice_.path;
   std::snprintf(buf, sizeof buf, "%s: %d layers x %d heads, d %d, context %d, %.1f M parameters%s",
                 source.c_str(), c.n_layers, c.n_heads, c.d_model, c.context_length,
                 static_cast<double>(parameter_count(c, choice_.kind == ModelKind::file)) / 1e6,
@@ -140,7 +143,8 @@ const Result* ModelSession::layer(int index) const {
 Status ModelSession::run(const std::vector<int>& ids) {
   const GptConfig& c = config();
   const std::uint64_t need = model_pass_bytes(c, static_cast<int>(ids.size()), detail_ >= 0);
-  const std::uint64_t held = has_result_ ? model_pass_bytes(c, static_cast<int>(result_.ids.size()), true) : 0;
+  const std::uint64_t held =
+      has_result_ ? model_pass_bytes(c, static_cast<int>(result_.ids.size()), true) : 0;
   const std::uint64_t budget = free_memory ? free_memory() : available_memory_bytes();
   if (budget && need > add_sat(budget, held)) {
     int fit = static_cast<int>(ids.size());

@@ -73,9 +73,9 @@ std::vector<Heatmap> heatmaps_for(const App& app) {
 std::string view_key(const App& app) {
   const ViewState& v = app.view;
   std::string key = view_generation(app) + "/" +
-                    std::to_string(compare_on(app) ? app.compare.b.generation() : -1) +
-                    "/" + std::to_string(static_cast<int>(app.compare.mode)) + "/" + to_string(v.stage) +
-                    "/" + to_string(v.aggregate) + "/" + std::to_string(v.enlarged);
+                    std::to_string(compare_on(app) ? app.compare.b.generation() : -1) + "/" +
+                    std::to_string(static_cast<int>(app.compare.mode)) + "/" + to_string(v.stage) + "/" +
+                    to_string(v.aggregate) + "/" + std::to_string(v.enlarged);
   for (int h : v.subset) key += "," + std::to_string(h);
   return key;
 }

@@ -73,7 +73,8 @@ const char* kind_title(ModelKind k) {
 std::string scores_text(const HeadScores& s) {
   char buf[200];
   char induction[16] = "n/a";
-  if (s.induction_defined) std::snprintf(induction, sizeof induction, "%.2f", static_cast<double>(s.induction));
+  if (s.induction_defined)
+    std::snprintf(induction, sizeof induction, "%.2f", static_cast<double>(s.induction));
   std::snprintf(buf, sizeof buf, "previous %.2f  first %.2f  self %.2f  broad %.2f  induction %s",
                 static_cast<double>(s.previous), static_cast<double>(s.first), static_cast<double>(s.self),
                 static_cast<double>(s.broad), induction);
@@ -112,9 +113,9 @@ ColorOptions thumb_colors(const App& app) {
 std::string thumb_key(const App& app, int texels) {
   const ColorOptions o = thumb_colors(app);
   char buf[96];
-  std::snprintf(buf, sizeof buf, "thumb/%d/%d/%d/%g/%g/%d", app.model.generation(), static_cast<int>(o.palette),
-                static_cast<int>(o.norm), static_cast<double>(o.fixed.lo), static_cast<double>(o.fixed.hi),
-                texels);
+  std::snprintf(buf, sizeof buf, "thumb/%d/%d/%d/%g/%g/%d", app.model.generation(),
+                static_cast<int>(o.palette), static_cast<int>(o.norm), static_cast<double>(o.fixed.lo),
+                static_cast<double>(o.fixed.hi), texels);
   return buf;
 }
 
@@ -145,9 +146,11 @@ void draw_next_tokens(App& app, ImVec2 size) {
     // Small probabilities keep their digits: an untrained model spreads 1 over 50257 tokens.
     std::snprintf(pct, sizeof pct, t.probability >= 0.001 ? "%.1f%%" : "%.2g%%", t.probability * 100.0);
     ImGui::Text("%s", label.c_str());
-    dl->AddText(ImVec2(p.x + w - ImGui::CalcTextSize(pct).x - 2.0f, p.y), ImGui::GetColorU32(ImGuiCol_Text), pct);
+    dl->AddText(ImVec2(p.x + w - ImGui::CalcTextSize(pct).x - 2.0f, p.y), ImGui::GetColorU32(ImGuiCol_Text),
+                pct);
     if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("id %d   logit %.4f   probability %.6f", t.id, static_cast<double>(t.logit), t.probability);
+      ImGui::SetTooltip("id %d   logit %.4f   probability %.6f", t.id, static_cast<double>(t.logit),
+                        t.probability);
     ImGui::Dummy(ImVec2(0.0f, 1.0f));
   }
   ImGui::Separator();
@@ -251,8 +254,7 @@ void draw_tokens(App& app) {
     ImGui::PushID(static_cast<int>(i));
     ImGui::InvisibleButton("piece", ImVec2(ts.x + 6.0f, fh + 2.0f));
     ImGui::PopID();
-    if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("position %zu   id %d", i, ms.ids()[i]);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("position %zu   id %d", i, ms.ids()[i]);
   }
   ImGui::EndChild();
 }
@@ -290,7 +292,8 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
   app.capture.y = origin.y;
   app.capture.w = size.x - next_w;
   app.capture.h = size.y;
-  ImGui::BeginChild("grid", ImVec2(size.x - next_w - 8.0f, size.y), false, ImGuiWindowFlags_HorizontalScrollbar);
+  ImGui::BeginChild("grid", ImVec2(size.x - next_w - 8.0f, size.y), false,
+                    ImGuiWindowFlags_HorizontalScrollbar);
   const GptResult& g = ms.result();
   if (!ms.has_result() || g.layers.empty()) {
     ImGui::TextDisabled("no pass yet: type a sentence");
@@ -310,7 +313,8 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
   int shown = 0;
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h)
-      if (const HeadScores* s = kind_of(app, l, h); s && (mv.filter == HeadKind::none || s->kind == mv.filter))
+      if (const HeadScores* s = kind_of(app, l, h);
+          s && (mv.filter == HeadKind::none || s->kind == mv.filter))
         ++shown;
   ImGui::TextColored(kDimColor, "%d of %d heads   hover: preview   click: open the layer", shown, L * H);
 
@@ -351,7 +355,8 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
         dl->AddRect(a, b, IM_COL32(70, 70, 80, 255));
         continue;
       }
-      if (void* tex = thumb_texture(app, textures, kThumbSlot + layer * kThumbStride + h, layer, h, kThumbTexels))
+      if (void* tex =
+              thumb_texture(app, textures, kThumbSlot + layer * kThumbStride + h, layer, h, kThumbTexels))
         dl->AddImage(tex, a, b);
       mv.thumbs.push_back({layer, h, a.x, a.y, b.x, b.y});
       if (s && s->kind != HeadKind::none) {
@@ -366,7 +371,8 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
       if (ImGui::IsItemHovered()) {
         mv.hovered_layer = layer;
         mv.hovered_head = h;
-        dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), IM_COL32(255, 210, 60, 255), 0.0f, 0, 2.0f);
+        dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), IM_COL32(255, 210, 60, 255), 0.0f, 0,
+                    2.0f);
         ImGui::BeginTooltip();
         ImGui::Text("layer %d, head %d: %s", layer, h, s ? to_string(s->kind) : "");
         if (s) ImGui::TextColored(kDimColor, "%s", scores_text(*s).c_str());
@@ -405,12 +411,14 @@ void export_model(App& app, ExportKind kind) {
     for (const GptLayer& l : g.layers) {
       if (mv.layer >= 0 && l.index != mv.layer) continue;
       GptResult one;
-      one.config = g.config, one.options = g.options, one.ids = g.ids, one.logits = g.logits, one.next = g.next;
+      one.config = g.config, one.options = g.options, one.ids = g.ids, one.logits = g.logits,
+      one.next = g.next;
       one.seconds = g.seconds, one.isa = g.isa, one.threads = g.threads, one.reused = g.reused;
       one.layers.push_back(l);
       char name[48];
       std::snprintf(name, sizeof name, "attnviz_layer%02d.json", l.index);
-      st = export_text(app.export_dir, name, gpt_result_to_json(one, ms.weights(), jm, ms.tokenizer()) + "\n", w);
+      st = export_text(app.export_dir, name, gpt_result_to_json(one, ms.weights(), jm, ms.tokenizer()) + "\n",
+                       w);
       if (!st.is_ok()) break;
     }
   } else if (!layer) {

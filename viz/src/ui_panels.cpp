@@ -254,7 +254,8 @@ void draw_controls(App& app) {
   }
   if (app.host_controls && !whole) app.host_controls();
   if (ImGui::CollapsingHeader("Colour", ImGuiTreeNodeFlags_DefaultOpen)) draw_colour(app.view);
-  if ((!whole || app.model_view.layer >= 0) && ImGui::CollapsingHeader("Heads", ImGuiTreeNodeFlags_DefaultOpen))
+  if ((!whole || app.model_view.layer >= 0) &&
+      ImGui::CollapsingHeader("Heads", ImGuiTreeNodeFlags_DefaultOpen))
     draw_heads(app);
   if (!whole && ImGui::CollapsingHeader("Compare")) {
     draw_compare(app);
@@ -314,13 +315,14 @@ void draw_status(const App& app) {
   if (model_mode(app)) {
     const GptResult& g = app.model.result();
     char buf[320];
-    std::snprintf(buf, sizeof buf,
-                  "model pass %.2f ms (%s, %d thread%s, %d of %d rows reused)   keystroke to result %.2f ms   T "
-                  "= %zu   %d layers x %d heads   frame %.2f ms",
-                  g.seconds * 1e3, to_string(g.isa), g.threads, g.threads == 1 ? "" : "s", g.reused,
-                  static_cast<int>(g.ids.size()), app.model.last_ms(), g.ids.size(),
-                  app.model.is_open() ? app.model.config().n_layers : 0,
-                  app.model.is_open() ? app.model.config().n_heads : 0, app.frame_ms);
+    std::snprintf(
+        buf, sizeof buf,
+        "model pass %.2f ms (%s, %d thread%s, %d of %d rows reused)   keystroke to result %.2f ms   T "
+        "= %zu   %d layers x %d heads   frame %.2f ms",
+        g.seconds * 1e3, to_string(g.isa), g.threads, g.threads == 1 ? "" : "s", g.reused,
+        static_cast<int>(g.ids.size()), app.model.last_ms(), g.ids.size(),
+        app.model.is_open() ? app.model.config().n_layers : 0,
+        app.model.is_open() ? app.model.config().n_heads : 0, app.frame_ms);
     ImGui::TextColored(kDimColor, "%s", buf);
     return;
   }

@@ -80,8 +80,8 @@ constexpr int kPreviewSlot = 3000;
 
 // The model view's own state (the whole GPT-2: a grid of layers by heads, one layer opened in the full view).
 struct ModelView {
-  ModelChoice choice;  // what the Model panel shows; "open" makes it the session's
-  int layer = -1;      // the layer in the full view; -1: the grid of every layer and head
+  ModelChoice choice;                // what the Model panel shows; "open" makes it the session's
+  int layer = -1;                    // the layer in the full view; -1: the grid of every layer and head
   HeadKind filter = HeadKind::none;  // show only heads of this kind (none: every head)
   int thumb_px = 0;                  // thumbnail side in the last frame (for tests)
   int hovered_layer = -1, hovered_head = -1;
