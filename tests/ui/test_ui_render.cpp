@@ -166,6 +166,36 @@ TEST_CASE("bad arguments fail with one line, never a crash") {
   }
 }
 
+TEST_CASE("the model view: every layer's heads of a GPT-2 file, and one layer opened, as the references") {
+  // Named relative to the fixtures' folder, so that the path on screen is the same in every checkout.
+  struct Cwd {
+    std::filesystem::path was = std::filesystem::current_path();
+    ~Cwd() { std::filesystem::current_path(was); }
+  } cwd;
+  std::filesystem::current_path(std::string(ATTNVIZ_FIXTURES_DIR) + "/gpt");
+  const std::string folder = "hf-folder";
+  const std::string text = "A rose is a rose is a rose. In the heart of the city stood a rose";
+  const Png grid = shoot("model_view.png", {"--model", folder, "--text", text});
+  CHECK(distinct_colours(grid) > 200);
+  compare_with_reference(grid, "model_view.png");
+  const Png layer = shoot("model_layer.png", {"--model", folder, "--text", text, "--layer", "1", "--head",
+                                              "2", "--stage", "scores", "--lock", "9", "4"});
+  CHECK(distinct_colours(layer) > 200);
+  compare_with_reference(layer, "model_layer.png");
+  // The grid and the opened layer differ where the heatmaps are.
+  CHECK(changed(grid, layer, 400, 150, 1000, 600, 24) > 0.2);
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--model", folder, "--layer", "2"},
+                                             {"--model", folder + "/missing"},
+                                             {"--model", folder, "--head-kind", "sideways"}}) {
+    std::ostringstream out, err;
+    CHECK(attnviz::run_app(args, out, err) == 1);
+    const std::string e = err.str();
+    CHECK(e.rfind("attnviz: ", 0) == 0);
+    CHECK(std::count(e.begin(), e.end(), '\n') == 1);
+  }
+}
+
 TEST_CASE("the PNG view export captures the heatmap area as rendered") {
   attnviz::Window w;
   attnviz::WindowOptions o;

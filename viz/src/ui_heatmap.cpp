@@ -383,6 +383,12 @@ std::string view_generation(const App& app) {
   return "m" + std::to_string(app.model.generation()) + "/" + std::to_string(app.model_view.layer);
 }
 
+void* cached_texture(const App& app, int slot, const std::string& key) {
+  for (const App::TextureEntry& e : app.textures)
+    if (e.slot == slot) return e.key == key ? e.id : nullptr;
+  return nullptr;
+}
+
 void* cached_texture(App& app, TextureHost& textures, int slot, const std::string& key, const MatrixDesc& m,
                      const ColorOptions& o, const Range& shared) {
   auto it = std::find_if(app.textures.begin(), app.textures.end(),

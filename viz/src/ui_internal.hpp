@@ -45,6 +45,8 @@ const Result& view_result(const App& app);
 bool compare_on(const App& app);
 std::string view_generation(const App& app);
 
+// A slot's texture when it was made from `key`, else null (nothing is computed).
+void* cached_texture(const App& app, int slot, const std::string& key);
 // A slot's texture, remade only when `key` (what its texels depend on) changed.
 void* cached_texture(App& app, TextureHost& textures, int slot, const std::string& key, const MatrixDesc& m,
                      const ColorOptions& o, const Range& shared);

@@ -45,7 +45,6 @@ Status open_model(App& app, const ModelChoice& choice) {
   if (mv.layer >= app.model.config().n_layers) mv.layer = -1;
   if (app.view.enlarged >= app.model.config().n_heads) app.view.enlarged = -1;
   app.model.set_detail_layer(mv.layer);
-  app.view.locked = {};
   return app.model.recompute(app.session.text);
 }
 
@@ -120,12 +119,13 @@ std::string thumb_key(const App& app, int texels) {
 }
 
 void* thumb_texture(App& app, TextureHost& textures, int slot, int layer, int head, int texels) {
+  std::string key = thumb_key(app, texels);
+  if (slot == kPreviewSlot) key += "/" + std::to_string(layer) + "/" + std::to_string(head);
+  if (void* id = cached_texture(app, slot, key)) return id;  // pooled and coloured once per pass
   const Result* r = app.model.layer(layer);
   if (!r) return nullptr;
   const MatrixDesc m = thumbnail(stage_matrix(*r, StageId::weights, head), texels);
   if (m.empty()) return nullptr;
-  std::string key = thumb_key(app, texels);
-  if (slot == kPreviewSlot) key += "/" + std::to_string(layer) + "/" + std::to_string(head);
   return cached_texture(app, textures, slot, key, m, thumb_colors(app), Range{0.0f, 1.0f});
 }
 
@@ -217,6 +217,7 @@ void draw_model_panel(App& app) {
   const bool current = model_mode(app) ? c == app.model.choice() : c.kind == ModelKind::layer;
   ImGui::BeginDisabled(current || (c.kind == ModelKind::file && c.path.empty()));
   if (ImGui::Button(c.kind == ModelKind::layer ? "Use the chapter-3 layer" : "Open")) {
+    app.view.locked = {};  // another model's cells
     if (mv.open_request)
       mv.open_request(c);
     else
