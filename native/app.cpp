@@ -48,6 +48,9 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                                " does not exist: the model has layers 0.." +
                                std::to_string(app.model.config().n_layers - 1)));
   }
+  if (!viz::compare_available(app, app.compare.mode))
+    return fail(Status::fail(std::string("--compare ") + v.compare + ": " +
+                             viz::why_not_compare(app, app.compare.mode)));
   if (Status st = viz::start(app); !st.is_ok()) return fail(st);
 
   Window window;

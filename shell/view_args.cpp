@@ -14,7 +14,8 @@ struct CompareName {
 constexpr CompareName kCompareNames[] = {{viz::CompareMode::off, "off"},
                                          {viz::CompareMode::text, "text"},
                                          {viz::CompareMode::seed, "seed"},
-                                         {viz::CompareMode::mask, "mask"}};
+                                         {viz::CompareMode::mask, "mask"},
+                                         {viz::CompareMode::layer, "layer"}};
 
 // Flags that take no value.
 bool is_switch(const std::string& name) {
@@ -51,7 +52,9 @@ void add_view_options(CLI::App& cli, ViewArgs& v) {
   cli.add_option("--aggregate", v.aggregate, "none | mean | max over heads")->capture_default_str();
   cli.add_option("--head", v.head, "show this head alone (-1: every head)")->capture_default_str();
   cli.add_option("--lock", v.lock, "lock the cell at ROW COL (shows its breakdown)")->expected(2);
-  cli.add_option("--compare", v.compare, "off | text | seed | mask")->capture_default_str();
+  cli.add_option("--compare", v.compare, "off | text | seed | mask | layer (a whole model's second layer)")
+      ->capture_default_str();
+  cli.add_option("--compare-layer", v.compare_layer, "layer B for --compare layer")->capture_default_str();
   cli.add_option("--compare-text", v.compare_text, "sentence B for --compare text");
   cli.add_option("--compare-seed", v.compare_seed, "seed B for --compare seed");
   cli.add_option(
@@ -106,8 +109,10 @@ Status apply_view(const ViewArgs& a, viz::App& app) {
   const CompareName* mode = nullptr;
   for (const CompareName& c : kCompareNames)
     if (a.compare == c.name) mode = &c;
-  if (!mode) return Status::fail("unknown compare mode '" + a.compare + "' (off, text, seed, mask)");
+  if (!mode) return Status::fail("unknown compare mode '" + a.compare + "' (off, text, seed, mask, layer)");
+  if (a.compare_layer < 0) return Status::fail("--compare-layer must be a layer index");
   app.compare.mode = mode->mode;
+  app.compare.layer = a.compare_layer;
   app.compare.text = a.compare_text;
   app.compare.seed = a.compare_seed;
   app.compare.synced = -1;
@@ -167,6 +172,8 @@ std::vector<StateArg> state_args(const viz::App& app) {
   if (cs.mode == viz::CompareMode::text && cs.text != dc.text) out.emplace_back("compare-text", cs.text);
   if (cs.mode == viz::CompareMode::seed && cs.seed != dc.seed)
     out.emplace_back("compare-seed", std::to_string(cs.seed));
+  if (cs.mode == viz::CompareMode::layer && cs.layer != dc.layer)
+    out.emplace_back("compare-layer", std::to_string(cs.layer));
   const bool wanted = !app.model.is_open() && !app.model_view.wanted_file.empty();
   if (app.model.is_open() || wanted) {  // a link to a file not chosen yet keeps naming it
     const viz::ModelChoice& m = wanted ? app.model_view.choice : app.model.choice();
@@ -220,7 +227,9 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
   app.compare.mode = fresh.compare.mode;
   app.compare.text = fresh.compare.text;
   app.compare.seed = fresh.compare.seed;
+  app.compare.layer = fresh.compare.layer;
   app.compare.synced = -1;
+  app.compare.model_synced.clear();
   app.session.text = a.text;
   app.session.config = config;
   // The model: reopened only when the link names another one (opening gpt2-small draws 163 M numbers).

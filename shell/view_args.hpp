@@ -20,6 +20,7 @@ struct ViewArgs {
   std::string stage = "weights", palette = "blues", norm = "head", aggregate = "none", compare = "off";
   std::string compare_text = "Your journey ends with one step";
   std::uint64_t compare_seed = 456;
+  int compare_layer = 0;
   int head = -1;
   std::vector<int> lock;  // row, column (and head)
   // The whole model: "" (the chapter-3 layer), a GPT-2 size (seeded), a weights file or folder, or in a link

@@ -248,6 +248,20 @@ TEST_CASE("the detail layer keeps every stage, the other layers their weights, i
   CHECK(st.error == "layer 2 does not exist: the model has layers 0..1");
 }
 
+TEST_CASE("a fork shares the weights and gives the same passes, with a cache of its own") {
+  const GptConfig c = tiny();
+  for (bool train : {false, true}) {
+    GptModel m = seeded(c, 4, train, Isa::scalar);
+    GptModel f = m.fork();
+    CHECK(&f.weights() == &m.weights());
+    const std::vector<int> ids = some_ids(12, c.vocab_size, 8);
+    GptResult a, b;
+    REQUIRE(m.forward(ids, GptRequest{}, a).is_ok());
+    REQUIRE(f.forward(ids, GptRequest{}, b).is_ok());
+    check_same(a, b);
+  }
+}
+
 TEST_CASE("train mode never reuses rows: fresh dropout masks over the whole sequence") {
   const GptConfig c = tiny();
   GptModel m = seeded(c, 9, true, Isa::automatic);

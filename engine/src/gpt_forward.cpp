@@ -208,6 +208,10 @@ void GptModel::forget() {
   cache_.reset();
 }
 
+GptModel GptModel::fork() const {
+  return GptModel(weights_, after_init_, options_);
+}
+
 Status GptModel::forward(const std::vector<int>& ids, const GptRequest& request, GptResult& out) {
   TorchGenerator g = after_init_;
   return run(ids, request, g, out);

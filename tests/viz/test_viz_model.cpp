@@ -255,3 +255,49 @@ TEST_CASE("state flags: the model, its layer and the head filter go into a link 
   CHECK(st.error == "layer 7 does not exist: the model has layers 0..1");
   CHECK_FALSE(apply_state_args({{"head-kind", "sideways"}}, seeded_view).is_ok());
 }
+
+TEST_CASE("model view: compare a second layer, a second sentence, a second seed of the opened layer") {
+  Ui ui;
+  App app;
+  app.session.text = "A rose is a rose is a rose";
+  REQUIRE(open_model(app, folder_choice()).is_ok());
+  app.model_view.layer = 1;
+  app.model.set_detail_layer(1);
+  app.view.enlarged = 2;
+  app.compare.mode = CompareMode::layer;
+  app.compare.layer = 0;
+  REQUIRE(start(app).is_ok());
+  ui.frame(app);
+  REQUIRE(app.layout.size() == 3u);  // A, B, A - B
+  const Result* b = compare_result(app);
+  REQUIRE(b != nullptr);
+  // B is layer 0 of the same pass: the same numbers as A's own layer 0.
+  CHECK(b->weights.data == app.model.layer(0)->weights.data);
+  CHECK(app.compare.model_b.shares(app.model));
+  // Every stage of layer B is there too (its own detail layer).
+  CHECK_FALSE(b->scores.empty());
+  // A second sentence: B is the same layer over another text.
+  app.compare.mode = CompareMode::text;
+  app.compare.text = "In the heart of the city";
+  ui.frame(app);
+  ui.frame(app);
+  b = compare_result(app);
+  REQUIRE(b != nullptr);
+  ModelSession direct;
+  REQUIRE(direct.open(folder_choice()).is_ok());
+  direct.set_detail_layer(1);
+  REQUIRE(direct.recompute("In the heart of the city").is_ok());
+  CHECK(b->weights.data == direct.layer(1)->weights.data);
+  REQUIRE(app.layout.size() == 3u);
+  // A file's weights have no second seed; GPT-2 has no unmasked attention.
+  CHECK_FALSE(compare_available(app, CompareMode::seed));
+  CHECK_FALSE(compare_available(app, CompareMode::mask));
+  app.compare.mode = CompareMode::seed;
+  ui.frame(app);
+  CHECK(compare_result(app) == nullptr);
+  REQUIRE(app.layout.size() == 1u);  // the layer alone
+  // The chapter-3 layer has no second layer.
+  App plain;
+  CHECK_FALSE(compare_available(plain, CompareMode::layer));
+  CHECK(std::string(why_not_compare(plain, CompareMode::layer)).find("whole model") != std::string::npos);
+}

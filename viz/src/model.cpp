@@ -71,6 +71,33 @@ void ModelSession::close() {
   ++generation_;
 }
 
+void ModelSession::share(const ModelSession& other) {
+  if (!other.model_) {
+    close();
+    return;
+  }
+  auto m = std::make_unique<OpenedModel>();
+  m->model = other.model_->model.fork();
+  m->bpe = other.model_->bpe;
+  m->seeded = other.model_->seeded;
+  m->seed = other.model_->seed;
+  m->vocab_from = other.model_->vocab_from;
+  model_ = std::move(m);
+  choice_ = other.choice_;
+  exec = other.exec;
+  free_memory = other.free_memory;
+  result_ = GptResult();
+  pieces_.clear();
+  kinds_.clear();
+  has_result_ = false;
+  error_.clear();
+  ++generation_;
+}
+
+bool ModelSession::shares(const ModelSession& other) const {
+  return model_ && other.model_ && &model_->model.weights() == &other.model_->model.weights();
+}
+
 Status ModelSession::open(const ModelChoice& choice) {
   if (choice.kind == ModelKind::layer) {
     close();

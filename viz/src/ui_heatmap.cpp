@@ -43,11 +43,12 @@ std::vector<Heatmap> heatmaps_for(const App& app) {
           : std::string(to_string(v.aggregate)) + " over " + join_heads(v.subset);
   if (compare_on(app)) {
     const int head = std::clamp(v.enlarged, 0, H - 1);
-    const Result& rb = app.compare.b.result();
+    const Result& rb = *compare_result(app);
     const CompareState& cs = app.compare;
-    const std::string b_is = cs.mode == CompareMode::text   ? "\"" + cs.text + "\""
-                             : cs.mode == CompareMode::seed ? "seed " + std::to_string(cs.seed)
-                                                            : (rb.config.mask ? "mask on" : "mask off");
+    const std::string b_is = cs.mode == CompareMode::text    ? "\"" + cs.text + "\""
+                             : cs.mode == CompareMode::seed  ? "seed " + std::to_string(cs.seed)
+                             : cs.mode == CompareMode::layer ? "layer " + std::to_string(cs.layer)
+                                                             : (rb.config.mask ? "mask on" : "mask off");
     Heatmap a{pick(r, v, head), kCompareSlot, "A: " + what};
     Heatmap b{info.per_head && head >= stage_heads(rb, v.stage) ? MatrixDesc{} : pick(rb, v, head),
               kCompareSlot + 1, "B (" + b_is + "): " + what};
@@ -73,7 +74,10 @@ std::vector<Heatmap> heatmaps_for(const App& app) {
 std::string view_key(const App& app) {
   const ViewState& v = app.view;
   std::string key = view_generation(app) + "/" +
-                    std::to_string(compare_on(app) ? app.compare.b.generation() : -1) + "/" +
+                    std::to_string(!compare_on(app)  ? -1
+                                   : model_mode(app) ? app.compare.model_b.generation()
+                                                     : app.compare.b.generation()) +
+                    "/" + std::to_string(app.compare.layer) + "/" +
                     std::to_string(static_cast<int>(app.compare.mode)) + "/" + to_string(v.stage) + "/" +
                     to_string(v.aggregate) + "/" + std::to_string(v.enlarged);
   for (int h : v.subset) key += "," + std::to_string(h);
@@ -375,7 +379,7 @@ const Result& view_result(const App& app) {
 }
 
 bool compare_on(const App& app) {
-  return app.compare.mode != CompareMode::off && !model_mode(app) && app.compare.b.has_result();
+  return compare_result(app) != nullptr;
 }
 
 std::string view_generation(const App& app) {
@@ -438,7 +442,7 @@ void draw_heatmaps(App& app, TextureHost& textures, ImVec2 size) {
     const ImVec2 at(pos.x + static_cast<float>(k % best_cols) * tile.x,
                     pos.y + static_cast<float>(k / best_cols) * tile.y);
     const Result& owner =
-        maps[static_cast<std::size_t>(k)].slot == kCompareSlot + 1 ? app.compare.b.result() : r;
+        maps[static_cast<std::size_t>(k)].slot == kCompareSlot + 1 ? *compare_result(app) : r;
     draw_one(app, textures, maps[static_cast<std::size_t>(k)], at, ImVec2(tile.x - 8.0f, tile.y - 4.0f),
              owner);
   }
@@ -458,7 +462,7 @@ void draw_cell_info(const App& app, ImVec2 size) {
     ImGui::EndChild();
     return;
   }
-  const Result& r = c.head == kCompareSlot + 1 ? app.compare.b.result() : view_result(app);
+  const Result& r = c.head == kCompareSlot + 1 && compare_on(app) ? *compare_result(app) : view_result(app);
   const bool single_head = c.head < kAggregateSlot;
   const int head = single_head ? c.head : std::max(0, v.enlarged);
   ImGui::BeginChild("text", ImVec2(size.x * 0.55f, 0), false);
@@ -466,7 +470,7 @@ void draw_cell_info(const App& app, ImVec2 size) {
     const CellExplain e = explain(r, v.stage, std::min(head, stage_heads(r, v.stage) - 1), c.row, c.col);
     if (c.head == kCompareSlot + 2) {
       const MatrixDesc a = stage_matrix(view_result(app), v.stage, head);
-      const MatrixDesc b = stage_matrix(app.compare.b.result(), v.stage, head);
+      const MatrixDesc b = compare_on(app) ? stage_matrix(*compare_result(app), v.stage, head) : MatrixDesc{};
       if (!a.empty() && !b.empty() && c.row < std::min(a.rows, b.rows) && c.col < std::min(a.cols, b.cols))
         ImGui::Text("A %.6g  -  B %.6g  =  %.6g", static_cast<double>(a.at(c.row, c.col)),
                     static_cast<double>(b.at(c.row, c.col)),

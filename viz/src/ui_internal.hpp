@@ -61,6 +61,9 @@ void export_model(App& app, ExportKind kind);
 // One frame of Generate: appends the next token while any are due.
 void step_generation(App& app);
 
+// Brings a whole model's B up to date (a fork of A's model, or the other seed's).
+void sync_model_compare(App& app);
+
 // Recomputes A (and B in compare mode), reporting errors in place.
 void recompute(App& app);
 void sync_compare(App& app);

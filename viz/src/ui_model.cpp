@@ -24,6 +24,28 @@ const Result* shown_result(const App& app) {
   return app.model_view.layer >= 0 ? app.model.layer(app.model_view.layer) : nullptr;
 }
 
+const Result* compare_result(const App& app) {
+  const CompareState& cs = app.compare;
+  if (cs.mode == CompareMode::off || !compare_available(app, cs.mode)) return nullptr;
+  if (!model_mode(app)) return cs.b.has_result() ? &cs.b.result() : nullptr;
+  const int layer = cs.mode == CompareMode::layer ? cs.layer : app.model_view.layer;
+  if (app.model_view.layer < 0 || !cs.model_b.is_open() || !cs.model_b.has_result()) return nullptr;
+  return cs.model_b.layer(layer);
+}
+
+bool compare_available(const App& app, CompareMode m) {
+  if (m == CompareMode::off) return true;
+  if (!model_mode(app)) return m != CompareMode::layer;
+  if (m == CompareMode::seed) return app.model.choice().kind == ModelKind::seeded;
+  return m != CompareMode::mask;
+}
+
+const char* why_not_compare(const App& app, CompareMode m) {
+  if (!model_mode(app)) return "a second layer needs a whole model (Model panel)";
+  if (m == CompareMode::seed) return "a second seed needs a seeded model: a file's weights are what they are";
+  return "GPT-2 always masks: compare a second sentence, layer or seed";
+}
+
 Status open_model(App& app, const ModelChoice& choice) {
   ModelView& mv = app.model_view;
   if (choice.kind == ModelKind::layer) {
@@ -172,6 +194,35 @@ void draw_next_tokens(App& app, ImVec2 size) {
 }
 
 }  // namespace
+
+void sync_model_compare(App& app) {
+  CompareState& cs = app.compare;
+  const ModelSession& a = app.model;
+  ModelSession& b = cs.model_b;
+  const int layer = app.model_view.layer;
+  if (cs.mode == CompareMode::off || !compare_available(app, cs.mode) || layer < 0) return;
+  const int L = a.config().n_layers;
+  cs.layer = std::clamp(cs.layer, 0, L - 1);
+  const int layer_b = cs.mode == CompareMode::layer ? cs.layer : layer;
+  const std::string& text_b = cs.mode == CompareMode::text ? cs.text : app.session.text;
+  std::string key = std::to_string(static_cast<int>(cs.mode)) + "/" + std::to_string(a.generation()) + "/" +
+                    std::to_string(cs.seed) + "/" + std::to_string(layer_b) + "/" + text_b;
+  if (key == cs.model_synced) return;
+  cs.model_synced = std::move(key);
+  if (cs.mode == CompareMode::seed) {
+    ModelChoice c = a.choice();
+    c.seed = cs.seed;
+    if (!b.is_open() || b.shares(a) || b.choice() != c) {
+      b.exec = a.exec;
+      b.free_memory = a.free_memory;
+      if (!b.open(c).is_ok()) return;  // error() says why; B shows nothing
+    }
+  } else if (!b.shares(a)) {
+    b.share(a);
+  }
+  b.set_detail_layer(layer_b);
+  b.recompute(text_b);
+}
 
 void step_generation(App& app) {
   ModelView& mv = app.model_view;

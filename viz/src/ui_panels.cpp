@@ -19,6 +19,8 @@ const char* to_string(CompareMode m) {
       return "second seed";
     case CompareMode::mask:
       return "mask on vs off";
+    case CompareMode::layer:
+      return "second layer";
     case CompareMode::off:
       break;
   }
@@ -150,9 +152,11 @@ void draw_compare(App& app) {
   CompareState& cs = app.compare;
   bool changed = false;
   ImGui::PushItemWidth(-110);
+  const bool whole = model_mode(app);
   if (ImGui::BeginCombo("compare", to_string(cs.mode))) {
-    for (CompareMode m : {CompareMode::off, CompareMode::text, CompareMode::seed, CompareMode::mask})
-      if (ImGui::Selectable(to_string(m), m == cs.mode)) {
+    for (CompareMode m :
+         {CompareMode::off, CompareMode::text, CompareMode::seed, CompareMode::mask, CompareMode::layer})
+      if (compare_available(app, m) && ImGui::Selectable(to_string(m), m == cs.mode)) {
         cs.mode = m;
         changed = true;
       }
@@ -160,10 +164,18 @@ void draw_compare(App& app) {
   }
   if (cs.mode == CompareMode::text) changed |= ImGui::InputText("sentence B", &cs.text);
   if (cs.mode == CompareMode::seed) changed |= ImGui::InputScalar("seed B", ImGuiDataType_U64, &cs.seed);
+  if (cs.mode == CompareMode::layer && whole)
+    changed |= ImGui::SliderInt("layer B", &cs.layer, 0, app.model.config().n_layers - 1);
   ImGui::PopItemWidth();
-  if (changed) cs.synced = -1;
-  if (cs.mode != CompareMode::off && !cs.b.error().empty())
-    ImGui::TextColored(kErrorColor, "B: %s", cs.b.error().c_str());
+  if (changed) {
+    cs.synced = -1;
+    cs.model_synced.clear();
+  }
+  const std::string& b_error = whole ? cs.model_b.error() : cs.b.error();
+  if (cs.mode != CompareMode::off && !b_error.empty())
+    ImGui::TextColored(kErrorColor, "B: %s", b_error.c_str());
+  if (cs.mode != CompareMode::off && !compare_available(app, cs.mode))
+    ImGui::TextColored(kErrorColor, "%s", why_not_compare(app, cs.mode));
 }
 
 void draw_export(App& app) {
@@ -186,6 +198,7 @@ void draw_export(App& app) {
 void recompute(App& app) {
   if (model_mode(app)) {
     app.model.recompute(app.session.text);  // on failure the last good pass stays and error() explains
+    sync_compare(app);
     return;
   }
   app.session.recompute();  // on failure the last good result stays and error() explains
@@ -194,7 +207,12 @@ void recompute(App& app) {
 
 void sync_compare(App& app) {
   CompareState& cs = app.compare;
-  if (cs.mode == CompareMode::off || model_mode(app) || cs.synced == app.session.generation()) return;
+  if (model_mode(app)) {
+    sync_model_compare(app);
+    return;
+  }
+  if (cs.mode == CompareMode::off || cs.mode == CompareMode::layer || cs.synced == app.session.generation())
+    return;
   cs.b.config = app.session.config;
   cs.b.exec = app.session.exec;
   cs.b.text = app.session.text;
@@ -208,6 +226,7 @@ void sync_compare(App& app) {
     case CompareMode::mask:
       cs.b.config.mask = !app.session.config.mask;
       break;
+    case CompareMode::layer:
     case CompareMode::off:
       break;
   }
@@ -257,7 +276,7 @@ void draw_controls(App& app) {
   if ((!whole || app.model_view.layer >= 0) &&
       ImGui::CollapsingHeader("Heads", ImGuiTreeNodeFlags_DefaultOpen))
     draw_heads(app);
-  if (!whole && ImGui::CollapsingHeader("Compare")) {
+  if ((!whole || app.model_view.layer >= 0) && ImGui::CollapsingHeader("Compare")) {
     draw_compare(app);
     sync_compare(app);
   }
@@ -371,7 +390,11 @@ void run_export(App& app, ExportKind kind) {
 }
 
 Status start(App& app) {
-  if (model_mode(app)) return app.model.recompute(app.session.text);
+  if (model_mode(app)) {
+    Status st = app.model.recompute(app.session.text);
+    ui::sync_compare(app);
+    return st;
+  }
   Status st = app.session.recompute();
   ui::sync_compare(app);
   return st;
@@ -395,6 +418,7 @@ void draw_frame(App& app, TextureHost& textures) {
   ImGui::BeginChild("main", ImVec2(0, -status_h), false,
                     ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   ui::step_generation(app);
+  ui::sync_compare(app);  // B follows every change of A's text, layer or mode, whichever panel made it
   if (model_mode(app)) {
     ui::draw_tokens(app);
     if (app.model_view.layer >= 0) ui::draw_layer_bar(app);

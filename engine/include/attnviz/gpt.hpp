@@ -229,6 +229,9 @@ class GptModel {
   Status generate(std::vector<int> ids, int steps, const GptRequest& request, std::vector<int>& generated,
                   GptResult& out);
   void forget();  // drops the cache: the next pass is full
+  // Another model on the same weights (shared, not copied), generator state and options, with its own cache:
+  // a second sentence or a second layer of the same model, side by side.
+  GptModel fork() const;
 
  private:
   struct Cache;

@@ -47,15 +47,19 @@ struct ViewState {
   Cell hover, locked;
 };
 
-enum class CompareMode { off, text, seed, mask };
+enum class CompareMode { off, text, seed, mask, layer };  // layer: a second layer of the same model
 const char* to_string(CompareMode m);
 
 struct CompareState {
   CompareMode mode = CompareMode::off;
   std::string text = "Your journey ends with one step";
   std::uint64_t seed = 456;
+  int layer = 0;  // layer B of a whole model
   Session b;
   int synced = -1;  // session A's generation that b was computed against
+  // A whole model's B: the same weights (second sentence, second layer) or another seed's.
+  ModelSession model_b;
+  std::string model_synced;  // what model_b was last computed for
 };
 
 // Where each heatmap landed on screen in the last frame (tests drive the mouse with it).
@@ -156,6 +160,14 @@ Status open_model(App& app, const ModelChoice& choice);
 // Session's, or the opened layer's (null in the model grid).
 bool model_mode(const App& app);
 const Result* shown_result(const App& app);
+// Which compare modes the view has (a whole model: a second sentence, layer, or seed of a seeded model; the
+// chapter-3 layer: sentence, seed, mask), and why not.
+bool compare_available(const App& app, CompareMode m);
+const char* why_not_compare(const App& app, CompareMode m);
+
+// Compare's B as the heatmaps show it (the second session's result, or a layer of the model's B); null when
+// compare is off or B has nothing to show.
+const Result* compare_result(const App& app);
 
 // Draws the whole UI for this frame (between ImGui::NewFrame and ImGui::Render).
 void draw_frame(App& app, TextureHost& textures);

@@ -54,6 +54,10 @@ class ModelSession {
   // stays and the error is returned (and kept in error()).
   Status open(const ModelChoice& choice);
   void close();
+  // Opens what `other` has open on the same weights and tokenizer (shared, not copied), with a pass and
+  // cache of its own: compare's second sentence or second layer.
+  void share(const ModelSession& other);
+  bool shares(const ModelSession& other) const;
   bool is_open() const { return model_ != nullptr; }
   const ModelChoice& choice() const { return choice_; }  // of the open model
   const GptConfig& config() const;
