@@ -5,6 +5,7 @@
 #include <imgui_stdlib.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 
@@ -368,7 +369,9 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
       if (const HeadScores* s = kind_of(app, l, h);
           s && (mv.filter == HeadKind::none || s->kind == mv.filter))
         ++shown;
-  ImGui::TextColored(kDimColor, "%d of %d heads   hover: preview   click: open the layer", shown, L * H);
+  ImGui::TextColored(kDimColor, "%d of %d heads", shown, L * H);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Hover a head for its scores and a large preview; click it to open its layer");
 
   const float fh = ImGui::GetTextLineHeight();
   const float left = ImGui::CalcTextSize("L00").x + 10.0f, top = fh + 4.0f, gap = 4.0f;
@@ -412,13 +415,14 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
         dl->AddImage(tex, a, b);
       mv.thumbs.push_back({layer, h, a.x, a.y, b.x, b.y});
       if (s && s->kind != HeadKind::none) {
+        // The label fits under its thumbnail: at a smaller size when needed, else its first letter.
         const char* label = short_label(s->kind);
-        const float tw = ImGui::CalcTextSize(label).x;
-        if (tw <= side + gap)
-          dl->AddText(ImVec2(a.x + (side - tw) * 0.5f, b.y + 1.0f), text, label);
-        else  // too narrow for the word: its first letter
-          dl->AddText(ImVec2(a.x + (side - ImGui::CalcTextSize(label, label + 1).x) * 0.5f, b.y + 1.0f), text,
-                      label, label + 1);
+        const float tw = ImGui::CalcTextSize(label).x, room = side - 2.0f;
+        const float scale = std::min(1.0f, room / tw);
+        const char* end = scale >= 0.7f ? nullptr : label + 1;
+        const float px = ImGui::GetFontSize() * (end ? 1.0f : scale);
+        const float w = ImGui::GetFont()->CalcTextSizeA(px, FLT_MAX, 0.0f, label, end).x;
+        dl->AddText(ImGui::GetFont(), px, ImVec2(a.x + (side - w) * 0.5f, b.y + 1.0f), text, label, end);
       }
       if (ImGui::IsItemHovered()) {
         mv.hovered_layer = layer;
