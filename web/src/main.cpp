@@ -174,6 +174,7 @@ extern "C" {
 EMSCRIPTEN_KEEPALIVE const char* attnviz_set_text(const char* text) {
   static std::string error;
   release_keyboard();
+  wake();  // an idle page draws the new result (and writes the URL) at once
   page->app.session.text = text;
   attnviz::viz::start(page->app);  // recomputes, and brings the compare session up to date
   error = page->app.session.error();
@@ -307,7 +308,10 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_status() {
   model["thumb_rects"] = thumbs;
   json = nlohmann::json{{"generation", view_generation(p.app)},
                         {"model", model},
-                        {"memory", {{"heap_max", emscripten_get_heap_max()}, {"free", heap_free()}}},
+                        {"memory",
+                         {{"heap_max", emscripten_get_heap_max()},
+                          {"heap_size", emscripten_get_heap_size()},
+                          {"free", heap_free()}}},
                         {"compute", p.gpu.status()},
                         {"error", s.error()},
                         {"message", p.app.message},
