@@ -258,7 +258,13 @@ void draw_model_panel(App& app) {
                          format_bytes(packed_bytes(*cfg, false, app.model.exec.isa)).c_str());
   } else if (c.kind == ModelKind::file) {
     if (mv.choose_file) {
-      if (ImGui::Button("Choose model files...")) mv.choose_file();
+      if (ImGui::Button("Choose files...")) mv.choose_file(false);
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip(
+            "model.safetensors with its tokenizer files (vocab.json + merges.txt, or\n"
+            "encoder.json + vocab.bpe) and config.json; or drop them onto the page");
+      ImGui::SameLine();
+      if (ImGui::Button("Choose a folder...")) mv.choose_file(true);
       if (!c.path.empty()) ImGui::TextColored(kDimColor, "%s", c.path.c_str());
     } else {
       ImGui::InputText("path", &c.path);

@@ -414,8 +414,8 @@
         askForWanted();
       },
       download,
-      chooseModelFiles() {
-        $('model-files').click();
+      chooseModelFiles(folder) {
+        $(folder ? 'model-folder' : 'model-files').click();
       },
       openModel(json) {
         openModel(JSON.parse(json)).then((error) => { if (error) console.warn('attnviz: ' + error); });

@@ -80,7 +80,7 @@ EM_JS(void, page_state_changed, (const char* json),
       { Module.attnvizHooks.stateChanged(UTF8ToString(json)); });
 EM_JS(void, page_first_heatmap, (), { Module.attnvizHooks.firstHeatmap(); });
 EM_JS(void, page_download, (const char* path), { Module.attnvizHooks.download(UTF8ToString(path)); });
-EM_JS(void, page_choose_model_files, (), { Module.attnvizHooks.chooseModelFiles(); });
+EM_JS(void, page_choose_model_files, (int folder), { Module.attnvizHooks.chooseModelFiles(folder != = 0); });
 EM_JS(void, page_open_model, (const char* json), { Module.attnvizHooks.openModel(UTF8ToString(json)); });
 EM_JS(int, page_canvas_width, (), { return Module.canvas.clientWidth | 0; });
 EM_JS(int, page_canvas_height, (), { return Module.canvas.clientHeight | 0; });
@@ -425,7 +425,7 @@ int main() {
   setenv("ATTNVIZ_VOCAB_DIR", "/gpt2", 1);
   app.model.free_memory = heap_free;
   app.model_view.files_dir = "/models";
-  app.model_view.choose_file = [] { page_choose_model_files(); };
+  app.model_view.choose_file = [](bool folder) { page_choose_model_files(folder ? 1 : 0); };
   // The page fetches the vocabulary (and shows progress) before a model opens.
   app.model_view.open_request = [](const attnviz::viz::ModelChoice& c) {
     page_open_model(choice_json(c).dump().c_str());

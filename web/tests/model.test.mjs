@@ -145,6 +145,50 @@ test('a corrupt file and a file too large for the page are refused, and the view
   await context.close();
 });
 
+test('Cancel stops the reading, and the view keeps what it had', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, env.url + '#text=' + encodeURIComponent(TEXT));
+  await page.evaluate(() => attnviz.setReadChunk(1024));  // many pieces: time to press Cancel
+  await page.setInputFiles('#model-files', folderFiles);
+  await page.locator('#busy-cancel').waitFor({ state: 'visible' });
+  await page.locator('#busy-cancel').click();
+  await page.waitForFunction(() => /was cancelled/.test(attnviz.status().message));
+  assert.equal((await model(page)).open, false, 'still the chapter-3 layer');
+  assert.equal(await page.locator('#busy').isHidden(), true);
+  const loads = await page.evaluate(() => attnviz.loads);
+  assert.ok(loads.at(-1).loaded < loads.at(-1).total, 'stopped before the end');
+  // Nothing of the cancelled file stays in the module's file system.
+  assert.equal(await page.evaluate(() => Module.FS.analyzePath('/models/model.safetensors').exists), false);
+  clean(log);
+  await context.close();
+});
+
+test('exports in the model view: one JSON per layer in the CLI\'s format, and the PNG of the grid', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, env.url + '#text=' + encodeURIComponent(TEXT));
+  await chooseFixture(page);
+  await thumbsClip(page);
+  const downloads = [];
+  page.on('download', (d) => downloads.push(d));
+  assert.equal(await page.evaluate(() => attnviz.exportFiles('json')), '');
+  await page.waitForFunction(() => /downloaded attnviz_layer00\.json and 1 more/.test(attnviz.status().message));
+  assert.equal(await page.evaluate(() => attnviz.exportFiles('png')), '');
+  await page.waitForFunction(() => /downloaded attnviz_view\.png/.test(attnviz.status().message));
+  while (downloads.length < 3) await new Promise((resolve) => setTimeout(resolve, 10));  // events still arriving
+  const names = downloads.map((d) => d.suggestedFilename()).sort();
+  assert.deepEqual(names, ['attnviz_layer00.json', 'attnviz_layer01.json', 'attnviz_view.png']);
+  const layer1 = JSON.parse(readFileSync(await downloads.find((d) => d.suggestedFilename() === 'attnviz_layer01.json').path(), 'utf8'));
+  assert.equal(layer1.layers.length, 1);
+  assert.equal(layer1.layers[0].index, 1);
+  assert.equal(layer1.layers[0].heads.length, 4);
+  assert.equal(layer1.next.length, 10);
+  // CSV needs a layer: refused from the grid, with the reason.
+  assert.equal(await page.evaluate(() => attnviz.exportFiles('csv')), '');
+  await page.waitForFunction(() => /open a layer/.test(attnviz.status().message));
+  clean(log);
+  await context.close();
+});
+
 test('typing moves the thumbnails\' pixels through the incremental path', async () => {
   const { page, context, log } = await openPage(env);
   await load(page, env.url + '#text=' + encodeURIComponent(TEXT));

@@ -96,8 +96,8 @@ struct ModelView {
   std::string open_error;  // why the last Open failed (the view kept the model it had)
   // Where a link's "file:NAME" is looked for (the page's folder of chosen files; "": the working folder).
   std::string files_dir;
-  // The host's file chooser (the page's file picker); null: the panel has a path field.
-  std::function<void()> choose_file;
+  // The host's file chooser (the page's file picker: files, or a whole folder); null: a path field.
+  std::function<void(bool folder)> choose_file;
   // The host opens models itself (the page first fetches the vocabulary and shows progress, then calls
   // open_model); null: the Open button calls open_model.
   std::function<void(const ModelChoice&)> open_request;
