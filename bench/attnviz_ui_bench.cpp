@@ -48,6 +48,21 @@ std::string words(int n) {
   return s;
 }
 
+// Keystroke k of a run: a letter, or (every other one) a backspace, so the sentence keeps its length. Returns
+// the time of the frame that took it.
+double keystroke(Window& w, viz::App& app, int k) {
+  if (k % 2 == 0) {
+    ImGui::GetIO().AddInputCharacter(static_cast<unsigned>("abcdefghij"[k % 10]));
+    return w.frame(app, true);
+  }
+  ImGuiIO& io = ImGui::GetIO();
+  io.KeysDown[io.KeyMap[ImGuiKey_Backspace]] = true;
+  const double ms = w.frame(app, true);
+  io.KeysDown[io.KeyMap[ImGuiKey_Backspace]] = false;
+  w.frame(app, true);
+  return ms;
+}
+
 // Each measurement gets its own window and ImGui context, as a fresh app would.
 bool open_window(Window& w) {
   WindowOptions o;
@@ -71,20 +86,10 @@ void keystrokes(const char* preset, int tokens, int count) {
   }
   for (int i = 0; i < 3; ++i) w.frame(app, true);  // focus the sentence box, upload the first textures
   std::vector<double> ms, engine;
-  const char* letters = "abcdefghij";
   for (int k = 0; k < count; ++k) {
     // Alternate a letter and a backspace so the sentence stays T tokens long.
     const int gen = app.session.generation();
-    if (k % 2 == 0) {
-      ImGui::GetIO().AddInputCharacter(static_cast<unsigned>(letters[k % 10]));
-      ms.push_back(w.frame(app, true));
-    } else {
-      ImGuiIO& io = ImGui::GetIO();
-      io.KeysDown[io.KeyMap[ImGuiKey_Backspace]] = true;
-      ms.push_back(w.frame(app, true));
-      io.KeysDown[io.KeyMap[ImGuiKey_Backspace]] = false;
-      w.frame(app, true);
-    }
+    ms.push_back(keystroke(w, app, k));
     if (app.session.generation() == gen) {
       std::printf("%-12s T=%-4d  the keystroke did not reach the sentence box\n", preset, tokens);
       return;
@@ -143,20 +148,10 @@ void model_keystrokes(int tokens, int count) {
   w.set_pointer(-100.0f, -100.0f);  // off the grid: no preview while typing
   for (int i = 0; i < 3; ++i) w.frame(app, true);
   std::vector<double> ms, engine;
-  const char* letters = "abcdefghij";
   for (int k = 0; k < count; ++k) {
     const int gen = app.model.generation();
     const int uploads = app.uploads;
-    if (k % 2 == 0) {
-      ImGui::GetIO().AddInputCharacter(static_cast<unsigned>(letters[k % 10]));
-      ms.push_back(w.frame(app, true));
-    } else {
-      ImGuiIO& io = ImGui::GetIO();
-      io.KeysDown[io.KeyMap[ImGuiKey_Backspace]] = true;
-      ms.push_back(w.frame(app, true));
-      io.KeysDown[io.KeyMap[ImGuiKey_Backspace]] = false;
-      w.frame(app, true);
-    }
+    ms.push_back(keystroke(w, app, k));
     if (app.model.generation() == gen || app.uploads - uploads < 144) {
       std::printf("model view   T=%-4d  the keystroke did not redraw every head\n", tokens);
       return;

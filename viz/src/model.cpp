@@ -60,15 +60,19 @@ std::uint64_t model_pass_bytes(const GptConfig& c, int tokens, bool detail) {
   return mul_sat(floats, sizeof(float));
 }
 
-void ModelSession::close() {
-  model_.reset();
-  choice_ = ModelChoice();
+void ModelSession::reset_pass() {
   result_ = GptResult();
   pieces_.clear();
   kinds_.clear();
   has_result_ = false;
   error_.clear();
   ++generation_;
+}
+
+void ModelSession::close() {
+  model_.reset();
+  choice_ = ModelChoice();
+  reset_pass();
 }
 
 void ModelSession::share(const ModelSession& other) {
@@ -86,12 +90,7 @@ void ModelSession::share(const ModelSession& other) {
   choice_ = other.choice_;
   exec = other.exec;
   free_memory = other.free_memory;
-  result_ = GptResult();
-  pieces_.clear();
-  kinds_.clear();
-  has_result_ = false;
-  error_.clear();
-  ++generation_;
+  reset_pass();
 }
 
 bool ModelSession::shares(const ModelSession& other) const {
@@ -125,13 +124,8 @@ Status ModelSession::open(const ModelChoice& choice) {
   }
   model_ = std::move(m);
   choice_ = choice;
-  result_ = GptResult();
-  pieces_.clear();
-  kinds_.clear();
-  has_result_ = false;
+  reset_pass();
   if (detail_ >= config().n_layers) detail_ = -1;
-  error_.clear();
-  ++generation_;
   open_ms_ = ms_since(t0);
   return Status::ok();
 }

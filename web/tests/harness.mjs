@@ -1,5 +1,6 @@
 // Shared by the browser tests and the browser benchmark: Debian's Chromium, headless, driven by
 // playwright-core (which never downloads a browser), on the page served from 127.0.0.1 only.
+import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
 import { existsSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -75,4 +76,10 @@ export async function heatmapClip(page) {
   const x0 = Math.min(...heatmaps.map((h) => h.x0)), y0 = Math.min(...heatmaps.map((h) => h.y0));
   const x1 = Math.max(...heatmaps.map((h) => h.x1)), y1 = Math.max(...heatmaps.map((h) => h.y1));
   return { x: Math.floor(x0), y: Math.floor(y0), width: Math.ceil(x1 - x0), height: Math.ceil(y1 - y0) };
+}
+
+// A page's log, checked at the end of a test: no console error, nothing requested outside 127.0.0.1.
+export function clean(log) {
+  assert.deepEqual(log.errors, [], 'console errors');
+  assert.deepEqual(log.outside, [], 'requests outside 127.0.0.1');
 }

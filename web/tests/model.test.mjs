@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { repo, start, openPage, load } from './harness.mjs';
+import { repo, start, openPage, load, clean } from './harness.mjs';
 
 const folder = join(repo, 'tests', 'fixtures', 'gpt', 'hf-folder');
 const folderFiles = ['model.safetensors', 'vocab.json', 'merges.txt', 'config.json'].map((f) => join(folder, f));
@@ -24,10 +24,6 @@ after(async () => {
   await env?.close();
 });
 
-function clean(log) {
-  assert.deepEqual(log.errors, [], 'console errors');
-  assert.deepEqual(log.outside, [], 'requests outside 127.0.0.1');
-}
 
 const model = (page) => page.evaluate(() => attnviz.status().model);
 

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { repo, start, openPage, load, drawn, heatmapClip } from './harness.mjs';
+import { repo, start, openPage, load, drawn, heatmapClip, clean } from './harness.mjs';
 
 const artifacts = process.env.ATTNVIZ_ARTIFACTS || join(repo, 'build', 'wasm-release', 'web');
 let env;
@@ -19,10 +19,6 @@ after(async () => {
   await env?.close();
 });
 
-function clean(log) {
-  assert.deepEqual(log.errors, [], 'console errors');
-  assert.deepEqual(log.outside, [], 'requests outside 127.0.0.1');
-}
 
 // Every number of two results in the CLI's JSON format, side by side: the largest absolute difference
 // (the engine block, with its timing and ISA, is not compared).

@@ -93,6 +93,7 @@ class ModelSession {
 
  private:
   Status run(const std::vector<int>& ids);
+  void reset_pass();  // no pass yet (a new model, or none)
   std::unique_ptr<OpenedModel> model_;
   ModelChoice choice_;
   GptResult result_;
