@@ -272,7 +272,12 @@ Status run(const Config& c, const Input& in, Result& out, Params* params_out, co
   TorchGenerator g(c.seed);
   Params p;
   if (Status st = build_params(c, g, p); !st.is_ok()) return st;
-  pack(p, exec);
+  // build_params packed for the best ISA; another one gets its own panels (the old ones go first: two
+  // packed copies at once would cost the parameters' size again, beyond run_memory's count).
+  if (resolve(exec.isa) != resolve(Isa::automatic)) {
+    p.packed.reset();
+    pack(p, exec);
+  }
   if (Status st = forward(c, p, in, g, out, exec); !st.is_ok()) return st;
   if (params_out) *params_out = std::move(p);
   return Status::ok();
