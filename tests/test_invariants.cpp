@@ -191,6 +191,33 @@ TEST_CASE("memory: the parameters count in the engine's limit, and the count bou
   CHECK(format_bytes(UINT64_MAX) == "18446744073.7 GB");
 }
 
+TEST_CASE("a result keeps no infinity or NaN in any stage") {
+  // A raw score that overflows float32 in a masked cell only: q0 . k1 = 1e40, every other score 0. The
+  // weights are exact, but the raw scores hold inf, which no JSON can carry: refused, naming the stage.
+  Config c = make(Variant::causal, 2, 2, 1, 0.0);
+  Params p;
+  p.query.weight = Tensor(2, 2);
+  p.query.weight.at(0, 0) = 1;
+  p.key.weight = Tensor(2, 2);
+  p.key.weight.at(0, 1) = p.key.weight.at(1, 0) = 1;
+  p.value.weight = Tensor(2, 2);
+  p.value.weight.at(0, 0) = p.value.weight.at(1, 1) = 1;
+  Input in;
+  REQUIRE(input_from_rows({{1e20, 0}, {0, 1e20}}, in).is_ok());
+  for (Isa isa : {Isa::automatic, Isa::scalar}) {
+    CAPTURE(std::string(to_string(isa)));
+    Result r;
+    TorchGenerator g(0);
+    CHECK(forward(c, p, in, g, r, Exec{isa, 1}).error ==
+          "the result is not finite (raw scores): the inputs are too large for float32 arithmetic");
+    c.stages = kStageDropped;  // without the raw scores kept, the result is whole
+    REQUIRE(forward(c, p, in, g, r, Exec{isa, 1}).is_ok());
+    CHECK(r.weights.at(0, 0, 0) == 1.0f);
+    CHECK(r.weights.at(0, 1, 0) == 0.5f);
+    c.stages = kStageAll;
+  }
+}
+
 TEST_CASE("presets: sizes as published, every head count divides d_out") {
   for (const Preset& p : presets()) {
     Config c;
