@@ -87,9 +87,12 @@ void add_model_options(CLI::App& app, ModelArgs& m) {
                  "with --model: what each shown layer keeps, a list of weights, scores, dropped, context, "
                  "residuals, logits (every position's)")
       ->capture_default_str();
-  app.add_option("--top-k", m.top_k, "with --model: the next-token candidates shown")->capture_default_str();
+  app.add_option("--top-k", m.top_k, "with --model: the next-token candidates shown")
+      ->capture_default_str()
+      ->transform(decimal_int());
   app.add_option("--generate", m.generate, "with --model: greedy tokens to generate (generate_text_simple)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(decimal_int());
 }
 
 Status parse_layers(const std::string& spec, int n_layers, bool& all, std::vector<int>& layers) {
@@ -146,6 +149,7 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   spec.vocab_dir = vocab_dir;
   spec.memory_budget = available_memory_bytes();
   if (m.top_k < 0) return fail(Status::fail("--top-k must be 0 or more"));
+  if (m.generate < 0) return fail(Status::fail("--generate must be 0 or more"));
 
   GptRequest req;
   req.top_k = m.top_k;

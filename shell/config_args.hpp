@@ -30,6 +30,15 @@ struct ConfigArgs {
 // Registers --text and every configuration and execution flag on `app`.
 void add_config_options(CLI::App& app, ConfigArgs& a);
 
+// Numbers on the command line are decimal (CLI11 alone reads "010" as octal 8 and "0x10" as 16) and fit
+// their type. Each is a CLI11 transform: it rewrites the value as the plain decimal CLI11 then converts, or
+// refuses it in one line. An empty value passes (parse_command_line says it "needs a value").
+CLI::Validator decimal_int();     // an int
+CLI::Validator decimal_number();  // a double ("nan" and "inf" pass, for the range checks to name them)
+// torch.manual_seed's range: -2^63 .. 2^64 - 1, a negative seed taken as PyTorch takes it (its 64-bit two's
+// complement: -1 is 2^64 - 1).
+CLI::Validator torch_seed();
+
 // Turns parsed flags into a configuration (not yet validated) and execution options. Fails with one line
 // naming the bad value.
 Status config_from_args(const ConfigArgs& a, Config& c, Exec& exec);
@@ -42,7 +51,9 @@ inline constexpr int kMaxThreads = 256;
 Status exec_from_args(const ConfigArgs& a, Exec& exec);
 
 // Parses `args` (without the program name) into `app`. Returns the exit status when the program should stop
-// now: 0 after printing --help to `out`, 1 after one line on `err` naming the bad argument.
+// now: 0 after printing --help to `out`, 1 after one line on `err` naming the bad argument: one CLI11
+// refuses, arguments not expected (in the order given), or a flag given an empty value other than --text
+// ("--seed needs a value"; an empty text is the engine's to explain).
 std::optional<int> parse_command_line(CLI::App& app, const std::vector<std::string>& args, std::ostream& out,
                                       std::ostream& err);
 

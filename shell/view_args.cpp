@@ -40,11 +40,15 @@ void add_view_options(CLI::App& cli, ViewArgs& v) {
   cli.add_option("--palette", v.palette, "blues | viridis | cividis | diverging")->capture_default_str();
   cli.add_option("--normalize", v.norm, "head | row | all-heads | fixed")->capture_default_str();
   cli.add_option("--aggregate", v.aggregate, "none | mean | max over heads")->capture_default_str();
-  cli.add_option("--head", v.head, "show this head alone (-1: every head)")->capture_default_str();
-  cli.add_option("--lock", v.lock, "lock the cell at ROW COL (shows its breakdown)")->expected(2);
+  cli.add_option("--head", v.head, "show this head alone (-1: every head)")
+      ->capture_default_str()
+      ->transform(decimal_int());
+  cli.add_option("--lock", v.lock, "lock the cell at ROW COL (shows its breakdown)")
+      ->expected(2)
+      ->transform(decimal_int());
   cli.add_option("--compare", v.compare, "off | text | seed | mask")->capture_default_str();
   cli.add_option("--compare-text", v.compare_text, "sentence B for --compare text");
-  cli.add_option("--compare-seed", v.compare_seed, "seed B for --compare seed");
+  cli.add_option("--compare-seed", v.compare_seed, "seed B for --compare seed")->transform(torch_seed());
 }
 
 Status apply_view(const ViewArgs& a, viz::App& app) {

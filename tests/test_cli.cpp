@@ -152,3 +152,60 @@ TEST_CASE("--tokenize prints GPT-2's ids of --text as a JSON array") {
   check_refused({"--tokenize", "--text", "bad \xff", "--vocab", ATTNVIZ_GPT2_DIR}, "not valid UTF-8");
   check_refused({"--tokenize", "--vocab", "/nonexistent/vocab"}, "no GPT-2 vocabulary in /nonexistent/vocab");
 }
+
+TEST_CASE("numbers are decimal and seeds are torch.manual_seed's") {
+  const auto config = [](const std::vector<std::string>& args) {
+    std::vector<std::string> all = args;
+    all.push_back("--json");
+    const Run r = cli(all);
+    CAPTURE(r.err);
+    REQUIRE(r.status == 0);
+    return json::parse(r.out)["config"];
+  };
+  // A leading zero is decimal, not octal (CLI11 alone read "010" as 8).
+  CHECK(config({"--d-out", "010"})["d_out"] == 10);
+  CHECK(config({"--seed", "010"})["seed"] == 10);
+  CHECK(config({"--seed", "+7"})["seed"] == 7);
+  // Negative seeds as torch.manual_seed takes them: their 64-bit two's complement.
+  CHECK(config({"--seed", "-1"})["seed"] == 18446744073709551615ull);
+  CHECK(config({"--seed", "-9223372036854775808"})["seed"] == 9223372036854775808ull);
+  CHECK(config({"--seed", "18446744073709551615"})["seed"] == 18446744073709551615ull);
+  // ... and the numbers themselves: seed -1 is seed 2^64 - 1.
+  const json a = json::parse(cli({"--json", "--seed", "-1"}).out);
+  const json b = json::parse(cli({"--json", "--seed", "18446744073709551615"}).out);
+  CHECK(a["params"] == b["params"]);
+  CHECK(a["output"] == b["output"]);
+
+  const std::string range =
+      "outside torch.manual_seed's range (-9223372036854775808 to 18446744073709551615)";
+  check_refused({"--seed", "18446744073709551616"}, "--seed: '18446744073709551616' is " + range);
+  check_refused({"--seed", "99999999999999999999999"}, range);
+  check_refused({"--seed", "-9223372036854775809"}, range);
+  check_refused({"--seed", "0x10"}, "--seed: '0x10' is not a decimal integer");
+  check_refused({"--d-out", "0x10"}, "--d-out: '0x10' is not a decimal integer");
+  check_refused({"--heads", "2.5"}, "--heads: '2.5' is not a decimal integer");
+  check_refused({"--d-in", "99999999999"},
+                "--d-in: '99999999999' is out of range (-2147483648 to 2147483647)");
+  check_refused({"--threads", "1e3"}, "--threads: '1e3' is not a decimal integer");
+  check_refused({"--dropout", "0x1p-1"}, "--dropout: '0x1p-1' is not a decimal number");
+  check_refused({"--dropout", "0.5x"}, "--dropout: '0.5x' is not a decimal number");
+  CHECK(config({"--dropout", ".5e-1", "--variant", "causal"})["dropout"] == 0.05);
+}
+
+TEST_CASE("a flag given an empty value is refused, not taken as its default") {
+  for (const char* flag :
+       {"--seed", "--inputs", "--heads", "--d-in", "--d-out", "--context-length", "--dropout", "--variant",
+        "--preset", "--dropout-rng", "--isa", "--threads", "--vocab", "--model",
+        "--layers", "--keep", "--top-k", "--generate"}) {
+    CAPTURE(flag);
+    check_refused({flag, ""}, std::string(flag) + " needs a value");
+  }
+  check_refused({"--text", ""}, "the text is empty");  // the engine's words for an empty sentence
+}
+
+TEST_CASE("arguments not expected are named in the order given") {
+  check_refused({"one", "two", "three"}, "not expected: 'one' 'two' 'three'");
+  check_refused({"--json", "x", "--bogus"}, "not expected: 'x' '--bogus'");
+  check_refused({"a\nb"}, "not expected: 'a\\x0Ab'");  // still one line
+}
+
