@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -14,6 +15,7 @@
 #include "files.hpp"
 #include "json_io.hpp"
 #include "model_cli.hpp"
+#include "model_source.hpp"
 #include "terminal.hpp"
 
 namespace attnviz {
@@ -98,6 +100,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   std::string inputs_path;
   bool json = false;
   add_config_options(app, a);
+  add_memory_budget_option(app, a);
   app.add_option("--inputs", inputs_path, "JSON file with T rows of d_in numbers, instead of --text")
       ->excludes(a.text_option);
   app.add_flag("--json", json, "print one JSON object with every tensor");
@@ -140,21 +143,52 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   Config c;
   Exec exec;
   if (Status st = config_from_args(a, c, exec); !st.is_ok()) return fail(st);
+  // Only what is printed is kept: JSON has the raw scores, the weights and the dropped weights, the terminal
+  // the weights and the dropped ones.
+  c.stages = json ? kStageScores | kStageDropped : kStageDropped;
 
+  // The tokens first (the inputs' rows, or the text's words), so that the memory is known before the
+  // inputs, the parameters or any tensor are made.
   Input in;
+  int tokens = 0;
+  std::uint64_t token_bytes = 0;
   if (!inputs_path.empty()) {
     std::string body;
     std::vector<std::vector<double>> rows;
     if (Status st = read_untrusted_file(inputs_path, kMaxInputsBytes, body); !st.is_ok()) return fail(st);
-    if (Status st = parse_input_rows(body, rows); !st.is_ok()) return fail(st);
+    // (a context length out of range is validate()'s to name, below)
+    const std::size_t max_rows = c.context_length > 0 ? static_cast<std::size_t>(c.context_length) : SIZE_MAX;
+    if (Status st = parse_input_rows(body, rows, max_rows); !st.is_ok()) return fail(st);
     if (Status st = input_from_rows(rows, in); !st.is_ok()) return fail(st);
     if (a.d_in && *a.d_in != in.x.shape[1]) {
       return fail(Status::fail("--d-in " + std::to_string(*a.d_in) + " does not match the inputs' " +
                                std::to_string(in.x.shape[1]) + " columns"));
     }
     c.d_in = in.x.shape[1];  // the file decides the input width
+    tokens = in.x.shape[0];
+    for (const std::string& t : in.tokens) token_bytes += t.size();
+  } else {
+    std::vector<std::string> words;
+    if (Status st = split_words(a.text, words); !st.is_ok()) return fail(st);
+    tokens = static_cast<int>(std::min<std::size_t>(words.size(), INT_MAX));
+    for (const std::string& w : words) token_bytes += w.size();
   }
-  if (Status st = validate(c); !st.is_ok()) return fail(st);
+  if (Status st = validate(c, tokens); !st.is_ok()) return fail(st);
+
+  // What the run takes (the engine's count), the input matrix, and with --json the parameters' copy in
+  // PyTorch's layouts and the text.
+  const auto sum = [](std::uint64_t x, std::uint64_t y) { return x > UINT64_MAX - y ? UINT64_MAX : x + y; };
+  const RunMemory m = run_memory(c, tokens, exec);
+  const std::uint64_t tensors = sum(
+      m.tensors, std::uint64_t{4} * static_cast<std::uint64_t>(tokens) * static_cast<std::uint64_t>(c.d_in));
+  const std::uint64_t output =
+      json ? sum(4 * parameter_count(c), result_json_bound(c, tokens, token_bytes)) : 0;
+  const std::uint64_t needed = sum(sum(m.params, tensors), output);
+  std::string breakdown = "parameters " + format_bytes(m.params) + ", tensors " + format_bytes(tensors);
+  if (json) breakdown += ", JSON " + format_bytes(output);
+  const std::uint64_t budget = a.memory_budget ? a.memory_budget : available_memory_bytes();
+  if (Status st = check_memory(needed, budget, a.memory_budget != 0, breakdown); !st.is_ok()) return fail(st);
+
   if (inputs_path.empty()) {
     if (Status st = input_from_text(a.text, c, in); !st.is_ok()) return fail(st);
   }

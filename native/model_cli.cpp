@@ -147,7 +147,7 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   if (Status st = exec_from_args(a, spec.options.exec); !st.is_ok()) return fail(st);
   spec.heads = a.heads.value_or(0);
   spec.vocab_dir = vocab_dir;
-  spec.memory_budget = available_memory_bytes();
+  spec.memory_budget = a.memory_budget ? a.memory_budget : available_memory_bytes();
   if (m.top_k < 0) return fail(Status::fail("--top-k must be 0 or more"));
   if (m.generate < 0) return fail(Status::fail("--generate must be 0 or more"));
 

@@ -5,6 +5,8 @@
 #include <climits>
 #include <cstdio>
 
+#include "attnviz/engine.hpp"
+
 namespace attnviz {
 namespace {
 
@@ -109,6 +111,43 @@ CLI::Validator torch_seed() {
         return {};
       },
       "", "torch_seed");
+}
+
+void add_memory_budget_option(CLI::App& app, ConfigArgs& a) {
+  app.add_option("--memory-budget", a.memory_budget,
+                 "memory a run may take, e.g. 2GB or 500MB (default: the memory the system has available)")
+      ->transform(CLI::Validator(
+          [](std::string& s) -> std::string {
+            if (s.empty()) return {};
+            std::size_t digits = 0;
+            while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits]))) ++digits;
+            const std::string unit = s.substr(digits);
+            std::uint64_t scale = 0;
+            if (unit.empty() || unit == "B")
+              scale = 1;
+            else if (unit == "kB" || unit == "KB")
+              scale = 1'000;
+            else if (unit == "MB")
+              scale = 1'000'000;
+            else if (unit == "GB")
+              scale = 1'000'000'000;
+            std::uint64_t v = 0;
+            if (digits == 0 || scale == 0 || !to_u64(s.substr(0, digits), v))
+              return shown_value(s) + " is not a size: give bytes, or a whole number of kB, MB or GB";
+            if (v == 0 || v > UINT64_MAX / scale)
+              return shown_value(s) + " is out of range (1 byte to 18 EB)";
+            s = std::to_string(v * scale);
+            return {};
+          },
+          "", "byte_size"));
+}
+
+Status check_memory(std::uint64_t needed, std::uint64_t budget, bool given, const std::string& breakdown) {
+  if (!budget || needed <= budget) return Status::ok();
+  return Status::fail("this configuration needs " + format_bytes(needed) + " of memory (" + breakdown +
+                      "), more than the " + format_bytes(budget) +
+                      (given ? " of --memory-budget" : " available (--memory-budget sets another budget)") +
+                      ": use smaller sizes, fewer heads or fewer tokens");
 }
 
 void add_config_options(CLI::App& app, ConfigArgs& a) {

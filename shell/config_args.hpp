@@ -25,6 +25,7 @@ struct ConfigArgs {
   std::uint64_t seed = 123;
   bool qkv_bias = false, eval = false, no_mask = false;
   int threads = 0;
+  std::uint64_t memory_budget = 0;  // --memory-budget, for the hosts that register it (0: not given)
 };
 
 // Registers --text and every configuration and execution flag on `app`.
@@ -38,6 +39,16 @@ CLI::Validator decimal_number();  // a double ("nan" and "inf" pass, for the ran
 // torch.manual_seed's range: -2^63 .. 2^64 - 1, a negative seed taken as PyTorch takes it (its 64-bit two's
 // complement: -1 is 2^64 - 1).
 CLI::Validator torch_seed();
+
+// --memory-budget BYTES | NkB | NMB | NGB (decimal units, as format_bytes writes them) into
+// a.memory_budget: the memory a run may take, checked before anything is allocated. Left 0 when not given:
+// the host then takes the memory available. Not one of add_config_options' flags: a link has no budget.
+void add_memory_budget_option(CLI::App& app, ConfigArgs& a);
+
+// Fails when `needed` bytes exceed `budget` (0: no budget), naming both, what the need is made of
+// (`breakdown`: "parameters 8.6 GB, tensors 4.9 MB"), where the budget came from (--memory-budget when
+// `given`, else the memory available) and how to need less.
+Status check_memory(std::uint64_t needed, std::uint64_t budget, bool given, const std::string& breakdown);
 
 // Turns parsed flags into a configuration (not yet validated) and execution options. Fails with one line
 // naming the bad value.

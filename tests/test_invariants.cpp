@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "attnviz/engine.hpp"
 #include "check.hpp"
@@ -147,6 +148,15 @@ TEST_CASE("bad configurations and inputs give a clear message") {
   CHECK(input_from_rows({{1, 1e300}}, bad).error.find("not a finite float") != std::string::npos);
   CHECK(input_from_rows({{1, 2}, {3}}, bad).error == "input row 2 has 1 numbers, row 1 has 2");
   CHECK(input_from_rows({}, bad).error.find("empty") != std::string::npos);
+  // Every double that rounds to a finite float32 is an input: FLT_MAX as 9 digits (3.4028235e38, a little
+  // above it) and up to half its last place beyond; from there on it rounds to infinity.
+  Input edge;
+  REQUIRE(input_from_rows({{3.4028235e38, -3.4028235e38, 0x1.fffffefffffffp+127}}, edge).is_ok());
+  CHECK(edge.x.at(0, 0) == std::numeric_limits<float>::max());
+  CHECK(edge.x.at(0, 1) == -std::numeric_limits<float>::max());
+  CHECK(edge.x.at(0, 2) == std::numeric_limits<float>::max());
+  CHECK(input_from_rows({{0x1.ffffffp+127}}, bad).error.find("not a finite float") != std::string::npos);
+  CHECK(input_from_rows({{-3.4028236e38}}, bad).error.find("not a finite float") != std::string::npos);
 }
 
 TEST_CASE("memory: the parameters count in the engine's limit, and the count bounds every run") {
