@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -26,19 +27,42 @@ constexpr int kShownCols = 8;     // and this many output columns
 // --inputs is at most 8192 rows of 16384 numbers; 64 MB of JSON holds far more than any accepted matrix.
 constexpr std::size_t kMaxInputsBytes = std::size_t{64} << 20;
 
+// One matrix cell: a space, then the value right-aligned in 8 columns; a wider value takes more, so cells
+// never run together. A value that rounds to -0 prints as 0.
 std::string cell(float x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%9.4f", static_cast<double>(x));
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4f", static_cast<double>(x));
+  std::string v = std::strcmp(buf, "-0.0000") == 0 ? "0.0000" : buf;
+  return " " + std::string(v.size() < 8 ? 8 - v.size() : 0, ' ') + v;
+}
+
+// The shortest decimal that reads back as the same double (0.9999999 stays 0.9999999, not 1), and -0 as 0.
+std::string number(double x) {
+  char buf[40];
+  x += 0.0;
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  return buf;
+}
+
+// A float in 9 significant digits, enough for any float (the dropout scale 1/(1-p) as the kernels apply
+// it: 10000000 for p = 0.9999999, not 1e+07).
+std::string number(float x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(x));
   return buf;
 }
 
 void print_matrix(std::ostream& out, const Result& r, const float* m, bool mark_masked) {
   const int T = r.tokens_count(), shown = std::min(T, kShownTokens);
   out << std::string(10, ' ');
-  for (int j = 0; j < shown; ++j) out << ' ' << pad(r.tokens[static_cast<std::size_t>(j)], 8, false);
+  for (int j = 0; j < shown; ++j)
+    out << ' ' << pad(token_label(r.tokens[static_cast<std::size_t>(j)]), 8, false);
   out << '\n';
   for (int i = 0; i < shown; ++i) {
-    out << pad(r.tokens[static_cast<std::size_t>(i)], 10, true);
+    out << pad(token_label(r.tokens[static_cast<std::size_t>(i)]), 10, true);
     for (int j = 0; j < shown; ++j) {
       const float x = m[static_cast<std::size_t>(i) * T + j];
       out << (mark_masked && r.masked(i, j) ? std::string("        -") : cell(x));
@@ -48,12 +72,14 @@ void print_matrix(std::ostream& out, const Result& r, const float* m, bool mark_
   if (shown < T) out << "  (showing " << shown << " of " << T << " tokens; --json prints every value)\n";
 }
 
+// Tokens are shown by their labels, as GPT-2's tokenizer writes them: a control character (an escape
+// sequence would reach the terminal) as \xNN, broken UTF-8 as <0xNN>.
 void print_text(std::ostream& out, const Result& r) {
   const Config& c = r.config;
   const Shape& s = r.shape;
   out << "attnviz " << to_string(c.variant) << ": d_in " << c.d_in << ", d_out " << c.d_out << ", " << s.heads
       << (s.heads == 1 ? " head" : " heads") << " of dim " << s.head_dim << ", context length "
-      << c.context_length << ", dropout " << c.dropout << (s.dropout ? " (" : "")
+      << c.context_length << ", dropout " << number(c.dropout) << (s.dropout ? " (" : "")
       << (s.dropout ? to_string(c.dropout_rng) : "") << (s.dropout ? ")" : "") << ", seed " << c.seed
       << (c.train ? ", train" : ", eval") << "\n";
   char timing[160];
@@ -61,7 +87,7 @@ void print_text(std::ostream& out, const Result& r) {
                 to_string(r.isa), r.threads, r.threads == 1 ? "" : "s", r.seconds * 1e3);
   out << timing;
   out << "tokens (" << r.tokens_count() << "):";
-  for (const std::string& t : r.tokens) out << ' ' << t;
+  for (const std::string& t : r.tokens) out << ' ' << token_label(t);
   out << "\n";
   const std::string how =
       s.has_weights ? (s.causal ? "softmax(q k^T / sqrt(" + std::to_string(s.head_dim) + ") + causal mask)"
@@ -71,8 +97,8 @@ void print_text(std::ostream& out, const Result& r) {
     out << "\nhead " << h << " attention weights, " << how << ":\n";
     print_matrix(out, r, r.weights.slice(h), s.causal);
     if (s.dropout && !r.dropped.empty()) {
-      out << "head " << h << " after dropout (p = " << c.dropout << ", kept weights x "
-          << dropout_scale(c.dropout) << "):\n";
+      out << "head " << h << " after dropout (p = " << number(c.dropout) << ", kept weights x "
+          << number(dropout_scale(c.dropout)) << "):\n";
       print_matrix(out, r, r.dropped.slice(h), s.causal);
     }
   }
@@ -80,7 +106,7 @@ void print_text(std::ostream& out, const Result& r) {
   const int rows = std::min(T, kShownTokens), cols = std::min(width, kShownCols);
   out << "\noutput (" << T << " x " << width << (s.out_proj ? ", after out_proj" : "") << "):\n";
   for (int i = 0; i < rows; ++i) {
-    out << pad(r.tokens[static_cast<std::size_t>(i)], 10, true);
+    out << pad(token_label(r.tokens[static_cast<std::size_t>(i)]), 10, true);
     for (int j = 0; j < cols; ++j) out << cell(r.output.at(i, j));
     if (cols < width) out << "  ...";
     out << '\n';

@@ -212,6 +212,45 @@ TEST_CASE("arguments not expected are named in the order given") {
   check_refused({"a\nb"}, "not expected: 'a\\x0Ab'");  // still one line
 }
 
+TEST_CASE("the terminal view: cells apart, enough digits, -0 as 0, control characters escaped") {
+  // Values of any size keep a space between cells (%9.4f ran "-1000.0000" into "10000.0000").
+  const std::string big = temp_file("big_cells.json", "[[-1000, 10000], [300, -200]]");
+  Run r = cli({"--inputs", big, "--variant", "simplified", "--isa", "scalar"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("x1         -1000.0000 10000.0000\n") != std::string::npos);
+  // A value that rounds to -0 prints as 0.
+  r = cli({"--inputs", temp_file("neg_zero.json", "[[-0.00001, 1]]"), "--variant", "simplified"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("-0.0000") == std::string::npos);
+  CHECK(r.out.find("x1           0.0000   1.0000\n") != std::string::npos);
+  // Dropout that would print as 1 in six digits, and its scale.
+  r = cli({"--dropout", "0.9999999"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("dropout 0.9999999 (cpu)") != std::string::npos);
+  CHECK(r.out.find("after dropout (p = 0.9999999, kept weights x 10000000)") != std::string::npos);
+  r = cli({"--dropout", "-0", "--variant", "causal"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("dropout 0,") != std::string::npos);
+  CHECK(cli({"--json", "--dropout", "-0"}).out.find("\"dropout\":0,") != std::string::npos);
+  // Escape sequences never reach the terminal: control characters are written as the tokenizer's labels
+  // write them.
+  r = cli({"--text",
+           "a\x01"
+           "b \x1b[31mred \x7f"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  CHECK(r.out.find('\x01') == std::string::npos);
+  CHECK(r.out.find('\x7f') == std::string::npos);
+  CHECK(r.out.find("tokens (3): a\\x01b \\x1B[31mred \\x7F\n") != std::string::npos);
+  // JSON keeps the token itself (escaped the JSON way).
+  CHECK(json::parse(cli({"--json", "--text",
+                         "a\x01"
+                         "b"})
+                        .out)["tokens"][0] ==
+        "a\x01"
+        "b");
+}
+
 TEST_CASE("--inputs: messages that name the problem, float32's whole range, nothing after a NUL") {
   std::string rows = "[";
   for (int i = 0; i < 1025; ++i) rows += std::string(i ? "," : "") + "[1]";
