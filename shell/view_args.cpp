@@ -1,5 +1,6 @@
 #include "view_args.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -172,6 +173,37 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
   app.session.text = a.text;
   app.session.config = config;
   return viz::start(app);
+}
+
+Status check_view(const viz::App& app) {
+  if (!app.session.has_result()) return Status::ok();
+  const Result& r = app.session.result();
+  const viz::ViewState& v = app.view;
+  const std::string heads = std::to_string(r.shape.heads);
+  if (v.enlarged >= r.shape.heads)
+    return Status::fail("--head " + std::to_string(v.enlarged) + " is past the last head: there " +
+                        (r.shape.heads == 1
+                             ? "is 1 head (0"
+                             : "are " + heads + " heads (0 to " + std::to_string(r.shape.heads - 1)) +
+                        "), and -1 shows them all");
+  if (v.locked.active) {
+    const viz::MatrixDesc m = viz::stage_matrix(r, v.stage, std::max(0, v.locked.head));
+    const int rows = m.empty() ? r.tokens_count() : m.rows, cols = m.empty() ? r.tokens_count() : m.cols;
+    if (v.locked.row < 0 || v.locked.row >= rows || v.locked.col < 0 || v.locked.col >= cols)
+      return Status::fail("--lock " + std::to_string(v.locked.row) + " " + std::to_string(v.locked.col) +
+                          " is outside the " + viz::to_string(v.stage) + " matrix: rows 0 to " +
+                          std::to_string(rows - 1) + ", columns 0 to " + std::to_string(cols - 1));
+  }
+  const viz::CompareState& c = app.compare;
+  if (c.mode == viz::CompareMode::mask && !is_causal(r.config.variant))
+    return Status::fail(std::string("--compare mask: this variant has no mask (") +
+                        to_string(r.config.variant) + "; causal, wrapper and mha have one)");
+  if (c.mode == viz::CompareMode::text && !c.b.error().empty())
+    return Status::fail("--compare-text: " + c.b.error());
+  for (const CompareName& n : kCompareNames)
+    if (n.mode == c.mode && c.mode != viz::CompareMode::off && !c.b.error().empty())
+      return Status::fail(std::string("--compare ") + n.name + ": B cannot be computed: " + c.b.error());
+  return Status::ok();
 }
 
 }  // namespace attnviz

@@ -70,4 +70,27 @@ Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::
   return result;
 }
 
+Status write_file(const std::string& path, std::string_view bytes) {
+  const auto fail = [&path](int error) {
+    return Status::fail("cannot write " + path + ": " + std::strerror(error));
+  };
+  if (path.empty()) return Status::fail("cannot write a file with an empty name");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail(errno);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : EIO;
+      ::close(fd);
+      return fail(error);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  // close() reports what a network file system could not store (a full disk seen late).
+  if (::close(fd) != 0) return fail(errno);
+  return Status::ok();
+}
+
 }  // namespace attnviz
