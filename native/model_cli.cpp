@@ -112,10 +112,10 @@ Status parse_layers(const std::string& spec, int n_layers, bool& all, std::vecto
     const bool range = std::sscanf(part.c_str(), "%d-%d%c", &a, &b, &tail) == 2;
     const bool one = !range && std::sscanf(part.c_str(), "%d%c", &a, &tail) == 1;
     if (part.empty() || part.find_first_not_of("0123456789-") != std::string::npos || (!range && !one))
-      return Status::fail("--layers: '" + part + "' is not a layer number or a range such as 2-5");
+      return Status::fail("--layers: " + quote_arg(part) + " is not a layer number or a range such as 2-5");
     if (one) b = a;
     if (a < 0 || b < a || b >= n_layers)
-      return Status::fail("--layers: '" + part + "' is outside the model's layers 0.." +
+      return Status::fail("--layers: " + quote_arg(part) + " is outside the model's layers 0.." +
                           std::to_string(n_layers - 1));
     for (int l = a; l <= b; ++l)
       if (std::find(layers.begin(), layers.end(), l) == layers.end()) layers.push_back(l);
@@ -142,7 +142,7 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   spec.seed = a.seed;
   spec.options.train = !a.eval;
   const std::optional<DropoutRng> flavour = parse_dropout_rng(a.rng);
-  if (!flavour) return fail(Status::fail("unknown dropout rng '" + a.rng + "' (cpu, mkl)"));
+  if (!flavour) return fail(Status::fail("unknown dropout rng " + quote_arg(a.rng) + " (cpu, mkl)"));
   spec.options.dropout_rng = *flavour;
   if (Status st = exec_from_args(a, spec.options.exec); !st.is_ok()) return fail(st);
   spec.heads = a.heads.value_or(0);
@@ -168,8 +168,8 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
     } else if (item == "logits") {
       req.all_logits = true;
     } else {
-      return fail(Status::fail("--keep: unknown item '" + item +
-                               "' (weights, scores, dropped, context, residuals, logits)"));
+      return fail(Status::fail("--keep: unknown item " + quote_arg(item) +
+                               " (weights, scores, dropped, context, residuals, logits)"));
     }
   }
 

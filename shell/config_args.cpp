@@ -1,5 +1,6 @@
 #include "config_args.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <climits>
@@ -30,10 +31,15 @@ bool to_u64(const std::string& digits, std::uint64_t& v) {
   return ec == std::errc() && end == digits.data() + digits.size();
 }
 
+}  // namespace
+
 // A value quoted for a message: one line (control bytes as \xNN), at most 40 bytes of it.
-std::string shown_value(const std::string& s) {
+std::string quote_arg(std::string_view s) {
+  std::size_t end = std::min<std::size_t>(s.size(), 40);
+  while (end > 0 && end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80)
+    --end;  // whole chars
   std::string out = "'";
-  for (std::size_t i = 0; i < s.size() && i < 40; ++i) {
+  for (std::size_t i = 0; i < end; ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x20 || c == 0x7F) {
       char buf[8];
@@ -43,10 +49,8 @@ std::string shown_value(const std::string& s) {
       out += s[i];
     }
   }
-  return out + (s.size() > 40 ? "...'" : "'");
+  return out + (end < s.size() ? "...'" : "'");
 }
-
-}  // namespace
 
 CLI::Validator decimal_int() {
   return CLI::Validator(
@@ -54,11 +58,11 @@ CLI::Validator decimal_int() {
         if (s.empty()) return {};
         bool negative = false;
         std::string digits;
-        if (!split_decimal(s, negative, digits)) return shown_value(s) + " is not a decimal integer";
+        if (!split_decimal(s, negative, digits)) return quote_arg(s) + " is not a decimal integer";
         std::uint64_t v = 0;
         const std::uint64_t limit = negative ? std::uint64_t{1} << 31 : INT_MAX;
         if (!to_u64(digits, v) || v > limit)
-          return shown_value(s) + " is out of range (" + std::to_string(INT_MIN) + " to " +
+          return quote_arg(s) + " is out of range (" + std::to_string(INT_MIN) + " to " +
                  std::to_string(INT_MAX) + ")";
         s = (negative ? "-" : "") + digits;
         return {};
@@ -90,7 +94,7 @@ CLI::Validator decimal_number() {
           while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
           ok = i > exponent;
         }
-        if (!ok || i != s.size()) return shown_value(s) + " is not a decimal number";
+        if (!ok || i != s.size()) return quote_arg(s) + " is not a decimal number";
         return {};
       },
       "", "decimal_number");
@@ -102,10 +106,10 @@ CLI::Validator torch_seed() {
         if (s.empty()) return {};
         bool negative = false;
         std::string digits;
-        if (!split_decimal(s, negative, digits)) return shown_value(s) + " is not a decimal integer";
+        if (!split_decimal(s, negative, digits)) return quote_arg(s) + " is not a decimal integer";
         std::uint64_t v = 0;
         if (!to_u64(digits, v) || (negative && v > (std::uint64_t{1} << 63)))
-          return shown_value(s) +
+          return quote_arg(s) +
                  " is outside torch.manual_seed's range (-9223372036854775808 to 18446744073709551615)";
         s = std::to_string(negative ? ~v + 1 : v);  // PyTorch reads a negative seed as its two's complement
         return {};
@@ -133,9 +137,8 @@ void add_memory_budget_option(CLI::App& app, ConfigArgs& a) {
               scale = 1'000'000'000;
             std::uint64_t v = 0;
             if (digits == 0 || scale == 0 || !to_u64(s.substr(0, digits), v))
-              return shown_value(s) + " is not a size: give bytes, or a whole number of kB, MB or GB";
-            if (v == 0 || v > UINT64_MAX / scale)
-              return shown_value(s) + " is out of range (1 byte to 18 EB)";
+              return quote_arg(s) + " is not a size: give bytes, or a whole number of kB, MB or GB";
+            if (v == 0 || v > UINT64_MAX / scale) return quote_arg(s) + " is out of range (1 byte to 18 EB)";
             s = std::to_string(v * scale);
             return {};
           },
@@ -196,7 +199,7 @@ std::optional<int> parse_command_line(CLI::App& app, const std::vector<std::stri
   }
   if (const std::vector<std::string> extras = app.remaining(); !extras.empty()) {
     err << app.get_name() << ": not expected:";
-    for (const std::string& x : extras) err << ' ' << shown_value(x);
+    for (const std::string& x : extras) err << ' ' << quote_arg(x);
     err << " (see --help)\n";
     return 1;
   }
@@ -213,16 +216,16 @@ Status config_from_args(const ConfigArgs& a, Config& c, Exec& exec) {
   c = Config{};
   const Preset* p = find_preset(a.preset);
   if (!p)
-    return Status::fail("unknown preset '" + a.preset +
-                        "' (book, gpt2-small, gpt2-medium, gpt2-large, gpt2-xl)");
+    return Status::fail("unknown preset " + quote_arg(a.preset) +
+                        " (book, gpt2-small, gpt2-medium, gpt2-large, gpt2-xl)");
   apply(*p, c);
   const std::optional<Variant> v = parse_variant(a.variant);
   if (!v)
-    return Status::fail("unknown variant '" + a.variant +
-                        "' (simplified, self_v1, self_v2, causal, wrapper, mha)");
+    return Status::fail("unknown variant " + quote_arg(a.variant) +
+                        " (simplified, self_v1, self_v2, causal, wrapper, mha)");
   c.variant = *v;
   const std::optional<DropoutRng> flavour = parse_dropout_rng(a.rng);
-  if (!flavour) return Status::fail("unknown dropout rng '" + a.rng + "' (cpu, mkl)");
+  if (!flavour) return Status::fail("unknown dropout rng " + quote_arg(a.rng) + " (cpu, mkl)");
   c.dropout_rng = *flavour;
   if (a.d_in) c.d_in = *a.d_in;
   if (a.d_out) c.d_out = *a.d_out;
@@ -240,7 +243,7 @@ Status config_from_args(const ConfigArgs& a, Config& c, Exec& exec) {
 Status exec_from_args(const ConfigArgs& a, Exec& exec) {
   exec = Exec{};
   const std::optional<Isa> isa = parse_isa(a.isa);
-  if (!isa) return Status::fail("unknown isa '" + a.isa + "' (auto, avx512, avx2, sse4.2, scalar)");
+  if (!isa) return Status::fail("unknown isa " + quote_arg(a.isa) + " (auto, avx512, avx2, sse4.2, scalar)");
   exec.isa = *isa;
   if (a.threads < 0 || a.threads > kMaxThreads)
     return Status::fail("--threads must be between 0 (every hardware thread) and " +

@@ -7,6 +7,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attnviz/config.hpp"
@@ -27,6 +28,10 @@ struct ConfigArgs {
   int threads = 0;
   std::uint64_t memory_budget = 0;  // --memory-budget, for the hosts that register it (0: not given)
 };
+
+// A value as messages quote it: 'value', cut at 40 bytes, control bytes as \xNN so the message stays one
+// line.
+std::string quote_arg(std::string_view value);
 
 // Registers --text and every configuration and execution flag on `app`.
 void add_config_options(CLI::App& app, ConfigArgs& a);

@@ -56,25 +56,25 @@ Status apply_view(const ViewArgs& a, viz::App& app) {
   viz::ViewState& v = app.view;
   if (!viz::parse_stage(a.stage, v.stage))
     return Status::fail(
-        "unknown stage '" + a.stage +
-        "' (inputs, queries, keys, values, scores, scaled, masked, weights, dropped, context, output)");
+        "unknown stage " + quote_arg(a.stage) +
+        " (inputs, queries, keys, values, scores, scaled, masked, weights, dropped, context, output)");
   const auto palette = viz::parse_palette(a.palette);
   if (!palette)
-    return Status::fail("unknown palette '" + a.palette + "' (blues, viridis, cividis, diverging)");
+    return Status::fail("unknown palette " + quote_arg(a.palette) + " (blues, viridis, cividis, diverging)");
   v.color.palette = *palette;
   v.color.centered = *palette == viz::Palette::diverging;
   if (!viz::parse_norm(a.norm.c_str(), v.color.norm))
-    return Status::fail("unknown normalization '" + a.norm + "' (head, row, all-heads, fixed)");
+    return Status::fail("unknown normalization " + quote_arg(a.norm) + " (head, row, all-heads, fixed)");
   if (a.aggregate == "mean")
     v.aggregate = viz::Aggregate::mean;
   else if (a.aggregate == "max")
     v.aggregate = viz::Aggregate::max;
   else if (a.aggregate != "none")
-    return Status::fail("unknown aggregate '" + a.aggregate + "' (none, mean, max)");
+    return Status::fail("unknown aggregate " + quote_arg(a.aggregate) + " (none, mean, max)");
   const CompareName* mode = nullptr;
   for (const CompareName& c : kCompareNames)
     if (a.compare == c.name) mode = &c;
-  if (!mode) return Status::fail("unknown compare mode '" + a.compare + "' (off, text, seed, mask)");
+  if (!mode) return Status::fail("unknown compare mode " + quote_arg(a.compare) + " (off, text, seed, mask)");
   app.compare.mode = mode->mode;
   app.compare.text = a.compare_text;
   app.compare.seed = a.compare_seed;

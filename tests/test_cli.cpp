@@ -212,6 +212,24 @@ TEST_CASE("arguments not expected are named in the order given") {
   check_refused({"a\nb"}, "not expected: 'a\\x0Ab'");  // still one line
 }
 
+TEST_CASE("a value echoed in a message keeps it one line (fuzz/config_args found it)") {
+  // The fuzzer's input: the variant "c--\ne6" was quoted as it came, and the message took two lines.
+  check_refused({"--text",
+                 "a\x01"
+                 "b \x1b[31mred",
+                 "--dropout", ".04999999", "--variant", "c--\ne6"},
+                "unknown variant 'c--\\x0Ae6' (simplified, self_v1, self_v2, causal, wrapper, mha)");
+  check_refused({"--preset", "\x1b[2J"}, "unknown preset '\\x1B[2J'");
+  check_refused({"--isa", "a\rb"}, "unknown isa 'a\\x0Db'");
+  check_refused({"--dropout-rng", "\n"}, "unknown dropout rng '\\x0A'");
+  check_refused({"--model", "gpt2-small", "--keep", "a\nb"}, "--keep: unknown item 'a\\x0Ab'");
+  check_refused({"--inputs", "/nonexistent/a\nb.json"},
+                "cannot read /nonexistent/a\\x0Ab.json: No such file");
+  check_refused(
+      {"--variant", std::string(39, 'x') + "\xc3\xa9" + "yz"},
+      "unknown variant '" + std::string(39, 'x') + "...'");  // cut at 40 bytes, never inside a character
+}
+
 TEST_CASE("the terminal view: cells apart, enough digits, -0 as 0, control characters escaped") {
   // Values of any size keep a space between cells (%9.4f ran "-1000.0000" into "10000.0000").
   const std::string big = temp_file("big_cells.json", "[[-1000, 10000], [300, -200]]");

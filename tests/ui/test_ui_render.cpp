@@ -193,6 +193,7 @@ TEST_CASE("flags the first view cannot show are refused in one line naming them"
       {{"--preset", "gpt2-small", "--compare", "seed", "--memory-budget", "30MB"},
        "needs 38.2 MB of memory (parameters 37.8 MB"},  // A and B each draw their own
       {{"one", "two"}, "not expected: 'one' 'two'"},
+      {{"--stage", "a\nb"}, "unknown stage 'a\\x0Ab'"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.args.front());
