@@ -195,8 +195,10 @@ TEST_CASE("memory: the parameters count in the engine's limit, and the count bou
           CHECK(kept <= m.tensors);
           CHECK(m.total() == m.params + m.tensors);
         }
-  // Sizes no configuration reaches saturate instead of wrapping around to something small.
-  Config absurd = make(Variant::wrapper, INT_MAX, INT_MAX, INT_MAX, 0.5);
+  // Sizes no configuration reaches saturate instead of wrapping around to something small: 65536 heads of
+  // INT_MAX x INT_MAX cells are 2^78 floats.
+  const Config absurd = make(Variant::wrapper, 1, 1, 65536, 0.5);
+  CHECK(run_memory(absurd, INT_MAX).tensors == UINT64_MAX);
   CHECK(run_memory(absurd, INT_MAX).total() == UINT64_MAX);
   CHECK(format_bytes(UINT64_MAX) == "18446744073.7 GB");
 }

@@ -86,8 +86,8 @@ double forward_flops(const Config& c, int tokens);
 // known before anything is allocated. `params`: the parameters, what drawing them holds for a moment and
 // their packed copy. `tensors`: what forward() allocates for exec's ISA and threads: the inputs' copy, q, k,
 // v, the weights and every stage c.stages keeps, the dropout mask, the context, the output and the kernels'
-// scratch (0 when tokens <= 0). The arithmetic saturates at UINT64_MAX instead of wrapping. Only meaningful
-// for sizes validate() accepts (it uses this for its own limit).
+// scratch (0 when tokens <= 0). The arithmetic saturates at UINT64_MAX instead of wrapping, for any
+// tokens and any sizes whose shape_of fits an int (validate() uses this for its own limit).
 struct RunMemory {
   std::uint64_t params = 0, tensors = 0;
   std::uint64_t total() const;  // saturating
