@@ -1,13 +1,74 @@
 #include "app.hpp"
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
 
-#include "attnviz/viz/export.hpp"
+#include "attnviz/engine.hpp"
 #include "config_args.hpp"
+#include "files.hpp"
+#include "model_source.hpp"
 #include "view_args.hpp"
 #include "window.hpp"
 
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#define STB_IMAGE_WRITE_STATIC
+#include <stb/stb_image_write.h>
+
 namespace attnviz {
+namespace {
+
+// Frames a screenshot may render. The UI settles in three; the cap keeps a slip of the keyboard from
+// rendering for hours. On llvmpipe (2 cores) a 1280x800 frame takes about 6 ms and an 8192x8192 one (the
+// largest window) about 150 ms, so 100 frames take under a second by default and about 15 s at most.
+constexpr int kMaxFrames = 100;
+
+// The first view's memory before it is computed: session A's run and, when comparing, B's (a session of its
+// own, parameters included), against the budget.
+Status check_first_view_memory(const viz::App& app, const ConfigArgs& a) {
+  if (!validate(app.session.config).is_ok()) return Status::ok();  // viz::start names the bad value
+  std::uint64_t params = 0, tensors = 0;
+  const auto add = [](std::uint64_t& to, std::uint64_t x) { to = x > UINT64_MAX - to ? UINT64_MAX : to + x; };
+  const auto count = [&](const std::string& text, Config c) {
+    std::vector<std::string> words;
+    if (!split_words(text, words).is_ok()) return;  // viz::start explains it
+    c.stages = kStageAll;                           // the UI keeps every stage
+    const RunMemory m = run_memory(c, static_cast<int>(words.size()), app.session.exec);
+    add(params, m.params);
+    add(tensors, m.tensors);
+  };
+  count(app.session.text, app.session.config);
+  if (app.compare.mode != viz::CompareMode::off) {
+    Config b = app.session.config;
+    if (app.compare.mode == viz::CompareMode::seed) b.seed = app.compare.seed;
+    count(app.compare.mode == viz::CompareMode::text ? app.compare.text : app.session.text, b);
+  }
+  std::uint64_t needed = params;
+  add(needed, tensors);
+  const std::uint64_t budget = a.memory_budget ? a.memory_budget : available_memory_bytes();
+  return check_memory(needed, budget, a.memory_budget != 0,
+                      "parameters " + format_bytes(params) + ", tensors " + format_bytes(tensors));
+}
+
+// The window's pixels as a PNG file, every write error reported (a full disk is a failure, not a short file).
+Status write_screenshot(const std::string& path, const Window::Image& image) {
+  if (image.width <= 0 || image.height <= 0 ||
+      image.rgba.size() < static_cast<std::size_t>(image.width) * static_cast<std::size_t>(image.height))
+    return Status::fail("no image to write to " + path);
+  std::string png;
+  const auto append = [](void* context, void* data, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(data),
+                                               static_cast<std::size_t>(size));
+  };
+  // Texels are R in the low byte, so on a little-endian machine the bytes are already R, G, B, A.
+  if (!stbi_write_png_to_func(append, &png, image.width, image.height, 4, image.rgba.data(), image.width * 4))
+    return Status::fail("cannot encode the PNG for " + path);
+  return write_file(path, png);
+}
+
+}  // namespace
+
 int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CLI::App cli{
       "attnviz: watch multi-head causal self-attention, every stage of every head, as live heatmaps.\n"
@@ -18,18 +79,25 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   std::string screenshot;
   int frames = 3, width = 1280, height = 800;
   add_config_options(cli, a);
+  add_memory_budget_option(cli, a);
   add_view_options(cli, v);
   cli.add_option("--screenshot", screenshot, "render headless, write this PNG and exit");
-  cli.add_option("--frames", frames, "frames to render before the screenshot")->capture_default_str();
-  cli.add_option("--width", width, "window width in pixels")->capture_default_str();
-  cli.add_option("--height", height, "window height in pixels")->capture_default_str();
+  cli.add_option("--frames", frames, "frames to render before the screenshot (at most 100)")
+      ->capture_default_str()
+      ->transform(decimal_int());
+  cli.add_option("--width", width, "window width in pixels")->capture_default_str()->transform(decimal_int());
+  cli.add_option("--height", height, "window height in pixels")
+      ->capture_default_str()
+      ->transform(decimal_int());
 
   if (const std::optional<int> done = parse_command_line(cli, args, out, err)) return *done;
   const auto fail = [&err](const Status& st) {
     err << "attnviz: " << st.error << "\n";
     return 1;
   };
-  if (frames < 1 || frames > 100000) return fail(Status::fail("--frames must be between 1 and 100000"));
+  if (frames < 1 || frames > kMaxFrames)
+    return fail(Status::fail("--frames must be between 1 and " + std::to_string(kMaxFrames) + " (got " +
+                             std::to_string(frames) + ")"));
   if (width < 320 || height < 240 || width > 8192 || height > 8192)
     return fail(Status::fail("--width and --height must be between 320x240 and 8192x8192"));
 
@@ -38,10 +106,12 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   app.session.text = a.text;
   if (Status st = apply_view(v, app); !st.is_ok()) return fail(st);
   app.model.exec = app.session.exec;
-  // A bad first configuration (or model) is an error on the command line; in the window it is explained in
-  // place.
-  if (app.model_view.choice.kind != viz::ModelKind::layer) {
+  if (app.model_view.choice.kind == viz::ModelKind::layer) {
+    if (Status st = check_first_view_memory(app, a); !st.is_ok()) return fail(st);
+  } else {
+    // The whole model: its weights are checked against the memory as it opens, each pass before it runs.
     const int layer = app.model_view.layer;
+    if (a.memory_budget) app.model.free_memory = [budget = a.memory_budget] { return budget; };
     if (Status st = viz::open_model(app, app.model_view.choice); !st.is_ok()) return fail(st);
     if (layer >= app.model.config().n_layers)
       return fail(Status::fail("--layer " + std::to_string(layer) +
@@ -51,7 +121,9 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (!viz::compare_available(app, app.compare.mode))
     return fail(Status::fail(std::string("--compare ") + v.compare + ": " +
                              viz::why_not_compare(app, app.compare.mode)));
+  // A bad first configuration is an error on the command line; in the window it is explained in place.
   if (Status st = viz::start(app); !st.is_ok()) return fail(st);
+  if (Status st = check_view(app); !st.is_ok()) return fail(st);
 
   Window window;
   WindowOptions wo;
@@ -62,8 +134,7 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (!screenshot.empty()) {
     Window::Image image;
     for (int f = 0; f < frames; ++f) window.frame(app, false, f + 1 == frames ? &image : nullptr);
-    if (Status st = viz::write_png(screenshot, image.width, image.height, image.rgba); !st.is_ok())
-      return fail(st);
+    if (Status st = write_screenshot(screenshot, image); !st.is_ok()) return fail(st);
     out << "attnviz: wrote " << screenshot << " (" << image.width << "x" << image.height << ")\n";
     return 0;
   }

@@ -2,7 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <climits>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -14,6 +16,7 @@
 #include "files.hpp"
 #include "json_io.hpp"
 #include "model_cli.hpp"
+#include "model_source.hpp"
 #include "terminal.hpp"
 
 namespace attnviz {
@@ -24,19 +27,42 @@ constexpr int kShownCols = 8;     // and this many output columns
 // --inputs is at most 8192 rows of 16384 numbers; 64 MB of JSON holds far more than any accepted matrix.
 constexpr std::size_t kMaxInputsBytes = std::size_t{64} << 20;
 
+// One matrix cell: a space, then the value right-aligned in 8 columns; a wider value takes more, so cells
+// never run together. A value that rounds to -0 prints as 0.
 std::string cell(float x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%9.4f", static_cast<double>(x));
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4f", static_cast<double>(x));
+  std::string v = std::strcmp(buf, "-0.0000") == 0 ? "0.0000" : buf;
+  return " " + std::string(v.size() < 8 ? 8 - v.size() : 0, ' ') + v;
+}
+
+// The shortest decimal that reads back as the same double (0.9999999 stays 0.9999999, not 1), and -0 as 0.
+std::string number(double x) {
+  char buf[40];
+  x += 0.0;
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  return buf;
+}
+
+// A float in 9 significant digits, enough for any float (the dropout scale 1/(1-p) as the kernels apply
+// it: 10000000 for p = 0.9999999, not 1e+07).
+std::string number(float x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(x));
   return buf;
 }
 
 void print_matrix(std::ostream& out, const Result& r, const float* m, bool mark_masked) {
   const int T = r.tokens_count(), shown = std::min(T, kShownTokens);
   out << std::string(10, ' ');
-  for (int j = 0; j < shown; ++j) out << ' ' << pad(r.tokens[static_cast<std::size_t>(j)], 8, false);
+  for (int j = 0; j < shown; ++j)
+    out << ' ' << pad(token_label(r.tokens[static_cast<std::size_t>(j)]), 8, false);
   out << '\n';
   for (int i = 0; i < shown; ++i) {
-    out << pad(r.tokens[static_cast<std::size_t>(i)], 10, true);
+    out << pad(token_label(r.tokens[static_cast<std::size_t>(i)]), 10, true);
     for (int j = 0; j < shown; ++j) {
       const float x = m[static_cast<std::size_t>(i) * T + j];
       out << (mark_masked && r.masked(i, j) ? std::string("        -") : cell(x));
@@ -46,12 +72,14 @@ void print_matrix(std::ostream& out, const Result& r, const float* m, bool mark_
   if (shown < T) out << "  (showing " << shown << " of " << T << " tokens; --json prints every value)\n";
 }
 
+// Tokens are shown by their labels, as GPT-2's tokenizer writes them: a control character (an escape
+// sequence would reach the terminal) as \xNN, broken UTF-8 as <0xNN>.
 void print_text(std::ostream& out, const Result& r) {
   const Config& c = r.config;
   const Shape& s = r.shape;
   out << "attnviz " << to_string(c.variant) << ": d_in " << c.d_in << ", d_out " << c.d_out << ", " << s.heads
       << (s.heads == 1 ? " head" : " heads") << " of dim " << s.head_dim << ", context length "
-      << c.context_length << ", dropout " << c.dropout << (s.dropout ? " (" : "")
+      << c.context_length << ", dropout " << number(c.dropout) << (s.dropout ? " (" : "")
       << (s.dropout ? to_string(c.dropout_rng) : "") << (s.dropout ? ")" : "") << ", seed " << c.seed
       << (c.train ? ", train" : ", eval") << "\n";
   char timing[160];
@@ -59,7 +87,7 @@ void print_text(std::ostream& out, const Result& r) {
                 to_string(r.isa), r.threads, r.threads == 1 ? "" : "s", r.seconds * 1e3);
   out << timing;
   out << "tokens (" << r.tokens_count() << "):";
-  for (const std::string& t : r.tokens) out << ' ' << t;
+  for (const std::string& t : r.tokens) out << ' ' << token_label(t);
   out << "\n";
   const std::string how =
       s.has_weights ? (s.causal ? "softmax(q k^T / sqrt(" + std::to_string(s.head_dim) + ") + causal mask)"
@@ -69,8 +97,8 @@ void print_text(std::ostream& out, const Result& r) {
     out << "\nhead " << h << " attention weights, " << how << ":\n";
     print_matrix(out, r, r.weights.slice(h), s.causal);
     if (s.dropout && !r.dropped.empty()) {
-      out << "head " << h << " after dropout (p = " << c.dropout << ", kept weights x "
-          << dropout_scale(c.dropout) << "):\n";
+      out << "head " << h << " after dropout (p = " << number(c.dropout) << ", kept weights x "
+          << number(dropout_scale(c.dropout)) << "):\n";
       print_matrix(out, r, r.dropped.slice(h), s.causal);
     }
   }
@@ -78,7 +106,7 @@ void print_text(std::ostream& out, const Result& r) {
   const int rows = std::min(T, kShownTokens), cols = std::min(width, kShownCols);
   out << "\noutput (" << T << " x " << width << (s.out_proj ? ", after out_proj" : "") << "):\n";
   for (int i = 0; i < rows; ++i) {
-    out << pad(r.tokens[static_cast<std::size_t>(i)], 10, true);
+    out << pad(token_label(r.tokens[static_cast<std::size_t>(i)]), 10, true);
     for (int j = 0; j < cols; ++j) out << cell(r.output.at(i, j));
     if (cols < width) out << "  ...";
     out << '\n';
@@ -98,6 +126,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   std::string inputs_path;
   bool json = false;
   add_config_options(app, a);
+  add_memory_budget_option(app, a);
   app.add_option("--inputs", inputs_path, "JSON file with T rows of d_in numbers, instead of --text")
       ->excludes(a.text_option);
   app.add_flag("--json", json, "print one JSON object with every tensor");
@@ -140,21 +169,52 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   Config c;
   Exec exec;
   if (Status st = config_from_args(a, c, exec); !st.is_ok()) return fail(st);
+  // Only what is printed is kept: JSON has the raw scores, the weights and the dropped weights, the terminal
+  // the weights and the dropped ones.
+  c.stages = json ? kStageScores | kStageDropped : kStageDropped;
 
+  // The tokens first (the inputs' rows, or the text's words), so that the memory is known before the
+  // inputs, the parameters or any tensor are made.
   Input in;
+  int tokens = 0;
+  std::uint64_t token_bytes = 0;
   if (!inputs_path.empty()) {
     std::string body;
     std::vector<std::vector<double>> rows;
     if (Status st = read_untrusted_file(inputs_path, kMaxInputsBytes, body); !st.is_ok()) return fail(st);
-    if (Status st = parse_input_rows(body, rows); !st.is_ok()) return fail(st);
+    // (a context length out of range is validate()'s to name, below)
+    const std::size_t max_rows = c.context_length > 0 ? static_cast<std::size_t>(c.context_length) : SIZE_MAX;
+    if (Status st = parse_input_rows(body, rows, max_rows); !st.is_ok()) return fail(st);
     if (Status st = input_from_rows(rows, in); !st.is_ok()) return fail(st);
     if (a.d_in && *a.d_in != in.x.shape[1]) {
       return fail(Status::fail("--d-in " + std::to_string(*a.d_in) + " does not match the inputs' " +
                                std::to_string(in.x.shape[1]) + " columns"));
     }
     c.d_in = in.x.shape[1];  // the file decides the input width
+    tokens = in.x.shape[0];
+    for (const std::string& t : in.tokens) token_bytes += t.size();
+  } else {
+    std::vector<std::string> words;
+    if (Status st = split_words(a.text, words); !st.is_ok()) return fail(st);
+    tokens = static_cast<int>(std::min<std::size_t>(words.size(), INT_MAX));
+    for (const std::string& w : words) token_bytes += w.size();
   }
-  if (Status st = validate(c); !st.is_ok()) return fail(st);
+  if (Status st = validate(c, tokens); !st.is_ok()) return fail(st);
+
+  // What the run takes (the engine's count), the input matrix, and with --json the parameters' copy in
+  // PyTorch's layouts and the text.
+  const auto sum = [](std::uint64_t x, std::uint64_t y) { return x > UINT64_MAX - y ? UINT64_MAX : x + y; };
+  const RunMemory m = run_memory(c, tokens, exec);
+  const std::uint64_t tensors = sum(
+      m.tensors, std::uint64_t{4} * static_cast<std::uint64_t>(tokens) * static_cast<std::uint64_t>(c.d_in));
+  const std::uint64_t output =
+      json ? sum(4 * parameter_count(c), result_json_bound(c, tokens, token_bytes)) : 0;
+  const std::uint64_t needed = sum(sum(m.params, tensors), output);
+  std::string breakdown = "parameters " + format_bytes(m.params) + ", tensors " + format_bytes(tensors);
+  if (json) breakdown += ", JSON " + format_bytes(output);
+  const std::uint64_t budget = a.memory_budget ? a.memory_budget : available_memory_bytes();
+  if (Status st = check_memory(needed, budget, a.memory_budget != 0, breakdown); !st.is_ok()) return fail(st);
+
   if (inputs_path.empty()) {
     if (Status st = input_from_text(a.text, c, in); !st.is_ok()) return fail(st);
   }

@@ -87,9 +87,12 @@ void add_model_options(CLI::App& app, ModelArgs& m) {
                  "with --model: what each shown layer keeps, a list of weights, scores, dropped, context, "
                  "residuals, logits (every position's)")
       ->capture_default_str();
-  app.add_option("--top-k", m.top_k, "with --model: the next-token candidates shown")->capture_default_str();
+  app.add_option("--top-k", m.top_k, "with --model: the next-token candidates shown")
+      ->capture_default_str()
+      ->transform(decimal_int());
   app.add_option("--generate", m.generate, "with --model: greedy tokens to generate (generate_text_simple)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(decimal_int());
 }
 
 Status parse_layers(const std::string& spec, int n_layers, bool& all, std::vector<int>& layers) {
@@ -109,10 +112,10 @@ Status parse_layers(const std::string& spec, int n_layers, bool& all, std::vecto
     const bool range = std::sscanf(part.c_str(), "%d-%d%c", &a, &b, &tail) == 2;
     const bool one = !range && std::sscanf(part.c_str(), "%d%c", &a, &tail) == 1;
     if (part.empty() || part.find_first_not_of("0123456789-") != std::string::npos || (!range && !one))
-      return Status::fail("--layers: '" + part + "' is not a layer number or a range such as 2-5");
+      return Status::fail("--layers: " + quote_arg(part) + " is not a layer number or a range such as 2-5");
     if (one) b = a;
     if (a < 0 || b < a || b >= n_layers)
-      return Status::fail("--layers: '" + part + "' is outside the model's layers 0.." +
+      return Status::fail("--layers: " + quote_arg(part) + " is outside the model's layers 0.." +
                           std::to_string(n_layers - 1));
     for (int l = a; l <= b; ++l)
       if (std::find(layers.begin(), layers.end(), l) == layers.end()) layers.push_back(l);
@@ -139,13 +142,14 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   spec.seed = a.seed;
   spec.options.train = !a.eval;
   const std::optional<DropoutRng> flavour = parse_dropout_rng(a.rng);
-  if (!flavour) return fail(Status::fail("unknown dropout rng '" + a.rng + "' (cpu, mkl)"));
+  if (!flavour) return fail(Status::fail("unknown dropout rng " + quote_arg(a.rng) + " (cpu, mkl)"));
   spec.options.dropout_rng = *flavour;
   if (Status st = exec_from_args(a, spec.options.exec); !st.is_ok()) return fail(st);
   spec.heads = a.heads.value_or(0);
   spec.vocab_dir = vocab_dir;
-  spec.memory_budget = available_memory_bytes();
+  spec.memory_budget = a.memory_budget ? a.memory_budget : available_memory_bytes();
   if (m.top_k < 0) return fail(Status::fail("--top-k must be 0 or more"));
+  if (m.generate < 0) return fail(Status::fail("--generate must be 0 or more"));
 
   GptRequest req;
   req.top_k = m.top_k;
@@ -164,8 +168,8 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
     } else if (item == "logits") {
       req.all_logits = true;
     } else {
-      return fail(Status::fail("--keep: unknown item '" + item +
-                               "' (weights, scores, dropped, context, residuals, logits)"));
+      return fail(Status::fail("--keep: unknown item " + quote_arg(item) +
+                               " (weights, scores, dropped, context, residuals, logits)"));
     }
   }
 

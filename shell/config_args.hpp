@@ -7,6 +7,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attnviz/config.hpp"
@@ -25,10 +26,34 @@ struct ConfigArgs {
   std::uint64_t seed = 123;
   bool qkv_bias = false, eval = false, no_mask = false;
   int threads = 0;
+  std::uint64_t memory_budget = 0;  // --memory-budget, for the hosts that register it (0: not given)
 };
+
+// A value as messages quote it: 'value', cut at 40 bytes, control bytes as \xNN so the message stays one
+// line.
+std::string quote_arg(std::string_view value);
 
 // Registers --text and every configuration and execution flag on `app`.
 void add_config_options(CLI::App& app, ConfigArgs& a);
+
+// Numbers on the command line are decimal (CLI11 alone reads "010" as octal 8 and "0x10" as 16) and fit
+// their type. Each is a CLI11 transform: it rewrites the value as the plain decimal CLI11 then converts, or
+// refuses it in one line. An empty value passes (parse_command_line says it "needs a value").
+CLI::Validator decimal_int();     // an int
+CLI::Validator decimal_number();  // a double ("nan" and "inf" pass, for the range checks to name them)
+// torch.manual_seed's range: -2^63 .. 2^64 - 1, a negative seed taken as PyTorch takes it (its 64-bit two's
+// complement: -1 is 2^64 - 1).
+CLI::Validator torch_seed();
+
+// --memory-budget BYTES | NkB | NMB | NGB (decimal units, as format_bytes writes them) into
+// a.memory_budget: the memory a run may take, checked before anything is allocated. Left 0 when not given:
+// the host then takes the memory available. Not one of add_config_options' flags: a link has no budget.
+void add_memory_budget_option(CLI::App& app, ConfigArgs& a);
+
+// Fails when `needed` bytes exceed `budget` (0: no budget), naming both, what the need is made of
+// (`breakdown`: "parameters 8.6 GB, tensors 4.9 MB"), where the budget came from (--memory-budget when
+// `given`, else the memory available) and how to need less.
+Status check_memory(std::uint64_t needed, std::uint64_t budget, bool given, const std::string& breakdown);
 
 // Turns parsed flags into a configuration (not yet validated) and execution options. Fails with one line
 // naming the bad value.
@@ -42,7 +67,9 @@ inline constexpr int kMaxThreads = 256;
 Status exec_from_args(const ConfigArgs& a, Exec& exec);
 
 // Parses `args` (without the program name) into `app`. Returns the exit status when the program should stop
-// now: 0 after printing --help to `out`, 1 after one line on `err` naming the bad argument.
+// now: 0 after printing --help to `out`, 1 after one line on `err` naming the bad argument: one CLI11
+// refuses, arguments not expected (in the order given), or a flag given an empty value other than --text
+// ("--seed needs a value"; an empty text is the engine's to explain).
 std::optional<int> parse_command_line(CLI::App& app, const std::vector<std::string>& args, std::ostream& out,
                                       std::ostream& err);
 

@@ -1,5 +1,6 @@
 #include "view_args.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -50,22 +51,30 @@ void add_view_options(CLI::App& cli, ViewArgs& v) {
   cli.add_option("--palette", v.palette, "blues | viridis | cividis | diverging")->capture_default_str();
   cli.add_option("--normalize", v.norm, "head | row | all-heads | fixed")->capture_default_str();
   cli.add_option("--aggregate", v.aggregate, "none | mean | max over heads")->capture_default_str();
-  cli.add_option("--head", v.head, "show this head alone (-1: every head)")->capture_default_str();
-  cli.add_option("--lock", v.lock, "lock the cell at ROW COL (shows its breakdown)")->expected(2);
+  cli.add_option("--head", v.head, "show this head alone (-1: every head)")
+      ->capture_default_str()
+      ->transform(decimal_int());
+  cli.add_option("--lock", v.lock, "lock the cell at ROW COL (shows its breakdown)")
+      ->expected(2)
+      ->transform(decimal_int());
   cli.add_option("--compare", v.compare, "off | text | seed | mask | layer (a whole model's second layer)")
       ->capture_default_str();
-  cli.add_option("--compare-layer", v.compare_layer, "layer B for --compare layer")->capture_default_str();
+  cli.add_option("--compare-layer", v.compare_layer, "layer B for --compare layer")
+      ->capture_default_str()
+      ->transform(decimal_int());
   cli.add_option("--compare-text", v.compare_text, "sentence B for --compare text");
-  cli.add_option("--compare-seed", v.compare_seed, "seed B for --compare seed");
+  cli.add_option("--compare-seed", v.compare_seed, "seed B for --compare seed")->transform(torch_seed());
   cli.add_option(
       "--model", v.model,
       "a whole GPT-2: gpt2-small | gpt2-medium | gpt2-large | gpt2-xl (the book's seeded GPTModel), "
       "or a .safetensors file or folder");
   cli.add_option("--model-seed", v.model_seed, "torch.manual_seed for a seeded --model")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(torch_seed());
   cli.add_flag("--model-train", v.model_train, "the model in train mode (dropout in three places)");
   cli.add_option("--layer", v.layer, "open this layer of --model in the full view (-1: every layer's heads)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(decimal_int());
   cli.add_option(
          "--head-kind", v.head_kind,
          "show only heads of this kind: previous-token | first-token | self | broad | induction | none")
@@ -91,25 +100,26 @@ Status apply_view(const ViewArgs& a, viz::App& app) {
   viz::ViewState& v = app.view;
   if (!viz::parse_stage(a.stage, v.stage))
     return Status::fail(
-        "unknown stage '" + a.stage +
-        "' (inputs, queries, keys, values, scores, scaled, masked, weights, dropped, context, output)");
+        "unknown stage " + quote_arg(a.stage) +
+        " (inputs, queries, keys, values, scores, scaled, masked, weights, dropped, context, output)");
   const auto palette = viz::parse_palette(a.palette);
   if (!palette)
-    return Status::fail("unknown palette '" + a.palette + "' (blues, viridis, cividis, diverging)");
+    return Status::fail("unknown palette " + quote_arg(a.palette) + " (blues, viridis, cividis, diverging)");
   v.color.palette = *palette;
   v.color.centered = *palette == viz::Palette::diverging;
   if (!viz::parse_norm(a.norm.c_str(), v.color.norm))
-    return Status::fail("unknown normalization '" + a.norm + "' (head, row, all-heads, fixed)");
+    return Status::fail("unknown normalization " + quote_arg(a.norm) + " (head, row, all-heads, fixed)");
   if (a.aggregate == "mean")
     v.aggregate = viz::Aggregate::mean;
   else if (a.aggregate == "max")
     v.aggregate = viz::Aggregate::max;
   else if (a.aggregate != "none")
-    return Status::fail("unknown aggregate '" + a.aggregate + "' (none, mean, max)");
+    return Status::fail("unknown aggregate " + quote_arg(a.aggregate) + " (none, mean, max)");
   const CompareName* mode = nullptr;
   for (const CompareName& c : kCompareNames)
     if (a.compare == c.name) mode = &c;
-  if (!mode) return Status::fail("unknown compare mode '" + a.compare + "' (off, text, seed, mask, layer)");
+  if (!mode)
+    return Status::fail("unknown compare mode " + quote_arg(a.compare) + " (off, text, seed, mask, layer)");
   if (a.compare_layer < 0) return Status::fail("--compare-layer must be a layer index");
   app.compare.mode = mode->mode;
   app.compare.layer = a.compare_layer;
@@ -274,6 +284,48 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
     app.model.set_detail_layer(app.model_view.layer);
   }
   return viz::start(app);
+}
+
+Status check_view(const viz::App& app) {
+  if (viz::model_mode(app)) {
+    const int heads = app.model.config().n_heads;
+    if (app.view.enlarged >= heads)
+      return Status::fail("--head " + std::to_string(app.view.enlarged) +
+                          " is past the last head: the model has " + std::to_string(heads) + " heads (0 to " +
+                          std::to_string(heads - 1) + "), and -1 shows them all");
+    if (app.compare.mode != viz::CompareMode::off && !app.compare.model_b.error().empty())
+      return Status::fail("--compare: B cannot be computed: " + app.compare.model_b.error());
+  }
+  const Result* shown = viz::shown_result(app);
+  if (!shown || (!viz::model_mode(app) && !app.session.has_result())) return Status::ok();
+  const Result& r = *shown;
+  const viz::ViewState& v = app.view;
+  const std::string heads = std::to_string(r.shape.heads);
+  if (v.enlarged >= r.shape.heads)
+    return Status::fail("--head " + std::to_string(v.enlarged) + " is past the last head: there " +
+                        (r.shape.heads == 1
+                             ? "is 1 head (0"
+                             : "are " + heads + " heads (0 to " + std::to_string(r.shape.heads - 1)) +
+                        "), and -1 shows them all");
+  if (v.locked.active) {
+    const viz::MatrixDesc m = viz::stage_matrix(r, v.stage, std::max(0, v.locked.head));
+    const int rows = m.empty() ? r.tokens_count() : m.rows, cols = m.empty() ? r.tokens_count() : m.cols;
+    if (v.locked.row < 0 || v.locked.row >= rows || v.locked.col < 0 || v.locked.col >= cols)
+      return Status::fail("--lock " + std::to_string(v.locked.row) + " " + std::to_string(v.locked.col) +
+                          " is outside the " + viz::to_string(v.stage) + " matrix: rows 0 to " +
+                          std::to_string(rows - 1) + ", columns 0 to " + std::to_string(cols - 1));
+  }
+  const viz::CompareState& c = app.compare;
+  if (c.mode == viz::CompareMode::mask && !is_causal(r.config.variant))
+    return Status::fail(std::string("--compare mask: this variant has no mask (") +
+                        to_string(r.config.variant) + "; causal, wrapper and mha have one)");
+  if (viz::model_mode(app)) return Status::ok();
+  if (c.mode == viz::CompareMode::text && !c.b.error().empty())
+    return Status::fail("--compare-text: " + c.b.error());
+  for (const CompareName& n : kCompareNames)
+    if (n.mode == c.mode && c.mode != viz::CompareMode::off && !c.b.error().empty())
+      return Status::fail(std::string("--compare ") + n.name + ": B cannot be computed: " + c.b.error());
+  return Status::ok();
 }
 
 }  // namespace attnviz

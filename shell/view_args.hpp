@@ -44,6 +44,11 @@ void add_view_options(CLI::App& cli, ViewArgs& v);
 // choice (opening it is the host's call: open_model). Fails with one line naming the bad value.
 Status apply_view(const ViewArgs& a, viz::App& app);
 
+// The view flags against the first view computed (after viz::start): --head must name one of its heads,
+// --lock a cell of the stage shown, --compare mask a variant that has a mask, and --compare's B must compute
+// (a bad --compare-text is an error, as a bad --text is). Fails with one line naming the flag and the range.
+Status check_view(const viz::App& app);
+
 // One flag of the UI state: its long name without dashes, and its value ("" for a flag without one).
 using StateArg = std::pair<std::string, std::string>;
 

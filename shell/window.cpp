@@ -10,14 +10,28 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 
 #include "attnviz/viz/export.hpp"
 
 namespace attnviz {
 namespace {
 
+// GLFW reports errors through this callback. Until a window is open they say why it could not be, and
+// Window::open puts the last one into its own one-line message; after that they are printed as they come.
+std::string last_error;
+bool window_opened = false;
+
 void glfw_error(int code, const char* what) {
-  std::fprintf(stderr, "attnviz: GLFW error %d: %s\n", code, what);
+  if (window_opened)
+    std::fprintf(stderr, "attnviz: GLFW error %d: %s\n", code, what);
+  else
+    last_error = what ? what : "";
+  while (!last_error.empty() && last_error.back() == ' ') last_error.pop_back();  // X11's has one
+}
+
+std::string because() {
+  return last_error.empty() ? "" : " (" + last_error + ")";
 }
 
 }  // namespace
@@ -58,7 +72,8 @@ Status Window::open(const WindowOptions& o) {
     return true;
   }();
   if (!ready)
-    return Status::fail("cannot open a window: no display (for headless use run under xvfb-run -a)");
+    return Status::fail("cannot open a window: no display" + because() +
+                        "; for headless use run under xvfb-run -a");
 #ifdef __EMSCRIPTEN__
   // The page's canvas, with a WebGL2 context (Emscripten's GLFW; the link flags ask for WebGL2 only).
   const char* glsl = "#version 300 es";
@@ -72,11 +87,12 @@ Status Window::open(const WindowOptions& o) {
   window_ = glfwCreateWindow(o.width, o.height, o.title.c_str(), nullptr, nullptr);
   if (!window_) {
 #ifdef __EMSCRIPTEN__
-    return Status::fail("cannot create a WebGL2 context on the page's canvas");
+    return Status::fail("cannot create a WebGL2 context on the page's canvas" + because());
 #else
-    return Status::fail("cannot create an OpenGL 3.3 core window");
+    return Status::fail("cannot create an OpenGL 3.3 core window" + because());
 #endif
   }
+  window_opened = true;
   glfwMakeContextCurrent(window_);
 #ifndef __EMSCRIPTEN__  // the browser paces frames itself (requestAnimationFrame)
   glfwSwapInterval(o.visible ? 1 : 0);

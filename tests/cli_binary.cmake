@@ -21,3 +21,19 @@ if(EXISTS /dev/full)
     message(FATAL_ERROR "writing to /dev/full was not refused (${full_status}): ${full_err}")
   endif()
 endif()
+
+# Under an address-space limit (ulimit -v 1.5 GB) the budget is what the limit leaves, not the memory the
+# machine has: a gpt2-xl layer at T = 1000 with --json (2.0 GB) is refused in one line instead of dying in
+# bad_alloc. Sanitizers reserve terabytes of address space, so only plain builds run this.
+if(NOT SANITIZED)
+  set(words "")
+  foreach(i RANGE 999)
+    string(APPEND words "w${i} ")
+  endforeach()
+  execute_process(COMMAND sh -c "ulimit -v 1500000 && exec \"$0\" --preset gpt2-xl --json --text \"$1\""
+                          ${CLI} "${words}"
+                  RESULT_VARIABLE cap_status OUTPUT_VARIABLE cap_out ERROR_VARIABLE cap_err)
+  if(NOT cap_status EQUAL 1 OR NOT cap_err MATCHES "^attnviz-cli: this configuration needs [^\n]* available")
+    message(FATAL_ERROR "an address-space limit was not taken as the budget (${cap_status}): ${cap_err}")
+  endif()
+endif()

@@ -1,7 +1,10 @@
 // Properties every result must have, whatever the configuration, and the engine's bad-input answers.
 #include <doctest/doctest.h>
 
+#include <climits>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "attnviz/engine.hpp"
 #include "check.hpp"
@@ -133,7 +136,7 @@ TEST_CASE("bad configurations and inputs give a clear message") {
   CHECK(error_of(short_ctx, in) == "the text has 4 tokens, more than the context length 3");
   Config huge = make(Variant::mha, 1600, 1600, 25, 0.0);
   huge.context_length = 60000;
-  CHECK(validate(huge, 20000).error.find("GB of tensors") != std::string::npos);
+  CHECK(validate(huge, 20000).error.find("GB of memory (parameters 81.9 MB, tensors ") != std::string::npos);
 
   // Inputs whose products overflow float32 are refused, not shown as NaN.
   Input big;
@@ -145,6 +148,86 @@ TEST_CASE("bad configurations and inputs give a clear message") {
   CHECK(input_from_rows({{1, 1e300}}, bad).error.find("not a finite float") != std::string::npos);
   CHECK(input_from_rows({{1, 2}, {3}}, bad).error == "input row 2 has 1 numbers, row 1 has 2");
   CHECK(input_from_rows({}, bad).error.find("empty") != std::string::npos);
+  // Every double that rounds to a finite float32 is an input: FLT_MAX as 9 digits (3.4028235e38, a little
+  // above it) and up to half its last place beyond; from there on it rounds to infinity.
+  Input edge;
+  REQUIRE(input_from_rows({{3.4028235e38, -3.4028235e38, 0x1.fffffefffffffp+127}}, edge).is_ok());
+  CHECK(edge.x.at(0, 0) == std::numeric_limits<float>::max());
+  CHECK(edge.x.at(0, 1) == -std::numeric_limits<float>::max());
+  CHECK(edge.x.at(0, 2) == std::numeric_limits<float>::max());
+  CHECK(input_from_rows({{0x1.ffffffp+127}}, bad).error.find("not a finite float") != std::string::npos);
+  CHECK(input_from_rows({{-3.4028236e38}}, bad).error.find("not a finite float") != std::string::npos);
+}
+
+TEST_CASE("memory: the parameters count in the engine's limit, and the count bounds every run") {
+  // 16384 x 16384 is within the size limits, but the parameters and their packed copy need 8.6 GB: refused
+  // before anything is drawn (build_params validates without tokens), as the app's fields may ask for it.
+  const Config wide = make(Variant::mha, 16384, 16384, 1, 0.0);
+  const Status st = validate(wide);
+  CHECK(st.error.find("this configuration needs 8.6 GB of memory (parameters 8.6 GB, tensors 0 bytes)") == 0);
+  Params p;
+  TorchGenerator g(1);
+  CHECK(build_params(wide, g, p).error == st.error);
+
+  // The count is never below what a run holds: parameters (before packing) and every tensor kept.
+  for (Variant v : all_variants())
+    for (bool bias : {false, true})
+      for (unsigned stages : {0u, unsigned{kStageAll}})
+        for (Isa isa : {Isa::automatic, Isa::scalar}) {
+          Config c = make(v, 13, 6, v == Variant::wrapper || v == Variant::mha ? 3 : 1, 0.2, bias);
+          c.stages = stages;
+          const Exec exec{isa, 2};
+          const int T = 37;
+          Result r;
+          Params params;
+          REQUIRE(run(c, random_input(T, 13, 5), r, &params, exec).is_ok());
+          const RunMemory m = run_memory(c, T, exec);
+          CAPTURE(std::string(to_string(v)));
+          CAPTURE(stages);
+          std::uint64_t weights = 0;
+          for (const NamedTensor& t : state_dict(c, params)) weights += t.value.size();
+          CHECK(weights == parameter_count(c));
+          CHECK(4 * weights <= m.params);
+          std::uint64_t kept = r.keep.size();
+          for (const Tensor* t : {&r.inputs, &r.q, &r.k, &r.v, &r.scores, &r.scaled, &r.weights, &r.dropped,
+                                  &r.context, &r.output})
+            kept += 4 * t->size();
+          CHECK(kept <= m.tensors);
+          CHECK(m.total() == m.params + m.tensors);
+        }
+  // Sizes no configuration reaches saturate instead of wrapping around to something small: 65536 heads of
+  // INT_MAX x INT_MAX cells are 2^78 floats.
+  const Config absurd = make(Variant::wrapper, 1, 1, 65536, 0.5);
+  CHECK(run_memory(absurd, INT_MAX).tensors == UINT64_MAX);
+  CHECK(run_memory(absurd, INT_MAX).total() == UINT64_MAX);
+  CHECK(format_bytes(UINT64_MAX) == "18446744073.7 GB");
+}
+
+TEST_CASE("a result keeps no infinity or NaN in any stage") {
+  // A raw score that overflows float32 in a masked cell only: q0 . k1 = 1e40, every other score 0. The
+  // weights are exact, but the raw scores hold inf, which no JSON can carry: refused, naming the stage.
+  Config c = make(Variant::causal, 2, 2, 1, 0.0);
+  Params p;
+  p.query.weight = Tensor(2, 2);
+  p.query.weight.at(0, 0) = 1;
+  p.key.weight = Tensor(2, 2);
+  p.key.weight.at(0, 1) = p.key.weight.at(1, 0) = 1;
+  p.value.weight = Tensor(2, 2);
+  p.value.weight.at(0, 0) = p.value.weight.at(1, 1) = 1;
+  Input in;
+  REQUIRE(input_from_rows({{1e20, 0}, {0, 1e20}}, in).is_ok());
+  for (Isa isa : {Isa::automatic, Isa::scalar}) {
+    CAPTURE(std::string(to_string(isa)));
+    Result r;
+    TorchGenerator g(0);
+    CHECK(forward(c, p, in, g, r, Exec{isa, 1}).error ==
+          "the result is not finite (raw scores): the inputs are too large for float32 arithmetic");
+    c.stages = kStageDropped;  // without the raw scores kept, the result is whole
+    REQUIRE(forward(c, p, in, g, r, Exec{isa, 1}).is_ok());
+    CHECK(r.weights.at(0, 0, 0) == 1.0f);
+    CHECK(r.weights.at(0, 1, 0) == 0.5f);
+    c.stages = kStageAll;
+  }
 }
 
 TEST_CASE("presets: sizes as published, every head count divides d_out") {

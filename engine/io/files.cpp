@@ -10,6 +10,26 @@
 
 namespace attnviz {
 
+namespace {
+
+// A path as messages write it: control bytes as \xNN, so that a message stays one line.
+std::string printable(const std::string& path) {
+  std::string out;
+  for (char ch : path) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string file_kind(unsigned mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO";
@@ -21,7 +41,7 @@ std::string file_kind(unsigned mode) {
 
 Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::string& out) {
   const auto fail = [&path](const std::string& why) {
-    return Status::fail("cannot read " + path + ": " + why);
+    return Status::fail("cannot read " + printable(path) + ": " + why);
   };
   if (path.empty()) return Status::fail("cannot read a file with an empty name");
   // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
@@ -68,6 +88,29 @@ Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::
   }
   ::close(fd);
   return result;
+}
+
+Status write_file(const std::string& path, std::string_view bytes) {
+  const auto fail = [&path](int error) {
+    return Status::fail("cannot write " + printable(path) + ": " + std::strerror(error));
+  };
+  if (path.empty()) return Status::fail("cannot write a file with an empty name");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail(errno);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : EIO;
+      ::close(fd);
+      return fail(error);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  // close() reports what a network file system could not store (a full disk seen late).
+  if (::close(fd) != 0) return fail(errno);
+  return Status::ok();
 }
 
 }  // namespace attnviz

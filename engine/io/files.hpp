@@ -1,10 +1,12 @@
 // Reading small files that come from outside (JSON inputs, vocabularies, config.json): a regular file only
 // (not a directory, FIFO, device or socket: they could block or never end), its size checked before reading,
-// every read error reported. Weights files are mapped instead (safetensors.hpp) with the same checks.
+// every read error reported (and written files every write error). Weights files are mapped instead
+// (safetensors.hpp) with the same checks.
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "attnviz/status.hpp"
 
@@ -15,6 +17,10 @@ namespace attnviz {
 // is a directory", "cannot read PATH: 70.0 MB, more than the 64.0 MB limit", "cannot read PATH: No such file
 // or directory".
 Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::string& out);
+
+// Writes `bytes` to `path` (created or truncated), every write error reported: a full disk or /dev/full
+// gives "cannot write PATH: No space left on device", not a truncated file and success.
+Status write_file(const std::string& path, std::string_view bytes);
 
 // "a directory", "a FIFO", "a character device", "a block device", "a socket", "not a regular file".
 std::string file_kind(unsigned mode);

@@ -450,20 +450,6 @@ const char* to_string(GptNaming n) {
   return n == GptNaming::hugging_face ? "Hugging Face GPT-2" : "the book's GPTModel";
 }
 
-std::string format_bytes(std::uint64_t bytes) {
-  char buf[64];
-  const double b = static_cast<double>(bytes);
-  if (bytes >= 1'000'000'000)
-    std::snprintf(buf, sizeof buf, "%.1f GB", b / 1e9);
-  else if (bytes >= 1'000'000)
-    std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
-  else if (bytes >= 1'000)
-    std::snprintf(buf, sizeof buf, "%.1f kB", b / 1e3);
-  else
-    std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
-  return buf;
-}
-
 Status inspect_gpt(const SafetensorsFile& file, const std::optional<std::string>& config_json,
                    const GptLoadOptions& opts, GptFileInfo& out) {
   Plan plan;

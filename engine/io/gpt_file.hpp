@@ -54,7 +54,4 @@ Status load_gpt(const std::string& path, const GptLoadOptions& opts, GptWeights&
 Status load_gpt(std::shared_ptr<const std::vector<unsigned char>> bytes, const std::string& name,
                 const std::optional<std::string>& config_json, const GptLoadOptions& opts, GptWeights& out);
 
-// "6.2 GB", "310.4 MB", "12 bytes" (decimal units).
-std::string format_bytes(std::uint64_t bytes);
-
 }  // namespace attnviz

@@ -1,9 +1,15 @@
 #include "model_source.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "gpt_file.hpp"
+
+#if !defined(__EMSCRIPTEN__)
+#include <sys/resource.h>
+#include <unistd.h>
+#endif
 
 namespace attnviz {
 
@@ -54,14 +60,30 @@ std::uint64_t available_memory_bytes() {
 #if defined(__EMSCRIPTEN__)
   return 0;
 #else
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  char line[256];
-  unsigned long long kb = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-  std::fclose(f);
-  return static_cast<std::uint64_t>(kb) * 1024;
+  std::uint64_t available = 0;
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kb = 0;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    std::fclose(f);
+    available = static_cast<std::uint64_t>(kb) * 1024;
+  }
+  // An address-space limit (ulimit -v) caps what this process may still map, whatever the system has free.
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    unsigned long long pages = 0;
+    if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    const std::uint64_t mapped =
+        static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+    const std::uint64_t cap = static_cast<std::uint64_t>(limit.rlim_cur);
+    const std::uint64_t room = cap > mapped ? cap - mapped : 1;  // 0 would mean "unknown"
+    available = available ? std::min(available, room) : room;
+  }
+  return available;
 #endif
 }
 

@@ -34,8 +34,8 @@ struct OpenedModel {
 
 Status open_model(const ModelSpec& spec, OpenedModel& out);
 
-// The memory this process may still take: MemAvailable natively (0 when unknown, or under WebAssembly, where
-// the page checks its own heap).
+// The memory this process may still take: MemAvailable natively, or less when an address-space limit
+// (ulimit -v) leaves less room (0 when unknown, or under WebAssembly, where the page checks its own heap).
 std::uint64_t available_memory_bytes();
 
 // Token ids of `text` for `m`: the tokenizer's ids, refused when the model has no such id.

@@ -1,5 +1,7 @@
 #include "attnviz/config.hpp"
 
+#include "attnviz/engine.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -7,9 +9,9 @@
 namespace attnviz {
 namespace {
 
-constexpr int kMaxDim = 16384;        // widest d_in / d_out accepted (GPT-2 xl is 1600)
-constexpr int kMaxContext = 1 << 16;  // longest context length accepted
-constexpr double kMaxBytes = 4.0e9;   // refuse configurations whose tensors alone need more than this
+constexpr int kMaxDim = 16384;                      // widest d_in / d_out accepted (GPT-2 xl is 1600)
+constexpr int kMaxContext = 1 << 16;                // longest context length accepted
+constexpr std::uint64_t kMaxBytes = 4'000'000'000;  // the most memory one run may take (run_memory)
 
 bool single_head(Variant v) {
   return v != Variant::wrapper && v != Variant::mha;
@@ -87,19 +89,14 @@ Status validate(const Config& config, int tokens) {
   if (tokens > c.context_length)
     return Status::fail(
         format("the text has %lld tokens, more than the context length %lld", tokens, c.context_length));
-  if (tokens > 0) {
-    const Shape s = shape_of(c);
-    const double t = tokens;
-    const double bytes = 4.0 * (5.0 * s.heads * t * t + 6.0 * t * s.width + t * c.d_in);
-    if (bytes > kMaxBytes) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf,
-                    "this configuration needs %.1f GB of tensors (limit %.1f GB): use fewer "
-                    "tokens or heads",
-                    bytes / 1e9, kMaxBytes / 1e9);
-      return Status::fail(buf);
-    }
-  }
+  // The parameters count from the start (build_params validates without tokens), the tensors once the
+  // tokens are known.
+  const RunMemory m = run_memory(c, tokens);
+  if (m.total() > kMaxBytes)
+    return Status::fail("this configuration needs " + format_bytes(m.total()) + " of memory (parameters " +
+                        format_bytes(m.params) + ", tensors " + format_bytes(m.tensors) +
+                        "), more than the engine's " + format_bytes(kMaxBytes) +
+                        " limit: use smaller sizes, fewer heads or fewer tokens");
   return Status::ok();
 }
 

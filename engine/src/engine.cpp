@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "../reference/kernels.hpp"
 #include "fast.hpp"
@@ -240,8 +242,16 @@ Status end_forward(Result& r) {
   if (!(c.stages & kStageScores)) r.scores = Tensor();
   if (!(c.stages & kStageScaled)) r.scaled = Tensor();
   if (!(c.stages & kStageDropped)) r.dropped = Tensor();
-  if (!all_finite(r.output) || !all_finite(r.weights))
-    return Status::fail("the result is not finite: the inputs are too large for float32 arithmetic");
+  // Every number kept must be finite: a NaN shows nothing, and JSON has no infinities. Raw scores may
+  // overflow in a masked cell only, where the weights are still exact. The scaled scores are -inf where
+  // masked by design, and finite elsewhere when the raw scores are.
+  const std::pair<const char*, const Tensor*> kept[] = {
+      {"q, k, v", &r.q},       {"q, k, v", &r.k},       {"q, k, v", &r.v},       {"raw scores", &r.scores},
+      {"weights", &r.weights}, {"dropped", &r.dropped}, {"context", &r.context}, {"output", &r.output}};
+  for (const auto& [name, t] : kept)
+    if (!all_finite(*t))
+      return Status::fail(std::string("the result is not finite (") + name +
+                          "): the inputs are too large for float32 arithmetic");
   return Status::ok();
 }
 
@@ -272,7 +282,12 @@ Status run(const Config& c, const Input& in, Result& out, Params* params_out, co
   TorchGenerator g(c.seed);
   Params p;
   if (Status st = build_params(c, g, p); !st.is_ok()) return st;
-  pack(p, exec);
+  // build_params packed for the best ISA; another one gets its own panels (the old ones go first: two
+  // packed copies at once would cost the parameters' size again, beyond run_memory's count).
+  if (resolve(exec.isa) != resolve(Isa::automatic)) {
+    p.packed.reset();
+    pack(p, exec);
+  }
   if (Status st = forward(c, p, in, g, out, exec); !st.is_ok()) return st;
   if (params_out) *params_out = std::move(p);
   return Status::ok();

@@ -1,10 +1,10 @@
 #include "attnviz/text.hpp"
 
 #include <cctype>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <limits>
 
 namespace attnviz {
 namespace {
@@ -146,6 +146,8 @@ Status input_from_rows(const std::vector<std::vector<double>>& rows, Input& out)
   if (rows.empty()) return Status::fail("the inputs are empty: give at least one row");
   const std::size_t width = rows[0].size();
   if (width == 0) return Status::fail("the inputs' rows are empty: give at least one number per row");
+  if (rows.size() > INT_MAX || width > INT_MAX)
+    return Status::fail("the inputs have too many rows or columns");
   Input in;
   in.x = Tensor(static_cast<int>(rows.size()), static_cast<int>(width));
   for (std::size_t r = 0; r < rows.size(); ++r) {
@@ -157,7 +159,9 @@ Status input_from_rows(const std::vector<std::vector<double>>& rows, Input& out)
     }
     for (std::size_t c = 0; c < width; ++c) {
       const double x = rows[r][c];
-      if (!std::isfinite(x) || std::fabs(x) > static_cast<double>(std::numeric_limits<float>::max())) {
+      // Finite once rounded to float32: below FLT_MAX plus half its last place (3.4028235e38, which
+      // attnviz's own --json writes for FLT_MAX, rounds back to it).
+      if (!(std::fabs(x) < 0x1.ffffffp+127)) {
         std::snprintf(buf, sizeof buf, "input row %zu, column %zu is not a finite float (%g)", r + 1, c + 1,
                       x);
         return Status::fail(buf);

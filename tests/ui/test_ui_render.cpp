@@ -196,6 +196,60 @@ TEST_CASE("the model view: every layer's heads of a GPT-2 file, and one layer op
   }
 }
 
+TEST_CASE("flags the first view cannot show are refused in one line naming them") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"--head", "100000"}, "--head 100000 is past the last head: there are 2 heads (0 to 1)"},
+      {{"--head", "1", "--variant", "causal"}, "--head 1 is past the last head: there is 1 head (0)"},
+      {{"--lock", "100000", "100000"}, "--lock 100000 100000 is outside the weights matrix: rows 0 to 5"},
+      {{"--lock", "-1", "-1"}, "--lock -1 -1 is outside the weights matrix"},
+      {{"--lock", "2", "5", "--stage", "context"}, "outside the context matrix: rows 0 to 5, columns 0 to 0"},
+      {{"--compare", "text", "--compare-text", "\xff"}, "--compare-text: the text is not valid UTF-8"},
+      {{"--compare", "text", "--compare-text", "   "}, "--compare-text: the text is empty"},
+      {{"--compare", "text", "--text", "a b", "--context-length", "3", "--compare-text", "a b c d"},
+       "--compare-text: the text has 4 tokens, more than the context length 3"},
+      {{"--compare", "mask", "--variant", "self_v1"}, "--compare mask: this variant has no mask (self_v1"},
+      {{"--screenshot", ""}, "--screenshot needs a value"},
+      {{"--seed", ""}, "--seed needs a value"},
+      {{"--frames", "101", "--screenshot", "x.png"}, "--frames must be between 1 and 100 (got 101)"},
+      {{"--frames", "010", "--width", "0x500"}, "--width: '0x500' is not a decimal integer"},
+      {{"--compare-seed", "18446744073709551616"}, "outside torch.manual_seed's range"},
+      {{"--threads", "100000"}, "--threads must be between 0 (every hardware thread) and 256"},
+      {{"--d-in", "16384", "--d-out", "16384"}, "needs 8.6 GB of memory (parameters 8.6 GB"},
+      {{"--preset", "gpt2-small", "--memory-budget", "10MB"}, "more than the 10.0 MB of --memory-budget"},
+      {{"--preset", "gpt2-small", "--compare", "seed", "--memory-budget", "30MB"},
+       "needs 38.2 MB of memory (parameters 37.8 MB"},  // A and B each draw their own
+      {{"one", "two"}, "not expected: 'one' 'two'"},
+      {{"--stage", "a\nb"}, "unknown stage 'a\\x0Ab'"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.args.front());
+    std::ostringstream out, err;
+    CHECK(attnviz::run_app(c.args, out, err) == 1);
+    const std::string e = err.str();
+    CAPTURE(e);
+    CHECK(e.rfind("attnviz: ", 0) == 0);
+    CHECK(e.find(c.says) != std::string::npos);
+    CHECK(std::count(e.begin(), e.end(), '\n') == 1);
+    CHECK(out.str().empty());
+  }
+  // The edges of the ranges are fine.
+  CHECK(distinct_colours(shoot("edges.png", {"--head", "1", "--lock", "5", "5"})) > 100);
+}
+
+TEST_CASE("a screenshot that cannot be written is an error, not a short file") {
+  std::ostringstream out, err;
+  CHECK(attnviz::run_app({"--screenshot", "/dev/full", "--frames", "1"}, out, err) == 1);
+  CHECK(err.str() == "attnviz: cannot write /dev/full: No space left on device\n");
+  CHECK(out.str().empty());
+  std::ostringstream out2, err2;
+  CHECK(attnviz::run_app({"--screenshot", "/nonexistent/dir/a.png", "--frames", "1"}, out2, err2) == 1);
+  CHECK(err2.str() == "attnviz: cannot write /nonexistent/dir/a.png: No such file or directory\n");
+}
+
 TEST_CASE("the PNG view export captures the heatmap area as rendered") {
   attnviz::Window w;
   attnviz::WindowOptions o;

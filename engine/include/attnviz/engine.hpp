@@ -82,6 +82,24 @@ Status forward(const Config& c, const Params& p, const Input& in, TorchGenerator
 // accepts.
 double forward_flops(const Config& c, int tokens);
 
+// The memory one run (build_params, pack, forward) of `c` over `tokens` tokens holds at its peak, in bytes,
+// known before anything is allocated. `params`: the parameters, what drawing them holds for a moment and
+// their packed copy. `tensors`: what forward() allocates for exec's ISA and threads: the inputs' copy, q, k,
+// v, the weights and every stage c.stages keeps, the dropout mask, the context, the output and the kernels'
+// scratch (0 when tokens <= 0). The arithmetic saturates at UINT64_MAX instead of wrapping, for any
+// tokens and any sizes whose shape_of fits an int (validate() uses this for its own limit).
+struct RunMemory {
+  std::uint64_t params = 0, tensors = 0;
+  std::uint64_t total() const;  // saturating
+};
+RunMemory run_memory(const Config& c, int tokens, const Exec& exec = {});
+
+// The parameters of `c` (floats), as state_dict() lists them.
+std::uint64_t parameter_count(const Config& c);
+
+// "6.2 GB", "310.4 MB", "13.3 kB", "12 bytes" (decimal units): how every memory message writes sizes.
+std::string format_bytes(std::uint64_t bytes);
+
 // A forward pass computed somewhere else (the browser page's WebGPU), in the same Result. begin_forward does
 // what forward() does before the arithmetic: it checks the configuration and the input, fills config, shape,
 // tokens and inputs, and draws the dropout mask from `g` (so the generator advances exactly as forward()

@@ -1,0 +1,120 @@
+// What a run costs in memory, computed from the configuration alone, before anything is allocated: the
+// hosts check it against the memory they have, and validate() against the engine's own limit.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+
+#include "../simd/packed.hpp"
+#include "attnviz/engine.hpp"
+
+namespace attnviz {
+namespace {
+
+constexpr std::uint64_t kSaturated = std::numeric_limits<std::uint64_t>::max();
+
+// Unsigned arithmetic that stops at UINT64_MAX instead of wrapping: a size too large to count is too large
+// to allocate.
+std::uint64_t add(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? kSaturated : r;
+}
+std::uint64_t mul(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? kSaturated : r;
+}
+std::uint64_t u(int x) {
+  return x > 0 ? static_cast<std::uint64_t>(x) : 0;
+}
+std::uint64_t round_up(std::uint64_t n, std::uint64_t nr) {
+  return mul((add(n, nr - 1)) / nr, nr);
+}
+
+// Floats of one nn.Linear (out, in) with an optional bias, and of its copy in panels nr wide.
+std::uint64_t linear_floats(std::uint64_t in, std::uint64_t out, bool bias) {
+  return add(mul(out, in), bias ? out : 0);
+}
+std::uint64_t packed_floats(std::uint64_t in, std::uint64_t out, bool bias, std::uint64_t nr) {
+  return add(mul(round_up(out, nr), in), bias ? round_up(out, nr) : 0);
+}
+
+}  // namespace
+
+std::uint64_t RunMemory::total() const {
+  return add(params, tensors);
+}
+
+std::uint64_t parameter_count(const Config& config) {
+  const Config c = effective(config);
+  const Shape s = shape_of(c);
+  if (!s.has_weights) return 0;
+  std::uint64_t n = mul(3, linear_floats(u(c.d_in), u(s.width), c.qkv_bias));
+  if (s.out_proj) n = add(n, linear_floats(u(c.d_out), u(c.d_out), true));
+  return n;
+}
+
+RunMemory run_memory(const Config& config, int tokens, const Exec& exec) {
+  const Config c = effective(config);
+  const Shape s = shape_of(c);
+  RunMemory m;
+
+  // build_params: the parameters, what drawing them holds for a moment (the wrapper's per-head modules are
+  // stacked into one copy; self_v1 draws and transposes each matrix), then the packed copy. build_params
+  // packs for the best ISA and run() repacks for exec's, so the wider panels count.
+  const std::uint64_t params = parameter_count(c);
+  if (params > 0) {
+    const std::uint64_t nr = static_cast<std::uint64_t>(
+        std::max(simd::panel_width(resolve(Isa::automatic)), simd::panel_width(resolve(exec.isa))));
+    std::uint64_t packed = mul(3, packed_floats(u(c.d_in), u(s.width), c.qkv_bias, nr));
+    if (s.out_proj) packed = add(packed, packed_floats(u(c.d_out), u(c.d_out), true, nr));
+    const std::uint64_t drawing = c.variant == Variant::wrapper   ? params
+                                  : c.variant == Variant::self_v1 ? mul(2, mul(u(c.d_in), u(c.d_out)))
+                                                                  : 0;
+    m.params = mul(sizeof(float), add(params, std::max(drawing, packed)));
+  }
+  if (tokens <= 0) return m;
+
+  // forward: the inputs' copy, q, k and v, the (H, T, T) stages, the context and the output.
+  const std::uint64_t T = u(tokens), H = u(s.heads), W = u(s.width);
+  const std::uint64_t square = mul(H, mul(T, T));
+  const bool scalar = resolve(exec.isa) == Isa::scalar;
+  std::uint64_t stages = 1;  // the weights
+  // The reference computes every stage and end_forward drops those not kept; the fast path allocates only
+  // the kept ones (dropped without dropout is a copy of the weights).
+  if (scalar || (c.stages & kStageScores)) ++stages;
+  if (scalar || (c.stages & kStageScaled)) ++stages;
+  if (scalar || (c.stages & kStageDropped)) ++stages;
+  std::uint64_t floats = mul(T, u(c.d_in));
+  floats = add(floats, mul(3, mul(T, W)));  // q, k, v (copies of the inputs without weights)
+  floats = add(floats, mul(stages, square));
+  floats = add(floats, mul(T, W));               // context
+  floats = add(floats, mul(T, u(s.out_width)));  // output (a copy of the context without out_proj)
+  if (!scalar) {
+    // The fast kernels' scratch: every head's keys and values in panels, and row buffers per worker.
+    const std::uint64_t nr = static_cast<std::uint64_t>(simd::panel_width(resolve(exec.isa)));
+    const std::uint64_t hd = u(s.head_dim);
+    const std::uint64_t per_head = add(mul(round_up(T, nr), hd), mul(round_up(hd, nr), T));
+    const std::uint64_t workers = u(resolve_threads(exec.threads));
+    floats = add(floats, add(mul(H, per_head), mul(workers, mul(2 * simd::kRowBlock, round_up(T, 16)))));
+  }
+  m.tensors = mul(sizeof(float), floats);
+  // The keep mask, one byte per cell (the wrapper draws it head by head: one head's more for a moment).
+  if (s.dropout) m.tensors = add(m.tensors, add(square, c.variant == Variant::wrapper ? mul(T, T) : 0));
+  return m;
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  char buf[64];
+  const double b = static_cast<double>(bytes);
+  if (bytes >= 1'000'000'000)
+    std::snprintf(buf, sizeof buf, "%.1f GB", b / 1e9);
+  else if (bytes >= 1'000'000)
+    std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
+  else if (bytes >= 1'000)
+    std::snprintf(buf, sizeof buf, "%.1f kB", b / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
+  return buf;
+}
+
+}  // namespace attnviz
