@@ -80,7 +80,7 @@ EM_JS(void, page_state_changed, (const char* json),
       { Module.attnvizHooks.stateChanged(UTF8ToString(json)); });
 EM_JS(void, page_first_heatmap, (), { Module.attnvizHooks.firstHeatmap(); });
 EM_JS(void, page_download, (const char* path), { Module.attnvizHooks.download(UTF8ToString(path)); });
-EM_JS(void, page_choose_model_files, (int folder), { Module.attnvizHooks.chooseModelFiles(folder != = 0); });
+EM_JS(void, page_choose_model_files, (int folder), { Module.attnvizHooks.chooseModelFiles(folder); });
 EM_JS(void, page_open_model, (const char* json), { Module.attnvizHooks.openModel(UTF8ToString(json)); });
 EM_JS(int, page_canvas_width, (), { return Module.canvas.clientWidth | 0; });
 EM_JS(int, page_canvas_height, (), { return Module.canvas.clientHeight | 0; });
