@@ -182,6 +182,19 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
     return fail(st);
   std::vector<int> ids;
   if (Status st = encode_for(model, a.text, ids); !st.is_ok()) return fail(st);
+  // What the pass keeps (the longest one, when generating), and the JSON text of it, before anything runs.
+  {
+    const int T = static_cast<int>(
+        std::min<std::int64_t>(static_cast<std::int64_t>(ids.size()) + m.generate, c.context_length));
+    const std::uint64_t pass = pass_bytes(c, T, req);
+    const std::uint64_t text = json ? pass / sizeof(float) * 16 : 0;  // up to ~16 characters a number
+    const std::uint64_t budget = a.memory_budget ? a.memory_budget : available_memory_bytes();
+    if (Status st =
+            check_memory(pass > UINT64_MAX - text ? UINT64_MAX : pass + text, budget, a.memory_budget != 0,
+                         "the pass " + format_bytes(pass) + (json ? ", its JSON " + format_bytes(text) : ""));
+        !st.is_ok())
+      return fail(st);
+  }
   GptResult r;
   std::vector<int> generated;
   if (m.generate > 0) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "attnviz/gpt.hpp"
 #include "cli_run.hpp"
 
 using attnviz::test::check_refused;
@@ -125,4 +126,39 @@ TEST_CASE("attnviz-cli --model: bad files, text and flags get one line and exit 
   const std::string bad = (std::filesystem::temp_directory_path() / "attnviz_bad.safetensors").string();
   std::ofstream(bad, std::ios::binary) << std::string("\xff\xff\xff\x00\x00\x00\x00\x00{}", 10);
   check_refused({"--model", bad, "--text", "a"}, "attnviz_bad.safetensors");
+}
+
+TEST_CASE("attnviz-cli --model: the pass and its JSON are costed before anything runs") {
+  const std::string folder = kGpt + "/hf-folder";
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += " the city";
+  // The weights fit in 1 MB; every head's weights over ~60 tokens do, their JSON text does not.
+  CHECK(cli({"--model", folder, "--text", text, "--memory-budget", "1MB"}).status == 0);
+  check_refused({"--model", folder, "--text", text, "--json", "--memory-budget", "1MB"},
+                "more than the 1.0 MB of --memory-budget");
+  check_refused({"--model", folder, "--text", text, "--json", "--memory-budget", "1MB"}, "its JSON");
+  // Generating is costed at its longest pass.
+  check_refused({"--model", folder, "--text", "a", "--generate", "63", "--layers", "all", "--keep",
+                 "scores,dropped,context", "--memory-budget", "700kB"},
+                "the pass");
+}
+
+TEST_CASE("pass_bytes: what a whole-model pass holds, from the README's table") {
+  attnviz::GptConfig c;  // gpt2-small
+  attnviz::GptRequest every;
+  const std::uint64_t weights = 12ull * 12 * 1024 * 1024 * 4, cache = 2ull * 12 * 1024 * 768 * 4;
+  const std::uint64_t base = attnviz::pass_bytes(c, 1024, every);
+  CHECK(base > weights + cache);
+  CHECK(base < weights + cache + 90'000'000);  // working buffers, one layer's scratch, the last logits
+  attnviz::GptRequest detail = every;
+  detail.detail_layer = 3;  // + scores, scaled, dropped (3 x 50 MB) and q, k, v, context, output, inputs
+  CHECK(attnviz::pass_bytes(c, 1024, detail) - base == 3ull * 12 * 1024 * 1024 * 4 + 6ull * 1024 * 768 * 4);
+  attnviz::GptRequest logits = every;
+  logits.all_logits = true;
+  CHECK(attnviz::pass_bytes(c, 1024, logits) - base == 1023ull * 50257 * 4);
+  attnviz::GptRequest none;
+  none.all_layers = false;
+  CHECK(attnviz::pass_bytes(c, 1024, none) < base - weights + 51'000'000);
+  c.n_layers = 1 << 30;  // saturates instead of wrapping
+  CHECK(attnviz::pass_bytes(c, 1 << 30, every) == UINT64_MAX);
 }

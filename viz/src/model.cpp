@@ -14,12 +14,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// a * b, or the largest value when it would not fit.
-std::uint64_t mul_sat(std::uint64_t a, std::uint64_t b) {
-  if (a && b > std::numeric_limits<std::uint64_t>::max() / a)
-    return std::numeric_limits<std::uint64_t>::max();
-  return a * b;
-}
+// a + b, or the largest value when it would not fit.
 std::uint64_t add_sat(std::uint64_t a, std::uint64_t b) {
   return b > std::numeric_limits<std::uint64_t>::max() - a ? std::numeric_limits<std::uint64_t>::max()
                                                            : a + b;
@@ -46,18 +41,6 @@ bool parse_model_kind(const std::string& s, ModelKind& out) {
       return true;
     }
   return false;
-}
-
-std::uint64_t model_pass_bytes(const GptConfig& c, int tokens, bool detail) {
-  const std::uint64_t T = static_cast<std::uint64_t>(tokens > 0 ? tokens : 0);
-  const std::uint64_t square = mul_sat(mul_sat(static_cast<std::uint64_t>(c.n_heads), T), T);
-  const std::uint64_t rows = mul_sat(T, static_cast<std::uint64_t>(c.d_model));
-  std::uint64_t floats = mul_sat(square, static_cast<std::uint64_t>(c.n_layers));  // every layer's weights
-  if (detail)
-    floats = add_sat(floats, add_sat(mul_sat(square, 3), mul_sat(rows, 6)));  // + stages, x q k v ctx out
-  floats = add_sat(floats, mul_sat(rows, 10));  // the pass's own (T, d) and (T, 4d) buffers
-  floats = add_sat(floats, static_cast<std::uint64_t>(c.vocab_size));
-  return mul_sat(floats, sizeof(float));
 }
 
 void ModelSession::reset_pass() {
@@ -163,20 +146,20 @@ const Result* ModelSession::layer(int index) const {
 
 Status ModelSession::run(const std::vector<int>& ids) {
   const GptConfig& c = config();
-  const std::uint64_t need = model_pass_bytes(c, static_cast<int>(ids.size()), detail_ >= 0);
-  const std::uint64_t held =
-      has_result_ ? model_pass_bytes(c, static_cast<int>(result_.ids.size()), true) : 0;
+  GptRequest request;
+  request.detail_layer = detail_;
+  request.top_k = 10;
+  const std::uint64_t need = pass_bytes(c, static_cast<int>(ids.size()), request);
+  // The last pass's storage is taken over by this one.
+  const std::uint64_t held = has_result_ ? pass_bytes(c, static_cast<int>(result_.ids.size()), request) : 0;
   const std::uint64_t budget = free_memory ? free_memory() : available_memory_bytes();
   if (budget && need > add_sat(budget, held)) {
     int fit = static_cast<int>(ids.size());
-    while (fit > 1 && model_pass_bytes(c, fit, detail_ >= 0) > add_sat(budget, held)) fit = fit * 7 / 8;
+    while (fit > 1 && pass_bytes(c, fit, request) > add_sat(budget, held)) fit = fit * 7 / 8;
     return Status::fail(std::to_string(ids.size()) + " tokens need " + format_bytes(need) +
                         " for every head's weights, more than the " + format_bytes(add_sat(budget, held)) +
                         " available: about " + std::to_string(fit) + " tokens fit");
   }
-  GptRequest request;
-  request.detail_layer = detail_;
-  request.top_k = 10;
   const std::vector<int> last = result_.ids;
   Status st = model_->model.forward(ids, request, result_);
   if (!st.is_ok() && result_.layers.empty() && has_result_) {

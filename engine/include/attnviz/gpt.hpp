@@ -166,6 +166,12 @@ struct GptRequest {
   int top_k = 10;  // next-token candidates of the last position
 };
 
+// The bytes a pass over `tokens` tokens holds for what `request` keeps (every kept layer's (H, T, T) weights
+// and other stages, q/k/v/context, residuals, the logits), the keys and values of every layer (the
+// incremental cache) and the pass's working buffers: what to check against the free memory before running it.
+// Saturates instead of overflowing.
+std::uint64_t pass_bytes(const GptConfig& c, int tokens, const GptRequest& request);
+
 struct TopToken {
   int id = 0;
   float logit = 0.0f;

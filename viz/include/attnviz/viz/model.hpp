@@ -38,10 +38,6 @@ struct ModelChoice {
   bool operator!=(const ModelChoice& o) const { return !(*this == o); }
 };
 
-// The bytes one pass keeps for T tokens: every layer's (H, T, T) weights, the opened layer's other stages
-// and q, k, v, and the last position's logits. Saturates instead of overflowing.
-std::uint64_t model_pass_bytes(const GptConfig& c, int tokens, bool detail);
-
 class ModelSession {
  public:
   Exec exec;
