@@ -27,20 +27,15 @@ To bit_cast(From x) {
   return y;
 }
 
-// fmaf(a, b, c), correctly rounded, with double arithmetic only (the same bits in every build, fast where
-// there is no FMA instruction: baseline x86-64, WebAssembly). a * b is exact in double; the double sum is
-// then rounded once more to float, which is only wrong when it lands exactly on a float rounding midpoint
-// without being exact: then the exact error of the sum (TwoSum) says which way the true value lies.
-inline float fma_f32(float a, float b, float c) {
-  const double p = static_cast<double>(a) * static_cast<double>(b);
-  const double s = p + static_cast<double>(c);
+// fma_f32 where the double sum s = a * b + c might round to the wrong float: s on a float rounding midpoint
+// (bit 29 of the double's mantissa alone, for normal floats), or below the smallest normal float, where
+// floats round at 2^-149 and the midpoints are odd multiples of 2^-150. Out of line, so that the compiler
+// cannot evaluate it for every element of a loop (clang's vectorizer did that with floor, fmod and fma in
+// WebAssembly: uniform_ ran 100 times slower). Sums near the float overflow threshold are left to libm.
+[[gnu::noinline]] float fma_f32_suspect(float a, float b, float c, double p, double s) {
   const std::uint64_t bits = bit_cast<std::uint64_t>(s);
   const double magnitude = std::fabs(s);
-  // A float rounding midpoint: bit 29 of the double's mantissa alone for normal floats; for float subnormals,
-  // which round at 2^-149, an odd multiple of 2^-150. Sums near the float overflow threshold are left to
-  // libm.
-  const bool subnormal = magnitude < 0x1p-126;
-  if (subnormal) {
+  if (magnitude < 0x1p-126) {
     const double m = s * 0x1p150;  // exact: a power-of-two scaling of a normal double
     if (m != std::floor(m) || std::fmod(m, 2.0) == 0.0) return static_cast<float>(s);
   } else if ((bits & 0x1FFFFFFFu) != 0x10000000u) {
@@ -53,6 +48,18 @@ inline float fma_f32(float a, float b, float c) {
   // Off the midpoint by one double ulp, on the side where the exact value lies: the cast then rounds right.
   const bool away = (error > 0.0) == (s > 0.0);
   return static_cast<float>(bit_cast<double>(away ? bits + 1 : bits - 1));
+}
+
+// fmaf(a, b, c), correctly rounded, with double arithmetic only (the same bits in every build, fast where
+// there is no FMA instruction: baseline x86-64, WebAssembly). a * b is exact in double; the double sum is
+// then rounded once more to float, which is only wrong when it lands exactly on a float rounding midpoint
+// without being exact: then the exact error of the sum (TwoSum) says which way the true value lies.
+inline float fma_f32(float a, float b, float c) {
+  const double p = static_cast<double>(a) * static_cast<double>(b);
+  const double s = p + static_cast<double>(c);
+  if (!(std::fabs(s) < 0x1p-126) && (bit_cast<std::uint64_t>(s) & 0x1FFFFFFFu) != 0x10000000u)
+    return static_cast<float>(s);
+  return fma_f32_suspect(a, b, c, p, s);
 }
 
 inline float float_from_bits(std::uint32_t u) {
