@@ -31,8 +31,9 @@ To bit_cast(From x) {
 // (bit 29 of the double's mantissa alone, for normal floats), or below the smallest normal float, where
 // floats round at 2^-149 and the midpoints are odd multiples of 2^-150. Out of line, so that the compiler
 // cannot evaluate it for every element of a loop (clang's vectorizer did that with floor, fmod and fma in
-// WebAssembly: uniform_ ran 100 times slower). Sums near the float overflow threshold are left to libm.
-[[gnu::noinline]] float fma_f32_suspect(float a, float b, float c, double p, double s) {
+// WebAssembly: uniform_ ran 100 times slower). The correction holds up to the float overflow threshold
+// (FLT_MAX + ulp / 2 is a midpoint like any other) and beyond, where every sum rounds to infinity.
+[[gnu::noinline]] float fma_f32_suspect(float c, double p, double s) {
   const std::uint64_t bits = bit_cast<std::uint64_t>(s);
   const double magnitude = std::fabs(s);
   if (magnitude < 0x1p-126) {
@@ -41,7 +42,6 @@ To bit_cast(From x) {
   } else if ((bits & 0x1FFFFFFFu) != 0x10000000u) {
     return static_cast<float>(s);
   }
-  if (!(magnitude <= 0x1p127)) return std::fma(a, b, c);
   const double bb = s - p;
   const double error = (p - (s - bb)) + (static_cast<double>(c) - bb);
   if (error == 0.0) return static_cast<float>(s);  // a true tie: round half to even, as the cast does
@@ -59,7 +59,7 @@ inline float fma_f32(float a, float b, float c) {
   const double s = p + static_cast<double>(c);
   if (!(std::fabs(s) < 0x1p-126) && (bit_cast<std::uint64_t>(s) & 0x1FFFFFFFu) != 0x10000000u)
     return static_cast<float>(s);
-  return fma_f32_suspect(a, b, c, p, s);
+  return fma_f32_suspect(c, p, s);
 }
 
 inline float float_from_bits(std::uint32_t u) {
