@@ -182,9 +182,7 @@ TEST_CASE(
   REQUIRE(cases.size() >= 10);  // a truncated fixture must not pass quietly
   REQUIRE(values > 50000000);
   std::vector<Isa> isas{Isa::scalar};
-#ifndef __EMSCRIPTEN__  // WebAssembly builds have the scalar kernels only
   if (resolve(Isa::automatic) != Isa::scalar) isas.push_back(Isa::automatic);
-#endif
 #ifdef __OPTIMIZE__
   constexpr std::size_t kLargest = SIZE_MAX;
 #else
