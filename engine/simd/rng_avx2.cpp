@@ -5,6 +5,7 @@
 // normal_stub), one vfmadd wherever GCC fused a multiply into the following add or subtract, and a rounded
 // multiply wherever it did not. The scalar twin, normal_block() in torch_rng.cpp, performs the same
 // operations in the same order; the tests check both against PyTorch bit for bit.
+#include <algorithm>
 #include <cmath>
 #include <xsimd/xsimd.hpp>
 
@@ -119,6 +120,46 @@ void normal_blocks_avx2(float* data, std::size_t blocks, float mean, float std) 
     xsimd::fma(radius * c, vstd, vmean).store_unaligned(data);
     xsimd::fma(radius * s, vstd, vmean).store_unaligned(data + 8);
   }
+}
+
+namespace {
+
+// The test hooks: arrays in and out, one vector at a time.
+template <class Lanes>
+void by_vector(std::size_t n, Lanes lanes) {
+  for (std::size_t i = 0; i < n; i += vf::size) lanes(i, std::min(n - i, vf::size));
+}
+vf load_lanes(const float* p, std::size_t m) {
+  alignas(32) float t[vf::size] = {};
+  for (std::size_t k = 0; k < m; ++k) t[k] = p[k];
+  return vf::load_aligned(t);
+}
+void store_lanes(float* p, std::size_t m, vf v) {
+  alignas(32) float t[vf::size];
+  v.store_aligned(t);
+  for (std::size_t k = 0; k < m; ++k) p[k] = t[k];
+}
+
+}  // namespace
+
+void fma_avx2(const float* a, const float* b, const float* c, float* out, std::size_t n) {
+  by_vector(n, [&](std::size_t i, std::size_t m) {
+    store_lanes(out + i, m, xsimd::fma(load_lanes(a + i, m), load_lanes(b + i, m), load_lanes(c + i, m)));
+  });
+}
+
+void log_avx2(const float* u, float* out, std::size_t n) {
+  by_vector(n,
+            [&](std::size_t i, std::size_t m) { store_lanes(out + i, m, log_cephes(load_lanes(u + i, m))); });
+}
+
+void sincos_avx2(const float* theta, float* sin_out, float* cos_out, std::size_t n) {
+  by_vector(n, [&](std::size_t i, std::size_t m) {
+    vf s, c;
+    sincos_cephes(load_lanes(theta + i, m), s, c);
+    store_lanes(sin_out + i, m, s);
+    store_lanes(cos_out + i, m, c);
+  });
 }
 
 }  // namespace attnviz::simd

@@ -1,5 +1,6 @@
 // Weights in the fast kernels' panel layout: aligned storage, file element types widened to float, packing
 // from any source layout and back.
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -9,11 +10,16 @@
 
 namespace attnviz {
 
-AlignedBuffer::AlignedBuffer(std::size_t n) : size_(n) {
-  if (n == 0) return;
-  void* p = ::operator new[](n * sizeof(float), std::align_val_t{64});
-  std::memset(p, 0, n * sizeof(float));
-  data_.reset(static_cast<float*>(p));
+AlignedBuffer::AlignedBuffer(std::size_t n) : AlignedBuffer(uninitialized(n)) {
+  if (n != 0) std::memset(data_.get(), 0, n * sizeof(float));
+}
+
+AlignedBuffer AlignedBuffer::uninitialized(std::size_t n) {
+  AlignedBuffer b;
+  if (n == 0) return b;
+  b.data_.reset(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64})));
+  b.size_ = n;
+  return b;
 }
 
 void AlignedBuffer::Free::operator()(float* p) const {
@@ -91,13 +97,23 @@ void widen(const unsigned char* bytes, Dtype t, std::size_t first, std::size_t n
   }
 }
 
-PackedMatrix pack_matrix(const MatrixSource& src, bool transposed, Isa isa) {
+namespace {
+
+// A matrix's panels, not yet written: the packers write every float, the zero padding past `out` included.
+PackedMatrix panels_for(int out, int in, Isa isa) {
   PackedMatrix m;
-  m.out = transposed ? src.cols : src.rows;
-  m.in = transposed ? src.rows : src.cols;
+  m.out = out;
+  m.in = in;
   m.nr = simd::panel_width(resolve(isa));
+  m.data = AlignedBuffer::uninitialized(simd::panel_floats(out, in, m.nr));
+  return m;
+}
+
+}  // namespace
+
+PackedMatrix pack_matrix(const MatrixSource& src, bool transposed, Isa isa) {
+  PackedMatrix m = panels_for(transposed ? src.cols : src.rows, transposed ? src.rows : src.cols, isa);
   const int nr = m.nr, in = m.in, out = m.out;
-  m.data = AlignedBuffer(simd::panel_floats(out, in, nr));
   float* dst = m.data.data();
   const int np = simd::panels(out, nr);
   if (transposed) {
@@ -105,9 +121,12 @@ PackedMatrix pack_matrix(const MatrixSource& src, bool transposed, Isa isa) {
     for (int p = 0; p < np; ++p) {
       const int cols = std::min(nr, out - p * nr);
       float* panel = dst + static_cast<std::size_t>(p) * in * nr;
-      for (int k = 0; k < in; ++k)
+      for (int k = 0; k < in; ++k) {
+        float* at = panel + static_cast<std::size_t>(k) * nr;
         widen(src.bytes, src.dtype, static_cast<std::size_t>(k) * out + static_cast<std::size_t>(p) * nr,
-              static_cast<std::size_t>(cols), panel + static_cast<std::size_t>(k) * nr);
+              static_cast<std::size_t>(cols), at);
+        std::fill(at + cols, at + nr, 0.0f);
+      }
     }
     return m;
   }
@@ -122,17 +141,18 @@ PackedMatrix pack_matrix(const MatrixSource& src, bool transposed, Isa isa) {
       const float* row = rows.data() + static_cast<std::size_t>(c) * in;
       for (int k = 0; k < in; ++k) panel[static_cast<std::size_t>(k) * nr + c] = row[k];
     }
+    for (int k = 0; k < in && cols < nr; ++k)
+      std::fill(panel + static_cast<std::size_t>(k) * nr + cols, panel + static_cast<std::size_t>(k + 1) * nr,
+                0.0f);
   }
   return m;
 }
 
 PackedMatrix pack_matrix(const Tensor& out_in, Isa isa) {
-  MatrixSource src;
-  src.bytes = reinterpret_cast<const unsigned char*>(out_in.ptr());
-  src.dtype = Dtype::f32;
-  src.rows = out_in.shape[0];
-  src.cols = out_in.shape[1];
-  return pack_matrix(src, false, isa);
+  // The rows are floats already: packed straight from the tensor, padding included.
+  PackedMatrix m = panels_for(out_in.shape[0], out_in.shape[1], isa);
+  simd::pack_nk(out_in.ptr(), m.out, m.in, m.in, m.nr, m.data.data());
+  return m;
 }
 
 Tensor unpack(const PackedMatrix& m) {
@@ -146,7 +166,7 @@ PackedMatrix repack(const PackedMatrix& m, Isa isa) {
   if (m.data.empty() || simd::panel_width(resolve(isa)) == m.nr) {
     PackedMatrix copy;
     copy.out = m.out, copy.in = m.in, copy.nr = m.nr;
-    copy.data = AlignedBuffer(m.data.size());
+    copy.data = AlignedBuffer::uninitialized(m.data.size());
     if (!m.data.empty()) std::memcpy(copy.data.data(), m.data.data(), m.bytes());
     return copy;
   }

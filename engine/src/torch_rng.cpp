@@ -5,9 +5,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "rng_kernels.hpp"
 #if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
 #include "../simd/rng.hpp"
 #define ATTNVIZ_RNG_AVX2 1
+#elif defined(__wasm_simd128__)
+#include "../simd/rng.hpp"
+#define ATTNVIZ_RNG_SIMD128 1
 #endif
 
 namespace attnviz {
@@ -27,6 +31,29 @@ To bit_cast(From x) {
   return y;
 }
 
+// fma_f32 where the double sum s = a * b + c might round to the wrong float: s on a float rounding midpoint
+// (bit 29 of the double's mantissa alone, for normal floats), or below the smallest normal float, where
+// floats round at 2^-149 and the midpoints are odd multiples of 2^-150. Out of line, so that the compiler
+// cannot evaluate it for every element of a loop (clang's vectorizer did that with floor, fmod and fma in
+// WebAssembly: uniform_ ran 100 times slower). The correction holds up to the float overflow threshold
+// (FLT_MAX + ulp / 2 is a midpoint like any other) and beyond, where every sum rounds to infinity.
+[[gnu::noinline]] float fma_f32_suspect(float c, double p, double s) {
+  const std::uint64_t bits = bit_cast<std::uint64_t>(s);
+  const double magnitude = std::fabs(s);
+  if (magnitude < 0x1p-126) {
+    const double m = s * 0x1p150;  // exact: a power-of-two scaling of a normal double
+    if (m != std::floor(m) || std::fmod(m, 2.0) == 0.0) return static_cast<float>(s);
+  } else if ((bits & 0x1FFFFFFFu) != 0x10000000u) {
+    return static_cast<float>(s);
+  }
+  const double bb = s - p;
+  const double error = (p - (s - bb)) + (static_cast<double>(c) - bb);
+  if (error == 0.0) return static_cast<float>(s);  // a true tie: round half to even, as the cast does
+  // Off the midpoint by one double ulp, on the side where the exact value lies: the cast then rounds right.
+  const bool away = (error > 0.0) == (s > 0.0);
+  return static_cast<float>(bit_cast<double>(away ? bits + 1 : bits - 1));
+}
+
 // fmaf(a, b, c), correctly rounded, with double arithmetic only (the same bits in every build, fast where
 // there is no FMA instruction: baseline x86-64, WebAssembly). a * b is exact in double; the double sum is
 // then rounded once more to float, which is only wrong when it lands exactly on a float rounding midpoint
@@ -34,25 +61,9 @@ To bit_cast(From x) {
 inline float fma_f32(float a, float b, float c) {
   const double p = static_cast<double>(a) * static_cast<double>(b);
   const double s = p + static_cast<double>(c);
-  const std::uint64_t bits = bit_cast<std::uint64_t>(s);
-  const double magnitude = std::fabs(s);
-  // A float rounding midpoint: bit 29 of the double's mantissa alone for normal floats; for float subnormals,
-  // which round at 2^-149, an odd multiple of 2^-150. Sums near the float overflow threshold are left to
-  // libm.
-  const bool subnormal = magnitude < 0x1p-126;
-  if (subnormal) {
-    const double m = s * 0x1p150;  // exact: a power-of-two scaling of a normal double
-    if (m != std::floor(m) || std::fmod(m, 2.0) == 0.0) return static_cast<float>(s);
-  } else if ((bits & 0x1FFFFFFFu) != 0x10000000u) {
+  if (!(std::fabs(s) < 0x1p-126) && (bit_cast<std::uint64_t>(s) & 0x1FFFFFFFu) != 0x10000000u)
     return static_cast<float>(s);
-  }
-  if (!(magnitude <= 0x1p127)) return std::fma(a, b, c);
-  const double bb = s - p;
-  const double error = (p - (s - bb)) + (static_cast<double>(c) - bb);
-  if (error == 0.0) return static_cast<float>(s);  // a true tie: round half to even, as the cast does
-  // Off the midpoint by one double ulp, on the side where the exact value lies: the cast then rounds right.
-  const bool away = (error > 0.0) == (s > 0.0);
-  return static_cast<float>(bit_cast<double>(away ? bits + 1 : bits - 1));
+  return fma_f32_suspect(c, p, s);
 }
 
 inline float float_from_bits(std::uint32_t u) {
@@ -63,7 +74,7 @@ inline std::uint32_t bits_of(float f) {
 }
 
 // log(u) for u in (0, 1]: avx_mathfun.h's log256_ps (Cephes logf), one lane, with PyTorch's fused
-// multiply-adds (see simd/rng_avx2.cpp, the vector twin: same operations, same order).
+// multiply-adds (see simd/rng_avx2.cpp and simd/rng_wasm.cpp, the vector twins: same operations, same order).
 inline float log_cephes(float u) {
   float x = u < 0x1p-126f ? 0x1p-126f : u;
   const std::int32_t exponent = static_cast<std::int32_t>(bits_of(x) >> 23) - 127;
@@ -134,24 +145,29 @@ void normal_block(float* d, float mean, float std) {
   }
 }
 
-// Which kernels the bulk paths run: the AVX2 + FMA ones (on AVX2 and AVX-512 processors) or the scalar ones.
-bool use_avx2(Isa isa) {
-#ifdef ATTNVIZ_RNG_AVX2
+// Which kernels the bulk paths run: AVX2 + FMA (on AVX2 and AVX-512 processors), SIMD128 (WebAssembly), or
+// the scalar ones.
+enum class Kernels { scalar, avx2, simd128 };
+
+Kernels kernels_for(Isa isa) {
   const Isa resolved = resolve(isa);
-  return resolved == Isa::avx2 || resolved == Isa::avx512;
-#else
-  (void)isa;
-  return false;
+#if defined(ATTNVIZ_RNG_AVX2)
+  if (resolved == Isa::avx2 || resolved == Isa::avx512) return Kernels::avx2;
+#elif defined(ATTNVIZ_RNG_SIMD128)
+  if (resolved == Isa::simd128) return Kernels::simd128;
 #endif
+  (void)resolved;
+  return Kernels::scalar;
 }
 
 void uniform_from_bits(const std::uint32_t* bits, float* out, std::size_t n, float from, float range,
-                       bool avx2) {
-#ifdef ATTNVIZ_RNG_AVX2
-  if (avx2) return simd::uniform_from_bits_avx2(bits, out, n, from, range);
-#else
-  (void)avx2;
+                       Kernels k) {
+#if defined(ATTNVIZ_RNG_AVX2)
+  if (k == Kernels::avx2) return simd::uniform_from_bits_avx2(bits, out, n, from, range);
+#elif defined(ATTNVIZ_RNG_SIMD128)
+  if (k == Kernels::simd128) return simd::uniform_from_bits_simd128(bits, out, n, from, range);
 #endif
+  (void)k;
   for (std::size_t i = 0; i < n; ++i)
     out[i] = fma_f32(static_cast<float>(bits[i] & 0xFFFFFFu) * 0x1p-24f, range, from);
 }
@@ -168,12 +184,13 @@ void draw_unit_floats(TorchGenerator& g, float* out, std::size_t n) {
   }
 }
 
-void normal_blocks(float* data, std::size_t blocks, float mean, float std, bool avx2) {
-#ifdef ATTNVIZ_RNG_AVX2
-  if (avx2) return simd::normal_blocks_avx2(data, blocks, mean, std);
-#else
-  (void)avx2;
+void normal_blocks(float* data, std::size_t blocks, float mean, float std, Kernels k) {
+#if defined(ATTNVIZ_RNG_AVX2)
+  if (k == Kernels::avx2) return simd::normal_blocks_avx2(data, blocks, mean, std);
+#elif defined(ATTNVIZ_RNG_SIMD128)
+  if (k == Kernels::simd128) return simd::normal_blocks_simd128(data, blocks, mean, std);
 #endif
+  (void)k;
   for (std::size_t b = 0; b < blocks; ++b) normal_block(data + 16 * b, mean, std);
 }
 
@@ -255,12 +272,12 @@ std::vector<float> torch_rand(TorchGenerator& g, std::size_t n) {
 
 void torch_uniform_(TorchGenerator& g, float* out, std::size_t n, float from, float to, Isa isa) {
   const float range = to - from;
-  const bool avx2 = use_avx2(isa);
+  const Kernels k = kernels_for(isa);
   std::uint32_t bits[kChunk];
   while (n > 0) {
     const std::size_t m = std::min(n, kChunk);
     g.random_fill(bits, m);
-    uniform_from_bits(bits, out, m, from, range, avx2);
+    uniform_from_bits(bits, out, m, from, range, k);
     out += m;
     n -= m;
   }
@@ -273,21 +290,21 @@ void torch_normal_(TorchGenerator& g, float* out, std::size_t n, double mean, do
     return;
   }
   const float mean_f = static_cast<float>(mean), std_f = static_cast<float>(std);
-  const bool avx2 = use_avx2(isa);
+  const Kernels k = kernels_for(isa);
   // PyTorch draws all n uniforms, then transforms whole blocks: block k only reads its own 16 uniforms, so
   // transforming each run of draws as soon as it is drawn gives the same values.
   const std::size_t whole = n / 16 * 16;
   for (std::size_t i = 0; i < whole; i += kChunk) {
     const std::size_t m = std::min(kChunk, whole - i);
     draw_unit_floats(g, out + i, m);
-    normal_blocks(out + i, m / 16, mean_f, std_f, avx2);
+    normal_blocks(out + i, m / 16, mean_f, std_f, k);
   }
   if (whole != n) {
     // The last n % 16 uniforms are drawn (and later overwritten); then 16 fresh ones replace the last 16
     // elements and are transformed as one more block.
     draw_unit_floats(g, out + whole, n - whole);
     draw_unit_floats(g, out + n - 16, 16);
-    normal_blocks(out + n - 16, 1, mean_f, std_f, avx2);
+    normal_blocks(out + n - 16, 1, mean_f, std_f, k);
   }
 }
 
@@ -342,4 +359,58 @@ float fma_exact(float a, float b, float c) {
   return fma_f32(a, b, c);
 }
 
+namespace rng_kernels {
+
+void uniform_from_bits(const std::uint32_t* bits, float* out, std::size_t n, float from, float range,
+                       Isa isa) {
+  attnviz::uniform_from_bits(bits, out, n, from, range, kernels_for(isa));
+}
+
+void normal_blocks(float* data, std::size_t blocks, float mean, float std, Isa isa) {
+  attnviz::normal_blocks(data, blocks, mean, std, kernels_for(isa));
+}
+
+void fma(const float* a, const float* b, const float* c, float* out, std::size_t n, Isa isa) {
+  switch (kernels_for(isa)) {
+#if defined(ATTNVIZ_RNG_AVX2)
+    case Kernels::avx2:
+      return simd::fma_avx2(a, b, c, out, n);
+#elif defined(ATTNVIZ_RNG_SIMD128)
+    case Kernels::simd128:
+      return simd::fma_simd128(a, b, c, out, n);
+#endif
+    default:
+      for (std::size_t i = 0; i < n; ++i) out[i] = fma_f32(a[i], b[i], c[i]);
+  }
+}
+
+void log_cephes(const float* u, float* out, std::size_t n, Isa isa) {
+  switch (kernels_for(isa)) {
+#if defined(ATTNVIZ_RNG_AVX2)
+    case Kernels::avx2:
+      return simd::log_avx2(u, out, n);
+#elif defined(ATTNVIZ_RNG_SIMD128)
+    case Kernels::simd128:
+      return simd::log_simd128(u, out, n);
+#endif
+    default:
+      for (std::size_t i = 0; i < n; ++i) out[i] = attnviz::log_cephes(u[i]);
+  }
+}
+
+void sincos_cephes(const float* theta, float* sin_out, float* cos_out, std::size_t n, Isa isa) {
+  switch (kernels_for(isa)) {
+#if defined(ATTNVIZ_RNG_AVX2)
+    case Kernels::avx2:
+      return simd::sincos_avx2(theta, sin_out, cos_out, n);
+#elif defined(ATTNVIZ_RNG_SIMD128)
+    case Kernels::simd128:
+      return simd::sincos_simd128(theta, sin_out, cos_out, n);
+#endif
+    default:
+      for (std::size_t i = 0; i < n; ++i) attnviz::sincos_cephes(theta[i], sin_out[i], cos_out[i]);
+  }
+}
+
+}  // namespace rng_kernels
 }  // namespace attnviz

@@ -59,6 +59,9 @@ class AlignedBuffer {
  public:
   AlignedBuffer() = default;
   explicit AlignedBuffer(std::size_t n);  // zero-filled
+  // n floats not yet written, for a caller that writes every one (packing gpt2-small's 652 MB: zeroing it
+  // first cost WebAssembly as much as the packing itself).
+  static AlignedBuffer uninitialized(std::size_t n);
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   float* data() { return data_.get(); }
