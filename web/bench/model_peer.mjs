@@ -1,0 +1,225 @@
+// The page's whole-model forward against onnxruntime-web (the engine Transformer Explainer runs), one thread
+// each, in the same headless Chromium (Debian's, through playwright-core), printed as a table and as JSON (last
+// line). The model is the seeded gpt2-small (torch.manual_seed(123); the book's GPTModel(GPT_CONFIG_124M), eval)
+// on both sides, every layer's attention weights (every head's) kept by both:
+//   attnviz             the page's model view: attnviz.openModel seeded, then attnviz.setText(text) per pass
+//                       (a full pass: the first word changes every time, so nothing is reused); the engine's own
+//                       time (status().model.pass_ms) and the call's time from JS (performance.now() around setText,
+//                       which recomputes synchronously; the call draws no frame, so no drawing follows a turn);
+//   onnxruntime-web     the wasm execution provider, numThreads = 1, SIMD128, on bench/export_gpt2_onnx.py's
+//                       exports: session.run on the same T ids (int64), timed from JS; `gpt2-small.onnx` returns
+//                       the logits of every position (GPTModel as it is), `gpt2-small-last.onnx` the last
+//                       position's only (what attnviz computes); both return the 12 weights tensors (1, H, T, T).
+// Each side has its own tab. They run one after the other, never at once, and take turns over rounds (the order
+// alternating), so that the machine's other work moves them alike; the figures are medians after a warm-up.
+// Before timing, the last position's logits and every head's weights at T = 16 are compared across the two.
+// Everything is served from 127.0.0.1: the page, onnxruntime-web's dist/ (from web/node_modules) and the models.
+//
+//   /usr/bin/python3 bench/export_gpt2_onnx.py            # build/bench/gpt2-small{,-last}.onnx
+//   node web/bench/model_peer.mjs [--quick] [--T 16,128,512] [--rounds 5] [--models build/bench]
+import { existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import { serve } from '../tools/serve.mjs';
+import { repo, site, chromiumPath, chromiumArgs } from '../tests/harness.mjs';
+
+const args = process.argv.slice(2);
+const opt = (name, fallback) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : fallback;
+};
+const quick = args.includes('--quick');
+const Ts = opt('--T', '16,128,512').split(',').map(Number);
+const rounds = Number(opt('--rounds', quick ? '2' : '5'));
+const models = opt('--models', join(repo, 'build', 'bench'));
+const ortDist = join(repo, 'web', 'node_modules', 'onnxruntime-web', 'dist');
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
+const runsPerRound = (T) => (T <= 32 ? 5 : T <= 128 ? 2 : 1);
+
+for (const f of [join(site, 'attnviz.wasm'), join(ortDist, 'ort.wasm.min.mjs'), join(models, 'gpt2-small.onnx'),
+                 join(models, 'gpt2-small-last.onnx')])
+  if (!existsSync(f))
+    throw new Error(`${f} missing: cmake --build --preset wasm-release; cd web && npm ci; ` +
+                    '/usr/bin/python3 bench/export_gpt2_onnx.py');
+
+// One origin for everything: site/, ort/ (onnxruntime-web's dist) and models/, linked into a temporary root.
+const root = mkdtempSync(join(tmpdir(), 'attnviz-peer-'));
+symlinkSync(site, join(root, 'site'));
+symlinkSync(ortDist, join(root, 'ort'));
+symlinkSync(models, join(root, 'models'));
+writeFileSync(join(root, 'ort.html'), '<!doctype html><title>onnxruntime-web peer</title>\n');
+const { server, url } = await serve(root, 0);
+const browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: chromiumArgs });
+const outside = [];
+async function newTab() {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  page.on('request', (r) => {
+    if (!r.url().startsWith(url) && !/^(data|blob):/.test(r.url())) outside.push(r.url());
+  });
+  page.on('pageerror', (e) => console.error('page error: ' + e.message));
+  return page;
+}
+
+// The texts: T tokens, the first word alternating so that every pass is a full one.
+const WORDS = [' the', ' cat', ' sat', ' on', ' a', ' mat'];
+const text = (T, k) => ['One', 'Two'][k % 2] + Array.from({ length: T - 1 }, (_, i) => WORDS[i % WORDS.length]).join('');
+const figures = { chromium: browser.version(), load_start: load(), T: {} };
+const samples = {};
+const keep = (side, T, ms) => ((samples[side] ??= {})[T] ??= []).push(ms);
+
+// attnviz's tab: the page, the seeded model opened once (drawing it takes a while in WebAssembly).
+const av = await newTab();
+await av.goto(url + 'site/');
+await av.evaluate(() => attnviz.ready);
+{
+  const t0 = Date.now();
+  const error = await av.evaluate(() => attnviz.openModel({ kind: 'seeded', size: 'gpt2-small', seed: 123 }));
+  if (error) throw new Error('attnviz.openModel: ' + error);
+  figures.attnviz_open_s = (Date.now() - t0) / 1e3;
+}
+let avCalls = 0;
+const idsOf = new Map(); // text -> its ids, as the page's tokenizer gave them
+async function attnvizPass(T) {
+  await av.bringToFront();
+  const r = await av.evaluate((t) => {
+    const t0 = performance.now();
+    const error = attnviz.setText(t);
+    const js = performance.now() - t0;
+    const m = attnviz.status().model;
+    return { error, js, pass: m.pass_ms, reused: m.reused, tokens: m.ids.length, ids: m.ids };
+  }, text(T, avCalls++));
+  if (r.error) throw new Error(`attnviz.setText at T = ${T}: ${r.error}`);
+  if (r.tokens !== T || r.reused !== 0) throw new Error(`attnviz: ${r.tokens} tokens, ${r.reused} reused (want ${T}, 0)`);
+  idsOf.set(text(T, avCalls - 1), r.ids);
+  return r;
+}
+
+// onnxruntime-web's tabs, one session each (each tab has its own 4 GB WebAssembly memory).
+async function ortTab(file) {
+  const page = await newTab();
+  await page.goto(url + 'ort.html');
+  const info = await page.evaluate(async (file) => {
+    const ort = await import('/ort/ort.wasm.min.mjs');
+    ort.env.wasm.wasmPaths = '/ort/';
+    ort.env.wasm.numThreads = 1;
+    ort.env.wasm.simd = true;
+    ort.env.wasm.proxy = false;
+    const t0 = performance.now();
+    window.session = await ort.InferenceSession.create('/models/' + file, { executionProviders: ['wasm'],
+                                                                           graphOptimizationLevel: 'all' });
+    window.ort = ort;
+    return { create_s: (performance.now() - t0) / 1e3, version: ort.env.versions?.web ?? ort.env.versions?.common,
+             threads: ort.env.wasm.numThreads, isolated: crossOriginIsolated, outputs: session.outputNames };
+  }, file);
+  return { page, info };
+}
+async function ortPass(tab, ids, { values = false } = {}) {
+  await tab.page.bringToFront();
+  return tab.page.evaluate(async ({ ids, values }) => {
+    const input = new ort.Tensor('int64', BigInt64Array.from(ids.map(BigInt)), [1, ids.length]);
+    const t0 = performance.now();
+    const out = await session.run({ ids: input });
+    const js = performance.now() - t0;
+    const r = { js, shapes: Object.fromEntries(Object.entries(out).map(([k, v]) => [k, v.dims])) };
+    if (values) {
+      const logits = out.logits.data, V = out.logits.dims[2];
+      r.last_logits = Array.from(logits.subarray(logits.length - V));
+      r.weights = Object.keys(out).filter((k) => k.startsWith('weights_')).map((k) => Array.from(out[k].data));
+    }
+    for (const t of Object.values(out)) t.dispose();
+    input.dispose();
+    return r;
+  }, { ids, values });
+}
+const ortAll = await ortTab('gpt2-small.onnx');
+const ortLast = await ortTab('gpt2-small-last.onnx');
+figures.onnxruntime_web = { version: ortAll.info.version, threads: ortAll.info.threads,
+                            cross_origin_isolated: ortAll.info.isolated,
+                            session_create_s: [ortAll.info.create_s, ortLast.info.create_s] };
+
+// The same numbers? The last position's logits and every head's weights at T = 16, attnviz against both exports.
+{
+  const r = await attnvizPass(16);
+  const res = await av.evaluate(() => attnviz.getModelResult());
+  const flat = (x) => (Array.isArray(x) ? x.flat(Infinity) : Object.values(x));
+  const logits = flat(res.logits);
+  const weights = res.layers.map((l) => l.heads.map((h) => flat(h.weights)).flat());
+  figures.check = {};
+  for (const [name, tab] of [['all', ortAll], ['last', ortLast]]) {
+    const o = await ortPass(tab, r.ids, { values: true });
+    const scale = Math.max(...logits.map(Math.abs));
+    const dl = Math.max(...logits.map((x, i) => Math.abs(x - o.last_logits[i])));
+    let dw = 0;
+    weights.forEach((w, l) => w.forEach((x, i) => (dw = Math.max(dw, Math.abs(x - o.weights[l][i])))));
+    const argmax = (xs) => xs.reduce((b, x, i) => (x > xs[b] ? i : b), 0);
+    figures.check[name] = { logits_max_abs_diff: dl, logits_max_abs: scale, weights_max_abs_diff: dw,
+                            same_argmax: argmax(logits) === argmax(o.last_logits), layers: o.weights.length };
+    if (o.weights.length !== weights.length || dl > 1e-3 * scale || dw > 1e-4 || !figures.check[name].same_argmax)
+      throw new Error(`attnviz and onnxruntime-web (${name}) disagree: ${JSON.stringify(figures.check[name])}`);
+  }
+}
+
+// Warm-up (V8 compiles WebAssembly in tiers; ORT sizes its arena), then the rounds.
+for (const T of Ts) {
+  for (let k = 0; k < 2; ++k) {
+    const { ids } = await attnvizPass(T);
+    await ortPass(ortAll, ids);
+    await ortPass(ortLast, ids);
+  }
+}
+for (let round = 0; round < rounds; ++round) {
+  for (const T of Ts) {
+    for (let k = 0; k < runsPerRound(T); ++k) {
+      const sides = ['attnviz', 'all', 'last'];
+      if ((round + k) % 2) sides.reverse();
+      let ids;
+      for (const side of sides) {
+        if (side === 'attnviz') {
+          const r = await attnvizPass(T);
+          ids = r.ids;
+          keep('attnviz_js', T, r.js);
+          keep('attnviz_pass', T, r.pass);
+        } else {
+          ids ??= idsOf.get(text(T, avCalls)); // when ORT goes first: the ids attnviz is about to run
+          keep('ort_' + side, T, (await ortPass(side === 'all' ? ortAll : ortLast, ids)).js);
+        }
+      }
+    }
+  }
+}
+figures.load_end = load();
+for (const T of Ts) {
+  const m = (side) => median(samples[side][T]);
+  figures.T[T] = { attnviz_js_ms: m('attnviz_js'), attnviz_pass_ms: m('attnviz_pass'), ort_ms: m('ort_all'),
+                   ort_last_ms: m('ort_last'), runs: samples.attnviz_js[T].length };
+}
+figures.outside_requests = outside;
+await browser.close();
+await new Promise((r) => server.close(r));
+rmSync(root, { recursive: true });
+if (outside.length) throw new Error('requests left 127.0.0.1: ' + outside.join(', '));
+
+const f0 = (x) => x.toFixed(0).padStart(6), f2 = (x) => x.toFixed(2);
+console.log(`gpt2-small (seeded, eval), every head's attention weights kept; headless Chromium ${figures.chromium},` +
+            ` one thread each; onnxruntime-web ${figures.onnxruntime_web.version} (wasm EP, SIMD128)`);
+console.log(`load average (1/5/15 min): ${figures.load_start} at the start, ${figures.load_end} at the end`);
+console.log(`attnviz seeded model opened in ${figures.attnviz_open_s.toFixed(1)} s; ORT sessions created in ` +
+            figures.onnxruntime_web.session_create_s.map((s) => s.toFixed(1) + ' s').join(' and '));
+console.log(`T = 16 check: last logits max |diff| ${figures.check.all.logits_max_abs_diff.toExponential(1)} ` +
+            `(max |logit| ${f2(figures.check.all.logits_max_abs)}), weights max |diff| ` +
+            `${figures.check.all.weights_max_abs_diff.toExponential(1)}`);
+console.log('\nmedian ms   attnviz (JS / engine)   ORT-web, every logit   ratio   ORT-web, last logits   ratio   runs');
+for (const T of Ts) {
+  const t = figures.T[T];
+  console.log(`T = ${String(T).padEnd(6)}  ${f0(t.attnviz_js_ms)} / ${f0(t.attnviz_pass_ms)}          ${f0(t.ort_ms)}` +
+              `           ${f2(t.ort_ms / t.attnviz_js_ms).padStart(5)}x  ${f0(t.ort_last_ms)}` +
+              `                 ${f2(t.ort_last_ms / t.attnviz_js_ms).padStart(5)}x   ${t.runs}`);
+}
+console.log('ratio: onnxruntime-web ms / attnviz JS ms (target >= 1.5)');
+console.log(JSON.stringify(figures));
