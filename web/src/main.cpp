@@ -90,7 +90,9 @@ Applied apply_state_json(const char* json, attnviz::viz::App& app) {
   const bool computed_error = st.error == app.session.error() || st.error == app.model.error() ||
                               st.error == app.model_view.open_error;
   if (!st.is_ok() && attnviz::state_args(app) == before && !computed_error) return refuse(st.error);
-  if (Status range = attnviz::web::check_view_ranges(app); !range.is_ok()) {
+  // The head and the locked cell must be in the view (a link to a model file not chosen yet waits for it).
+  const bool waiting = !app.model.is_open() && !app.model_view.wanted_file.empty();
+  if (Status range = attnviz::check_head_and_cell(app); !waiting && !range.is_ok()) {
     attnviz::apply_state_args(before, app);
     return refuse(range.error);
   }
@@ -561,7 +563,8 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_status() {
 }
 
 // What the export panel's buttons do: "png" (the view on screen), "heads" (a PNG per head), "json", "csv".
-// The files download once written. Returns "" or why nothing was exported.
+// The files download once written. Returns "" (the outcome is the message, as for the buttons), or why the
+// kind is unknown.
 EMSCRIPTEN_KEEPALIVE const char* attnviz_export(const char* kind) {
   static std::string error;
   return guarded(error, [&]() -> std::string {
@@ -579,10 +582,8 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_export(const char* kind) {
       e = ExportKind::csv;
     else
       return "unknown export " + attnviz::web::quote_value(k) + " (png, heads, json, csv)";
-    page->app.message.clear();
-    attnviz::viz::run_export(page->app, e);
-    const std::string& m = page->app.message;
-    return m.rfind("export ", 0) == 0 ? m : std::string();  // "export failed: ..." / "export refused: ..."
+    attnviz::viz::run_export(page->app, e);  // its outcome, a refusal too, is the message
+    return std::string();
   });
 }
 

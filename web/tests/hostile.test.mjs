@@ -161,17 +161,18 @@ test('many heads or a small window: the view or a note, never an endless loader'
 test('a refused link names the value, opens on the defaults and says why', async () => {
   const { page, context, log } = await openPage(env);
   const cases = [
-    ['#seed=18446744073709551616', /seed '18446744073709551616' is outside torch\.manual_seed's range/],
+    ['#seed=18446744073709551616', /--seed: '18446744073709551616' is outside torch\.manual_seed's range/],
     ['#seed=', /'seed' needs a value/],
     ['#heads=', /'heads' needs a value/],
     ['#lock=', /'lock' needs a value/],
     ['#lock=1', /lock '1' is not ROW,COL/],
     ['#help', /unknown setting 'help'/],
-    ['#d-out=0x10', /d-out '0x10' is not a decimal integer/],
-    ['#head=99&lock=1,2', /head 99 does not exist: this view has 2 heads \(0 to 1; -1 shows every head\)/],
-    ['#lock=100,100', /lock 100,100 is outside the weights matrix: rows 0 to 5, columns 0 to 5/],
-    ['#lock=-1,-1', /lock -1,-1 is outside the weights matrix/],
-    ['#variant=causal&head=1', /head 1 does not exist: this view has 1 head \(0;/],
+    ['#d-out=0x10', /--d-out: '0x10' is not a decimal integer/],
+    ['#dropout=abc', /--dropout: 'abc' is not a decimal number/],
+    ['#head=99&lock=1,2', /--head 99 is past the last head: there are 2 heads \(0 to 1\), and -1 shows them all/],
+    ['#lock=100,100', /--lock 100 100 is outside the weights matrix: rows 0 to 5, columns 0 to 5/],
+    ['#lock=-1,-1', /--lock -1 -1 is outside the weights matrix/],
+    ['#variant=causal&head=1', /--head 1 is past the last head: there is 1 head \(0\)/],
   ];
   for (const [hash, why] of cases) {
     assert.equal(await open(page, env.url + hash), 'ready', hash);
@@ -185,8 +186,8 @@ test('a refused link names the value, opens on the defaults and says why', async
   }
   // Through the API, a refusal keeps the state it had.
   await page.evaluate(() => attnviz.setState({ text: 'Kept text here' }));
-  assert.match(await page.evaluate(() => attnviz.setState({ head: '7' })), /head 7 does not exist/);
-  assert.match(await page.evaluate(() => attnviz.setState({ lock: '3,0', text: 'a b' })), /lock 3,0 is outside/);
+  assert.match(await page.evaluate(() => attnviz.setState({ head: '7' })), /--head 7 is past the last head/);
+  assert.match(await page.evaluate(() => attnviz.setState({ lock: '3,0', text: 'a b' })), /--lock 3 0 is outside/);
   assert.deepEqual(await state(page), { text: 'Kept text here' });
   assert.equal(await page.evaluate(() => attnviz.setState({ head: '1', lock: '2,1' })), '', 'in range');
   clean(log);
@@ -250,6 +251,11 @@ test('a view past the module\'s memory is refused before it is computed, just be
   const s = await status(page);
   assert.equal(s.tokens, fit);
   assert.equal(s.error, '');
+  // Its JSON does not fit beside it: the export and getResult say so, with the sizes.
+  assert.equal(await page.evaluate(() => attnviz.exportFiles('json')), '');
+  assert.match((await status(page)).message,
+               /^export refused: the JSON would be up to [\d.]+ GB, more than the [\d.]+ MB the page has left$/);
+  await assert.rejects(page.evaluate(() => attnviz.getResult()), /the result's JSON would be up to [\d.]+ GB/);
   assert.equal(await page.evaluate(() => attnviz.setText('Back to a short text')), '');
   assert.deepEqual(await page.evaluate(() => attnviz.getResult().tokens), ['Back', 'to', 'a', 'short', 'text']);
   await drawn(page);
