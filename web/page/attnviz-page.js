@@ -619,7 +619,8 @@
         keys.focus({ preventScroll: true });
         askForWanted();
         resolveReady(window.attnviz);
-        if (location.hash !== appliedHash) followHash();  // the hash moved while the page loaded
+        // The hash moved while the page loaded: followed once this frame is over (the module is drawing).
+        if (location.hash !== appliedHash) setTimeout(followHash, 0);
       },
     },
     // A link that names a model needs GPT-2's vocabulary before the module applies it.
