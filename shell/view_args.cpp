@@ -286,15 +286,13 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
   return viz::start(app);
 }
 
-Status check_view(const viz::App& app) {
+Status check_head_and_cell(const viz::App& app) {
   if (viz::model_mode(app)) {
     const int heads = app.model.config().n_heads;
     if (app.view.enlarged >= heads)
       return Status::fail("--head " + std::to_string(app.view.enlarged) +
                           " is past the last head: the model has " + std::to_string(heads) + " heads (0 to " +
                           std::to_string(heads - 1) + "), and -1 shows them all");
-    if (app.compare.mode != viz::CompareMode::off && !app.compare.model_b.error().empty())
-      return Status::fail("--compare: B cannot be computed: " + app.compare.model_b.error());
   }
   const Result* shown = viz::shown_result(app);
   if (!shown || (!viz::model_mode(app) && !app.session.has_result())) return Status::ok();
@@ -315,6 +313,17 @@ Status check_view(const viz::App& app) {
                           " is outside the " + viz::to_string(v.stage) + " matrix: rows 0 to " +
                           std::to_string(rows - 1) + ", columns 0 to " + std::to_string(cols - 1));
   }
+  return Status::ok();
+}
+
+Status check_view(const viz::App& app) {
+  if (Status st = check_head_and_cell(app); !st.is_ok()) return st;
+  if (viz::model_mode(app) && app.compare.mode != viz::CompareMode::off &&
+      !app.compare.model_b.error().empty())
+    return Status::fail("--compare: B cannot be computed: " + app.compare.model_b.error());
+  const Result* shown = viz::shown_result(app);
+  if (!shown || (!viz::model_mode(app) && !app.session.has_result())) return Status::ok();
+  const Result& r = *shown;
   const viz::CompareState& c = app.compare;
   if (c.mode == viz::CompareMode::mask && !is_causal(r.config.variant))
     return Status::fail(std::string("--compare mask: this variant has no mask (") +

@@ -94,6 +94,10 @@ void recycle(Result& old) {
   if (spare.size() > kMaxSpare) spare.erase(spare.begin(), spare.end() - kMaxSpare);
 }
 
+void release_recycled() {
+  std::vector<std::vector<float>>().swap(spare);
+}
+
 void pack(Params& p, const Exec& exec) {
   const Isa isa = resolve(exec.isa);
   p.packed = isa == Isa::scalar ? nullptr : make_packed(p, isa);

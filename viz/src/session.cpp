@@ -34,8 +34,11 @@ Status Session::recompute() {
   if (Status st = input_from_text(text, config, in); !st.is_ok()) return fail(st);
 
   const Config key = effective(config);
+  const bool new_params = !params_valid_ || !same_params(key, params_key_);
+  if (admit)
+    if (Status st = admit(config, in, new_params); !st.is_ok()) return fail(st);
   params_ms_ = 0.0;
-  if (!params_valid_ || !same_params(key, params_key_)) {
+  if (new_params) {
     const auto p0 = std::chrono::steady_clock::now();
     TorchGenerator g;
     g.manual_seed(config.seed);

@@ -43,13 +43,19 @@ std::vector<Heatmap> heatmaps_for(const App& app) {
           : std::string(to_string(v.aggregate)) + " over " + join_heads(v.subset);
   if (compare_on(app)) {
     const int head = std::clamp(v.enlarged, 0, H - 1);
-    const Result& rb = *compare_result(app);
+    const Result* b_result = compare_result(app);
     const CompareState& cs = app.compare;
     const std::string b_is = cs.mode == CompareMode::text    ? "\"" + cs.text + "\""
                              : cs.mode == CompareMode::seed  ? "seed " + std::to_string(cs.seed)
                              : cs.mode == CompareMode::layer ? "layer " + std::to_string(cs.layer)
-                                                             : (rb.config.mask ? "mask on" : "mask off");
+                                                             : (r.config.mask ? "mask off" : "mask on");
     Heatmap a{pick(r, v, head), kCompareSlot, "A: " + what};
+    if (!b_result || !compare_error(app).empty()) {  // B's last result is for another A: no B, no A - B
+      Heatmap b{MatrixDesc{}, kCompareSlot + 1, "B (" + b_is + ")"};
+      b.note = "B cannot be computed: " + compare_error(app);
+      return {a, b};
+    }
+    const Result& rb = *b_result;
     Heatmap b{info.per_head && head >= stage_heads(rb, v.stage) ? MatrixDesc{} : pick(rb, v, head),
               kCompareSlot + 1, "B (" + b_is + "): " + what};
     if (stage_info(rb, v.stage).available == false) b.m = {};
@@ -78,6 +84,7 @@ std::string view_key(const App& app) {
                                    : model_mode(app) ? app.compare.model_b.generation()
                                                      : app.compare.b.generation()) +
                     "/" + std::to_string(app.compare.layer) + "/" +
+                    (compare_on(app) ? compare_error(app) : std::string()) + "/" +
                     std::to_string(static_cast<int>(app.compare.mode)) + "/" + to_string(v.stage) + "/" +
                     to_string(v.aggregate) + "/" + std::to_string(v.enlarged);
   for (int h : v.subset) key += "," + std::to_string(h);
@@ -168,7 +175,12 @@ void draw_one(App& app, TextureHost& textures, const Heatmap& hm, ImVec2 pos, Im
     ImGui::TextUnformatted(hm.title.c_str());
   }
   if (hm.m.empty()) {
-    ImGui::TextDisabled("nothing to compare at this stage");
+    ImGui::PushTextWrapPos(pos.x + size.x);
+    if (hm.note.empty())
+      ImGui::TextDisabled("nothing to compare at this stage");
+    else
+      ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.4f, 1.0f), "%s", hm.note.c_str());
+    ImGui::PopTextWrapPos();
     ImGui::PopID();
     return;
   }
@@ -316,6 +328,29 @@ void draw_one(App& app, TextureHost& textures, const Heatmap& hm, ImVec2 pos, Im
   ImGui::PopID();
 }
 
+// What the heatmap area shows when its heatmaps cannot be drawn at this size: why, and the way to fewer.
+void draw_too_small(App& app, int n, ImVec2 size) {
+  ViewState& v = app.view;
+  app.view_note = n > 1 ? "too many heads to draw at this size (" + std::to_string(n) +
+                              "): pick a head or an aggregate, or make the window larger"
+                        : "the window is too small to draw the heatmap: make it larger";
+  ImGui::BeginChild("too small", size, false);
+  ImGui::PushTextWrapPos(0.0f);
+  ImGui::TextColored(ImVec4(1.0f, 0.8f, 0.35f, 1.0f), "%s", app.view_note.c_str());
+  ImGui::PopTextWrapPos();
+  if (n > 1) {
+    if (ImGui::Button("head 0 alone")) {
+      v.aggregate = Aggregate::none;
+      v.enlarged = 0;
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("mean")) v.aggregate = Aggregate::mean;
+    ImGui::SameLine();
+    if (ImGui::Button("max")) v.aggregate = Aggregate::max;
+  }
+  ImGui::EndChild();
+}
+
 void draw_legend(const App& app, ImVec2 pos, float height) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ViewState& v = app.view;
@@ -379,7 +414,14 @@ const Result& view_result(const App& app) {
 }
 
 bool compare_on(const App& app) {
-  return compare_result(app) != nullptr;
+  // B that cannot be computed is shown too: as its error, in B's place.
+  const CompareState& cs = app.compare;
+  return compare_result(app) != nullptr ||
+         (cs.mode != CompareMode::off && compare_available(app, cs.mode) && !compare_error(app).empty());
+}
+
+const std::string& compare_error(const App& app) {
+  return model_mode(app) ? app.compare.model_b.error() : app.compare.b.error();
 }
 
 std::string view_generation(const App& app) {
@@ -438,6 +480,15 @@ void draw_heatmaps(App& app, TextureHost& textures, ImVec2 size) {
   }
   const int lines = (n + best_cols - 1) / best_cols;
   const ImVec2 tile(w / static_cast<float>(best_cols), h / static_cast<float>(lines));
+  // A tile must hold a title, the labels' margin and a heatmap of 8 pixels (draw_one's own limits); below
+  // that the titles would overlap and no heatmap would show, so the view says so instead.
+  const float fh = ImGui::GetTextLineHeight();
+  const float left = n > 0 ? label_width(r, maps[0].m) : 0.0f;
+  app.view_note.clear();
+  if (n > 0 && (tile.x - 8.0f < left + 4.0f + 8.0f || tile.y - 4.0f < fh * 2.0f + 6.0f + 2.0f + 8.0f)) {
+    draw_too_small(app, n, size);
+    return;
+  }
   for (int k = 0; k < n; ++k) {
     const ImVec2 at(pos.x + static_cast<float>(k % best_cols) * tile.x,
                     pos.y + static_cast<float>(k / best_cols) * tile.y);

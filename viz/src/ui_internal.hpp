@@ -17,6 +17,7 @@ struct Heatmap {
   std::string title;
   bool enlargeable = false;  // clicking the title shows this head alone
   bool diverging = false;    // a difference: centred diverging colours
+  std::string note{};        // drawn instead of an empty matrix (why B cannot be compared)
 };
 
 }  // namespace attnviz::viz::ui
@@ -43,6 +44,8 @@ void draw_cell_info(const App& app, ImVec2 size);
 // whole model), and what the view's matrices depend on.
 const Result& view_result(const App& app);
 bool compare_on(const App& app);
+// Why compare B cannot be computed (the chapter-3 session's or the model's); empty when it can.
+const std::string& compare_error(const App& app);
 std::string view_generation(const App& app);
 
 // A slot's texture when it was made from `key`, else null (nothing is computed).

@@ -144,6 +144,10 @@ void draw_heads(App& app) {
   if (v.aggregate == Aggregate::none && v.enlarged >= 0) {
     if (ImGui::Button("show every head")) v.enlarged = -1;
     ImGui::SameLine();
+    if (ImGui::ArrowButton("previous head", ImGuiDir_Left) && v.enlarged > 0) --v.enlarged;
+    ImGui::SameLine();
+    if (ImGui::ArrowButton("next head", ImGuiDir_Right) && v.enlarged + 1 < H) ++v.enlarged;
+    ImGui::SameLine();
     ImGui::Text("head %d alone", v.enlarged);
   }
 }
@@ -252,8 +256,13 @@ void draw_controls(App& app) {
     return 0;
   };
   if (ImGui::InputTextMultiline("##text", &s.text, ImVec2(-1, ImGui::GetTextLineHeight() * 4.5f),
-                                ImGuiInputTextFlags_CallbackAlways, to_end))
-    recompute(app);
+                                ImGuiInputTextFlags_CallbackAlways, to_end)) {
+    const double last = model_mode(app) ? app.model.last_ms() : s.last_ms();
+    if (app.coalesce_ms > 0.0 && (app.text_pending || last > app.coalesce_ms))
+      app.text_pending = true;  // the host computes it once the keys queued meanwhile are in
+    else
+      recompute(app);
+  }
   const bool whole = model_mode(app);
   const std::string& error = whole ? app.model.error() : s.error();
   if (!error.empty()) {
@@ -355,13 +364,19 @@ void draw_status(const App& app) {
   char buf[320];
   std::snprintf(buf, sizeof buf, "%s   recompute %.2f ms   T = %d   %d head%s   frame %.2f ms%s", engine,
                 s.last_ms(), r.tokens_count(), r.shape.heads, r.shape.heads == 1 ? "" : "s", app.frame_ms,
-                s.computing() ? "   computing..." : "");
+                s.computing() || app.text_pending ? "   computing..." : "");
   ImGui::TextColored(kDimColor, "%s", buf);
 }
 
 }  // namespace ui
 
 void run_export(App& app, ExportKind kind) {
+  if (app.admit_export) {
+    if (Status st = app.admit_export(kind); !st.is_ok()) {
+      app.message = "export refused: " + st.error;
+      return;
+    }
+  }
   if (kind == ExportKind::view_png) {  // the host reads the pixels back after rendering this frame
     app.capture.pending = true;
     app.capture.path = app.export_dir + "/attnviz_view.png";
@@ -389,7 +404,15 @@ void run_export(App& app, ExportKind kind) {
                            : "export failed: " + st.error;
 }
 
+bool compute_pending(App& app) {
+  if (!app.text_pending) return false;
+  app.text_pending = false;
+  ui::recompute(app);
+  return true;
+}
+
 Status start(App& app) {
+  app.text_pending = false;  // the text is computed now
   if (model_mode(app)) {
     Status st = app.model.recompute(app.session.text);
     ui::sync_compare(app);

@@ -1,9 +1,11 @@
 // The page around the attnviz module (attnviz.js + attnviz.wasm, built from web/src/main.cpp): checks what
 // the browser has, shows loading and errors, keeps the state in the URL (#text=...&variant=...; the keys are
 // the desktop app's flags), downloads exports, and offers window.attnviz for tests and scripting:
-//   attnviz.ready           a promise, resolved when the first heatmap is on screen
+//   attnviz.ready           a promise, resolved when the first view is on screen and the sentence box has
+//                           the keyboard; rejected (with why) when the page cannot run
 //   attnviz.setText(s)      replaces the sentence; returns '' or why the last good result stays
-//   attnviz.getResult()     the current result, in attnviz-cli --json's format
+//   attnviz.getResult()     the current result, in attnviz-cli --json's format (throws when its JSON would not
+//                           fit in memory or in a string)
 //   attnviz.getState()      the state as {flag: value} (defaults left out); setState(obj) sets it
 //   attnviz.exportFiles(k)  what the Export buttons do, k = 'png' | 'heads' | 'json' | 'csv': the files download
 //   attnviz.status()        figures: generation, error, compute and frame times, frames drawn, where the
@@ -53,11 +55,29 @@
     return null;
   }
 
+  // Text is text on every path (the link, the API, a paste, inserted text): the module gets well-formed
+  // UTF-8. A lone surrogate, which UTF-8 cannot hold, becomes U+FFFD (as TextEncoder makes it), and so does a
+  // NUL, which a C string cannot carry.
+  const wellFormed = (s) => s.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|\0/g,
+                                      '\uFFFD');
+  const utf8 = new TextEncoder();
+  // A string in the module's heap (malloc'd, NUL-terminated): the caller frees it. 0 when the heap has no
+  // room for it.
+  function toHeap(s) {
+    const bytes = utf8.encode(wellFormed(s));
+    const p = Module._malloc(bytes.length + 1);
+    if (!p) return 0;
+    Module.HEAPU8.set(bytes, p);
+    Module.HEAPU8[p + bytes.length] = 0;
+    return p;
+  }
+
   // URL <-> state. The hash holds [flag, value] pairs; the module says which differ from the defaults.
-  const hashPairs = () => Array.from(new URLSearchParams(location.hash.slice(1)).entries());
+  const hashPairs = () => Array.from(new URLSearchParams(location.hash.slice(1)).entries(),
+                                     ([k, v]) => [wellFormed(k), wellFormed(v)]);
   const pairsHash = (pairs) => (pairs.length ? '#' + new URLSearchParams(pairs).toString() : '');
   const PAUSE_MS = 1000;  // changes closer together than this (typing) make one history entry
-  let firstState = true, lastChange = -Infinity;
+  let firstState = true, lastChange = -Infinity, followingLink = false;
 
   function stateChanged(json) {
     const hash = pairsHash(JSON.parse(json));
@@ -68,7 +88,8 @@
     if (!first) lastChange = now;  // the link the page opened with is not an edit
     if (hash === location.hash) return;
     const url = location.pathname + location.search + hash;
-    if (first || burst) history.replaceState(null, '', url);
+    // A link being followed (Back, Forward, an edited hash) is rewritten in place: no new history entry.
+    if (first || burst || followingLink) history.replaceState(null, '', url);
     else history.pushState(null, '', url);
   }
 
@@ -273,12 +294,9 @@
     }
   });
 
-  const MIME = { png: 'image/png', json: 'application/json', csv: 'text/csv' };
-  function download(path) {
-    const name = path.slice(path.lastIndexOf('/') + 1);
-    const data = Module.FS.readFile(path);
-    Module.FS.unlink(path);
-    const url = URL.createObjectURL(new Blob([data], { type: MIME[name.split('.').pop()] || 'application/octet-stream' }));
+  const MIME = { png: 'image/png', json: 'application/json', csv: 'text/csv', zip: 'application/zip' };
+  function save(name, parts) {
+    const url = URL.createObjectURL(new Blob(parts, { type: MIME[name.split('.').pop()] || 'application/octet-stream' }));
     const a = document.createElement('a');
     a.href = url;
     a.download = name;
@@ -288,14 +306,92 @@
     setTimeout(() => URL.revokeObjectURL(url), 10000);
   }
 
+  // A zip archive (files stored as they are, UTF-8 names), as Blob parts: the format's own limits are
+  // 65,535 files and 4 GB.
+  const CRC_TABLE = new Uint32Array(256).map((_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; ++k) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  function crc32(bytes) {
+    let c = 0xffffffff;
+    for (let i = 0; i < bytes.length; ++i) c = CRC_TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  }
+  function zipParts(files) {
+    const now = new Date();
+    const time = (now.getHours() << 11) | (now.getMinutes() << 5) | (now.getSeconds() >> 1);
+    const date = ((now.getFullYear() - 1980) << 9) | ((now.getMonth() + 1) << 5) | now.getDate();
+    const parts = [], directory = [];
+    let offset = 0;
+    for (const f of files) {
+      const name = utf8.encode(f.name), crc = crc32(f.data), size = f.data.length;
+      const local = new DataView(new ArrayBuffer(30));
+      local.setUint32(0, 0x04034b50, true);
+      local.setUint16(4, 20, true);       // version needed: 2.0
+      local.setUint16(6, 0x0800, true);   // names are UTF-8
+      local.setUint16(10, time, true);
+      local.setUint16(12, date, true);
+      local.setUint32(14, crc, true);
+      local.setUint32(18, size, true);    // stored: compressed size = size
+      local.setUint32(22, size, true);
+      local.setUint16(26, name.length, true);
+      parts.push(local, name, f.data);
+      const entry = new DataView(new ArrayBuffer(46));
+      entry.setUint32(0, 0x02014b50, true);
+      entry.setUint16(4, 20, true);
+      entry.setUint16(6, 20, true);
+      entry.setUint16(8, 0x0800, true);
+      entry.setUint16(12, time, true);
+      entry.setUint16(14, date, true);
+      entry.setUint32(16, crc, true);
+      entry.setUint32(20, size, true);
+      entry.setUint32(24, size, true);
+      entry.setUint16(28, name.length, true);
+      entry.setUint32(42, offset, true);
+      directory.push(entry, name);
+      offset += 30 + name.length + size;
+    }
+    const directorySize = directory.reduce((n, p) => n + p.byteLength, 0);
+    const end = new DataView(new ArrayBuffer(22));
+    end.setUint32(0, 0x06054b50, true);
+    end.setUint16(8, files.length, true);
+    end.setUint16(10, files.length, true);
+    end.setUint32(12, directorySize, true);
+    end.setUint32(16, offset, true);
+    return { parts: [...parts, ...directory, end], size: offset + directorySize + 22 };
+  }
+
+  // The files an export wrote: each its own download, or past a few, one zip archive (an export of 16,384
+  // heads is one download, not 16,384). Returns what was downloaded, for the message.
+  const ZIP_OVER = 8;
+  function download(paths) {
+    const files = paths.map((path) => {
+      const data = Module.FS.readFile(path);
+      Module.FS.unlink(path);
+      return { name: path.slice(path.lastIndexOf('/') + 1), data };
+    });
+    if (files.length <= ZIP_OVER) {
+      for (const f of files) save(f.name, [f.data]);
+      return files[0].name + (files.length > 1 ? ` and ${files.length - 1} more` : '');
+    }
+    const total = files.reduce((n, f) => n + f.data.length, 0);
+    if (files.length > 65535 || total >= 2 ** 32 - 2 ** 26)
+      return `nothing: ${files.length} files of ${formatBytes(total)} are more than one zip archive holds ` +
+             '(65,535 files, 4 GB)';
+    // attnviz_weights_head0.csv -> attnviz_weights_csv.zip
+    const first = files[0].name, ext = first.slice(first.lastIndexOf('.') + 1);
+    const stem = first.slice(0, first.lastIndexOf('.')).replace(/_(head|layer)\d+$/, '');
+    const name = `${stem}_${ext}.zip`;
+    const zip = zipParts(files);
+    save(name, zip.parts);
+    return `${name} (${files.length} files, ${formatBytes(zip.size)})`;
+  }
+
   // Strings go through the module's heap (not its stack: a pasted book chapter is fine).
   function call(name, arg) {
-    let p = 0;
-    if (arg !== undefined) {
-      const n = Module.lengthBytesUTF8(arg) + 1;
-      p = Module._malloc(n);
-      Module.stringToUTF8(arg, p, n);
-    }
+    const p = arg === undefined ? 0 : toHeap(arg);
+    if (arg !== undefined && !p) return `the page ran out of memory (${formatBytes(arg.length)} did not fit)`;
     try {
       return Module.UTF8ToString(Module['_' + name](p));
     } finally {
@@ -307,15 +403,23 @@
   }
   let started = false;
 
+  // What a value is, for the messages of the API's type checks.
+  const typeName = (v) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'string'
+    ? 'a string' : typeof v === 'object' ? 'an object' : typeof v === 'undefined' ? 'undefined'
+    : `the ${typeof v} ${String(v)}`);
+
   window.attnviz = {
     ready,
     setText(text) {
       needModule();
-      return call('attnviz_set_text', String(text));
+      if (typeof text !== 'string') return `TypeError: setText takes a string, not ${typeName(text)}`;
+      return call('attnviz_set_text', text);
     },
     getResult() {
       needModule();
-      return JSON.parse(call('attnviz_result_json'));
+      const json = call('attnviz_result_json');
+      if (!json.startsWith('{')) throw new Error(json);
+      return JSON.parse(json);
     },
     getState() {
       needModule();
@@ -323,7 +427,15 @@
     },
     setState(state) {
       needModule();
-      const pairs = Object.entries(state).map(([k, v]) => [k, String(v)]);
+      if (state === null || typeof state !== 'object' || Array.isArray(state))
+        return `TypeError: setState takes an object of {flag: value}, not ${typeName(state)}` +
+               (typeof state === 'string' ? ' (for a link\'s hash, set location.hash)' : '');
+      const pairs = [];
+      for (const [k, v] of Object.entries(state)) {
+        if (!['string', 'number', 'boolean'].includes(typeof v))
+          return `TypeError: setState: '${wellFormed(k).slice(0, 40)}' is ${typeName(v)}, not a string or number`;
+        pairs.push([wellFormed(k), wellFormed(String(v))]);
+      }
       return call('attnviz_apply_state', JSON.stringify(pairs));
     },
     exportFiles(kind) {
@@ -375,12 +487,22 @@
     },
   };
 
-  window.addEventListener('popstate', async () => {
-    if (!started) return;
+  // Follows the URL's hash (Back, Forward, an edited hash): the module applies it, or says why not.
+  let appliedHash = null;
+  async function followHash() {
     if (linkNamesModel()) await ensureVocab().catch(() => {});
-    const error = call('attnviz_apply_state', JSON.stringify(hashPairs()));
-    if (error) console.warn('attnviz: ' + error);
+    appliedHash = location.hash;
+    followingLink = true;
+    try {
+      const error = call('attnviz_apply_state', JSON.stringify(hashPairs()));
+      if (error) console.warn('attnviz: ' + error);
+    } finally {
+      followingLink = false;
+    }
     askForWanted();
+  }
+  window.addEventListener('popstate', () => {
+    if (started) followHash();  // before ready, the first view follows it (firstHeatmap)
   });
 
   const problem = missingFeature();
@@ -388,6 +510,48 @@
     showProblem('attnviz cannot run in this browser', problem);
     return;
   }
+
+  // Keyboard input. Keys reach the module through Emscripten's GLFW (keydown, keypress and keyup on the
+  // window). Text that comes without a keypress (a paste, keyboard.insertText, an input method) needs an
+  // editable element with the focus, which the canvas is not: a transparent textarea holds the focus and
+  // hands such text to the module, and stays empty.
+  const keys = $('keys');
+  let typedKey = false;  // a keypress is delivering this character to GLFW already
+  window.addEventListener('keypress', () => { typedKey = true; }, true);
+  for (const kind of ['keydown', 'keyup']) window.addEventListener(kind, () => { typedKey = false; }, true);
+  keys.addEventListener('beforeinput', (e) => {
+    e.preventDefault();
+    const typed = typedKey;
+    typedKey = false;
+    if (!started || typed || !e.data) return;
+    if (e.inputType === 'insertText' || e.inputType === 'insertReplacementText') insertText(e.data);
+  });
+  keys.addEventListener('input', () => { keys.value = ''; });  // what beforeinput could not stop
+  window.addEventListener('paste', (e) => {
+    if (!started) return;
+    e.preventDefault();
+    const text = e.clipboardData ? e.clipboardData.getData('text/plain') : '';
+    if (text) insertText(text);
+  }, true);
+  // ImGui's copy (Ctrl+C, Ctrl+X in a text box) lands here during the key's frame; the copy event that
+  // follows the key puts it on the clipboard.
+  let copied = null;
+  for (const kind of ['copy', 'cut'])
+    window.addEventListener(kind, (e) => {
+      if (copied === null) return;
+      e.preventDefault();
+      e.clipboardData.setData('text/plain', copied);
+      copied = null;
+    }, true);
+  function insertText(text) {
+    const error = call('attnviz_insert_text', text);
+    if (error) console.warn('attnviz: ' + error);
+  }
+  // The keyboard stays with the page's text input when the canvas is clicked.
+  $('canvas').addEventListener('mousedown', (e) => {
+    e.preventDefault();
+    keys.focus({ preventScroll: true });
+  });
 
   // The module draws only when something happens: every input wakes it.
   const wake = () => {
@@ -408,7 +572,24 @@
     canvas,
     attnvizGpu: window.attnviz.gpu,
     attnvizHooks: {
-      initialState: () => JSON.stringify(hashPairs()),
+      initialState: () => {
+        appliedHash = location.hash;
+        return JSON.stringify(hashPairs());
+      },
+      toHeap,
+      failed(why) {
+        showProblem('attnviz could not start', why);
+      },
+      copy(text) {
+        copied = text;
+        // Outside a key's copy event (a menu), the asynchronous clipboard, where the browser allows it.
+        if (navigator.clipboard) navigator.clipboard.writeText(text).catch(() => {});
+      },
+      // A text edit left pending while a slow recompute ran: computed in a task after the keys queued
+      // meanwhile (input events come before timers), so they make one recompute.
+      computeLater() {
+        setTimeout(() => Module._attnviz_compute_pending(), 0);
+      },
       stateChanged(json) {
         stateChanged(json);
         askForWanted();
@@ -423,15 +604,23 @@
       firstHeatmap() {
         started = true;
         // A key is drawn at once, not at the next animation frame: these listeners come after the module's
-        // own (registered when it made its window), so the key has reached the UI when they run.
+        // own (registered when it made its window), so the key has reached the UI when they run. ImGui 1.86
+        // sees keys as states, not events: a key with no keypress (Backspace, arrows, Enter, and Ctrl or Alt
+        // with a key: copy, select all) needs a frame that finds it down, and one that finds it up before it
+        // goes down again, or a quick second press reads as the first one held (and is lost). So both
+        // keydown and keyup draw.
+        const keyFrame = (e) => {
+          if (e.key.length !== 1 || e.ctrlKey || e.metaKey || e.altKey) Module._attnviz_frame();
+        };
         window.addEventListener('keypress', () => Module._attnviz_frame());
-        window.addEventListener('keydown', (e) => {
-          if (e.key.length !== 1) Module._attnviz_frame();  // Backspace, arrows, Enter: no keypress follows
-        });
+        window.addEventListener('keydown', keyFrame);
+        window.addEventListener('keyup', keyFrame);
         $('overlay').hidden = true;
-        canvas.focus();
+        keys.focus({ preventScroll: true });
         askForWanted();
         resolveReady(window.attnviz);
+        // The hash moved while the page loaded: followed once this frame is over (the module is drawing).
+        if (location.hash !== appliedHash) setTimeout(followHash, 0);
       },
     },
     // A link that names a model needs GPT-2's vocabulary before the module applies it.

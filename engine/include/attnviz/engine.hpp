@@ -42,6 +42,11 @@ Status build_params(const Config& c, TorchGenerator& g, Params& out);
 // Lays the weights out for the fast kernels of exec's ISA (a no-op for the scalar reference).
 void pack(Params& p, const Exec& exec = {});
 
+// The fast path keeps the storage of the results that forward() replaces, so that the next run (a
+// keystroke's) allocates nothing. This frees what the calling thread keeps: for a host whose memory is
+// counted (the page, before it refuses a view that does not fit).
+void release_recycled();
+
 // One named parameter as PyTorch's state_dict() holds it.
 struct NamedTensor {
   std::string name;  // e.g. "W_query.weight", "heads.1.W_key.bias", "W_value" (self_v1)

@@ -76,6 +76,8 @@ struct HeatmapRect {
 
 struct ViewCache;  // the heatmaps of the current view, derived matrices included (UI-internal)
 
+enum class ExportKind { view_png, heads_png, json, csv };
+
 // Thumbnails of the model view: slot kThumbSlot + layer * kThumbStride + head.
 constexpr int kThumbSlot = 10000;
 constexpr int kThumbStride = 64;
@@ -121,12 +123,22 @@ struct App {
   // this). With `downloads` set the export panel has no folder to choose: the files go to the user.
   std::vector<std::string> written;
   bool downloads = false;
+  // Asked before an export writes anything (the page counts a JSON against its memory); a refusal is the
+  // export's message. Null: every export goes ahead.
+  std::function<Status(ExportKind)> admit_export;
   double frame_ms = 0.0;   // set by the host: the previous frame's CPU time
   bool focus_text = true;  // give the sentence box the keyboard on the next frame (so typing starts at once)
   // The host's own section of the controls (the browser page's compute backend), drawn after the
   // configuration; null for none.
   std::function<void()> host_controls;
   std::vector<HeatmapRect> layout;
+  // Why the heatmaps are not drawn this frame (too many heads for the area); empty when they are.
+  std::string view_note;
+  // Keystrokes that arrive while a slow recompute runs: a host that sets coalesce_ms (> 0) has a text edit
+  // whose last recompute took longer than that only marked pending here, and calls compute_pending once the
+  // keys queued meanwhile have reached the box, so they make one recompute of the latest text.
+  double coalesce_ms = 0.0;
+  bool text_pending = false;
   // A request for a PNG of the heatmap area, served by the host after rendering (it holds the pixels).
   struct Capture {
     bool pending = false;
@@ -169,13 +181,15 @@ const char* why_not_compare(const App& app, CompareMode m);
 // compare is off or B has nothing to show.
 const Result* compare_result(const App& app);
 
+// Recomputes the text edits marked pending (see App::coalesce_ms); false when none were.
+bool compute_pending(App& app);
+
 // Draws the whole UI for this frame (between ImGui::NewFrame and ImGui::Render).
 void draw_frame(App& app, TextureHost& textures);
 
 // The export panel's buttons: a PNG of the view on screen (served by the host after rendering), a PNG per
 // head of the current stage, the result as JSON (the CLI's format), the stage as CSV per head. Files go to
 // app.export_dir and are listed in app.written; the outcome is in app.message.
-enum class ExportKind { view_png, heads_png, json, csv };
 void run_export(App& app, ExportKind kind);
 
 // Finds the heatmap and cell under a screen point, from the last frame's layout.

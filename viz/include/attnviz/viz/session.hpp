@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,6 +35,10 @@ class Session {
   Exec exec;
 
   Offload* offload = nullptr;  // when set, asked first for every forward pass
+  // Asked before a recompute allocates anything (the parameters when they change, the run's tensors), with
+  // the configuration, the tokenized input and whether the parameters are drawn anew: the host's memory
+  // budget (the page's module heap). A refusal becomes error() and the last good result stays. Null: none.
+  std::function<Status(const Config& c, const Input& in, bool new_params)> admit;
 
   // Recomputes from text and config. On failure the previous result stays and error() says why. With an
   // offload that takes the job, the result lands later (deliver); computing() is true until then.
