@@ -8,10 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "attnviz/viz/app.hpp"
 #include "attnviz/viz/model.hpp"
+#include "ui_harness.hpp"
 
 using namespace attnviz;
 using namespace attnviz::viz;
+using namespace attnviz::viz::test;
 
 namespace {
 
@@ -208,4 +211,27 @@ TEST_CASE("model offload: a model closed while its pass is in flight never sees 
   REQUIRE(ms.ids().size() == tokens + 1);
   CHECK(ms.ids().back() == next);
   CHECK(ms.result().backend == "stand-in");
+}
+
+TEST_CASE("model offload: the host's Compute controls are drawn in the model view, grid and opened layer") {
+  Ui ui;
+  App app;
+  int drawn = 0;
+  app.host_controls = [&drawn] { ++drawn; };
+  ui.frame(app);
+  CHECK(drawn == 1);  // the chapter-3 view, as before
+  StandIn gpu;
+  app.model.offload = &gpu;
+  REQUIRE(open_model(app, folder_choice()).is_ok());
+  gpu.land(app.model);
+  ui.frame(app);
+  CHECK(drawn == 2);  // the grid
+  app.model_view.layer = 1;
+  app.model.set_detail_layer(1);
+  REQUIRE(start(app).is_ok());
+  gpu.land(app.model);
+  ui.frame(app);
+  CHECK(drawn == 3);  // an opened layer
+  CHECK(shown_result(app) == app.model.layer(1));
+  CHECK(app.model.result().backend == "stand-in");
 }

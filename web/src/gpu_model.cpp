@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "gpu.hpp"
 
@@ -113,6 +114,17 @@ std::shared_ptr<const GptWeights> probe_model() {
   w->isa = resolve(Isa::automatic);
   w->source = "calibration";
   return w;
+}
+
+// fit(), trusting a crossover only where a GPU pass was measured faster than WASM would have been: two
+// small probes dominated by overhead can fit any slope (a noisy second one makes the GPU look free), and an
+// extrapolated crossover would then send large passes to a GPU that was never seen winning.
+void fit_measured(Calibration& cal) {
+  fit(cal);
+  const bool won = std::any_of(cal.gpu.begin(), cal.gpu.end(), [&cal](const Calibration::Point& p) {
+    return p.ms < cal.cpu_ms_per_gflop * p.gflop;
+  });
+  if (!won) cal.threshold_gflop = std::numeric_limits<double>::infinity();
 }
 
 constexpr int kModelProbeFirst = 8;  // tokens of the first probes (one block of gpt2-small's width)
@@ -273,7 +285,7 @@ void GpuOffload::model_done(int ticket, bool ok, std::string error, double ms) {
     if (ok && model_cal_.done && ticket == model_job_.ticket) {
       model_cal_.gpu.push_back({model_job_.tokens, model_job_.gflop, ms});
       if (model_cal_.gpu.size() > 16) model_cal_.gpu.erase(model_cal_.gpu.begin());
-      fit(model_cal_);
+      fit_measured(model_cal_);
     }
     model_.deliver(ticket, ok ? Status::ok() : Status::fail(error), ms);
     return;
@@ -327,7 +339,7 @@ void GpuOffload::next_model_probe(int tokens) {
 }
 
 void GpuOffload::finish_model_calibration() {
-  fit(model_cal_);
+  fit_measured(model_cal_);
   model_cal_.done = true;
   probe_weights_.reset();
   probe_pass_ = GptResult();
