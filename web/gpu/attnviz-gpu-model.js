@@ -72,31 +72,40 @@
       this.dropModel();
       const device = this.device, q = device.queue;
       const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST;
+      // Held as it grows, so that a refusal half way frees what was made.
+      const model = { id: job.weightsId, device, limit, mats: [] };
+      this.model = model;
       device.pushErrorScope('out-of-memory');
-      const mats = job.mats.map(([rows, cols], i) => {
-        if (!rows) return null;
-        const rowBytes = cols * 4;
-        if (rowBytes > limit)
-          throw new Error(`one row of ${matName(i)} needs ${MiB(rowBytes)}, ` +
-                          `more than this GPU's ${MiB(limit)} per buffer`);
-        const per = Math.floor(limit / rowBytes), slice = Math.max(1, Math.floor(FETCH_BYTES / rowBytes));
-        const pieces = [];
-        for (let row0 = 0; row0 < rows; row0 += per) {
-          const n = Math.min(per, rows - row0);
-          const buffer = device.createBuffer({ label: `${matName(i)} rows ${row0}+${n}`, size: align16(n * rowBytes),
-                                               usage: S | CD });
-          for (let s = 0; s < n; s += slice) {
-            const m = Math.min(slice, n - s);
-            const data = fetchRows(i, row0 + s, m);
-            if (!data || data.length !== m * cols) throw new Error(`the module did not hand over ${matName(i)}`);
-            q.writeBuffer(buffer, s * rowBytes, data);
+      let oom = null;
+      try {
+        job.mats.forEach(([rows, cols], i) => {
+          if (!rows) return model.mats.push(null);
+          const rowBytes = cols * 4;
+          if (rowBytes > limit)
+            throw new Error(`one row of ${matName(i)} needs ${MiB(rowBytes)}, ` +
+                            `more than this GPU's ${MiB(limit)} per buffer`);
+          const per = Math.floor(limit / rowBytes), slice = Math.max(1, Math.floor(FETCH_BYTES / rowBytes));
+          const mat = { rows, cols, pieces: [] };
+          model.mats.push(mat);
+          for (let row0 = 0; row0 < rows; row0 += per) {
+            const n = Math.min(per, rows - row0);
+            const buffer = device.createBuffer({ label: `${matName(i)} rows ${row0}+${n}`,
+                                                 size: align16(n * rowBytes), usage: S | CD });
+            mat.pieces.push({ buffer, row0, rows: n });
+            for (let s = 0; s < n; s += slice) {
+              const m = Math.min(slice, n - s);
+              const data = fetchRows(i, row0 + s, m);
+              if (!data || data.length !== m * cols) throw new Error(`the module did not hand over ${matName(i)}`);
+              q.writeBuffer(buffer, s * rowBytes, data);
+            }
           }
-          pieces.push({ buffer, row0, rows: n });
-        }
-        return { rows, cols, pieces };
-      });
-      const oom = await device.popErrorScope();
-      this.model = { id: job.weightsId, device, limit, mats };
+        });
+      } catch (e) {
+        this.dropModel();
+        throw e;
+      } finally {
+        oom = await device.popErrorScope();
+      }
       if (oom) {
         this.dropModel();
         throw new Error('the GPU could not hold the weights: ' + oom.message);
@@ -114,6 +123,20 @@
                                : e.message);
         }
       }
+      // A pass the GPU refuses (a validation error) is a failed run: WASM computes it, with the reason.
+      const device = this.device;
+      device.pushErrorScope('validation');
+      let invalid = null;
+      try {
+        await this.modelPass(job, fetchRows, sink);
+      } finally {
+        invalid = await device.popErrorScope().catch(() => null);
+      }
+      if (invalid) throw new Error('the GPU refused this pass: ' + invalid.message);
+      return performance.now() - t0;
+    },
+
+    async modelPass(job, fetchRows, sink) {
       const device = this.device, q = device.queue;
       const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
       const pipes = await this.modelPipelines();
@@ -294,7 +317,6 @@
       submit();
       await settle(0);
       for (const s of spare) s.destroy();
-      return performance.now() - t0;
     },
   });
 })();
