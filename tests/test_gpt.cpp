@@ -270,6 +270,105 @@ TEST_CASE("the detail layer keeps every stage, the other layers their weights, i
   CHECK(st.error == "layer 2 does not exist: the model has layers 0..1");
 }
 
+// What a pass computed elsewhere (the page's WebGPU) is handed: the shapes forward() keeps, nothing more.
+bool same_layout(const Tensor& a, const Tensor& b) {
+  return a.shape == b.shape && a.rank == b.rank && a.size() == b.size();
+}
+
+TEST_CASE("a pass computed elsewhere: begin_gpt_forward lays out what forward keeps, end completes it") {
+  const GptConfig c = tiny(true);
+  const std::vector<int> ids = some_ids(13, c.vocab_size, 5);
+  GptModel m = seeded(c, 11, false, Isa::automatic);
+  std::vector<GptRequest> requests(6);
+  requests[0].detail_layer = 1;  // the model view: every layer's weights, every stage of one
+  requests[1].stages = kStageScores, requests[1].qkv = true;
+  requests[2].residuals = true, requests[2].all_logits = true;
+  requests[3].all_layers = false, requests[3].layers = {1}, requests[3].detail_layer = 0;
+  requests[4].top_k = 3;
+  requests[5].stages = kStageDropped;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    INFO("request " << i);
+    const GptRequest& req = requests[i];
+    GptResult cpu, ext;
+    REQUIRE(m.forward(ids, req, cpu).is_ok());
+    REQUIRE(begin_gpt_forward(m.weights(), m.options(), ids, req, ext).is_ok());
+    CHECK(ext.ids == ids);
+    CHECK(ext.reused == 0);
+    CHECK(ext.stamp == 0);  // never extended by the engine's incremental path
+    REQUIRE(ext.layers.size() == cpu.layers.size());
+    CHECK(same_layout(ext.logits, cpu.logits));
+    std::memcpy(ext.logits.ptr(), cpu.logits.ptr(), cpu.logits.size() * sizeof(float));
+    for (std::size_t l = 0; l < cpu.layers.size(); ++l) {
+      GptLayer& e = ext.layers[l];
+      const GptLayer& k = cpu.layers[l];
+      CHECK(e.index == k.index);
+      CHECK(e.attention.config.stages == k.attention.config.stages);
+      CHECK(e.attention.shape.heads == k.attention.shape.heads);
+      CHECK(e.attention.shape.scale == k.attention.shape.scale);
+      CHECK(e.attention.tokens == k.attention.tokens);
+      CHECK(e.attention.dropped.empty());  // end_gpt_forward's part
+      Result& a = e.attention;
+      const Result& b = k.attention;
+      // the backend fills every tensor begun, with the engine's numbers here
+      for (auto [to, from] : {std::pair{&a.weights, &b.weights},
+                              {&a.scores, &b.scores},
+                              {&a.scaled, &b.scaled},
+                              {&a.inputs, &b.inputs},
+                              {&a.q, &b.q},
+                              {&a.k, &b.k},
+                              {&a.v, &b.v},
+                              {&a.context, &b.context},
+                              {&a.output, &b.output},
+                              {&e.resid_in, &k.resid_in},
+                              {&e.resid_out, &k.resid_out}}) {
+        REQUIRE(same_layout(*to, *from));
+        if (!to->empty()) std::memcpy(to->ptr(), from->ptr(), from->size() * sizeof(float));
+      }
+    }
+    REQUIRE(end_gpt_forward(req, ext).is_ok());
+    check_same(cpu, ext);
+    for (std::size_t l = 0; l < cpu.layers.size(); ++l)
+      CHECK(same_bits(ext.layers[l].attention.dropped, cpu.layers[l].attention.dropped));
+    REQUIRE(ext.next.size() == cpu.next.size());
+    for (std::size_t k = 0; k < cpu.next.size(); ++k)
+      CHECK(ext.next[k].probability == cpu.next[k].probability);
+  }
+  GptResult ext;
+  CHECK(begin_gpt_forward(m.weights(), m.options(), {1, 97}, GptRequest{}, ext).error ==
+        "token id 97 is outside the vocabulary (0..96)");
+  GptModel train = seeded(c, 11, true, Isa::automatic);
+  CHECK_FALSE(begin_gpt_forward(train.weights(), train.options(), ids, GptRequest{}, ext).is_ok());
+  // non-finite logits are refused as forward() refuses them
+  REQUIRE(begin_gpt_forward(m.weights(), m.options(), ids, GptRequest{}, ext).is_ok());
+  ext.logits.data[3] = INFINITY;
+  CHECK(end_gpt_forward(GptRequest{}, ext).error ==
+        "the logits are not finite: the weights overflow float32");
+}
+
+TEST_CASE("reusable() names the rows the incremental path takes, and FLOPs count only the rows computed") {
+  const GptConfig c = tiny();
+  GptModel m = seeded(c, 2, false, Isa::automatic);
+  const std::vector<int> ids = some_ids(20, c.vocab_size, 6);
+  GptResult r;
+  CHECK(m.reusable(ids, GptRequest{}, r) == 0);
+  REQUIRE(m.forward({ids.begin(), ids.begin() + 15}, GptRequest{}, r).is_ok());
+  CHECK(m.reusable(ids, GptRequest{}, r) == 15);
+  GptRequest other;
+  other.detail_layer = 0;
+  CHECK(m.reusable(ids, other, r) == 0);  // another request: a full pass
+  REQUIRE(m.forward(ids, GptRequest{}, r).is_ok());
+  CHECK(r.reused == 15);
+  CHECK(forward_flops(c, 20, 15) < forward_flops(c, 20, 0));
+  // one layer at first = 0 counts what the chapter-3 layer counts, plus the feed-forward and the head
+  GptConfig one = c;
+  one.n_layers = 1;
+  Config layer;
+  layer.variant = Variant::mha, layer.d_in = layer.d_out = c.d_model, layer.num_heads = c.n_heads;
+  const double d = c.d_model;
+  CHECK(forward_flops(one, 20) ==
+        doctest::Approx(forward_flops(layer, 20) + 2.0 * d * 20 + 2 * 20 * 8 * d * d + 2 * d * c.vocab_size));
+}
+
 TEST_CASE("a fork shares the weights and gives the same passes, with a cache of its own") {
   const GptConfig c = tiny();
   for (bool train : {false, true}) {

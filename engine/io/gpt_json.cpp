@@ -136,8 +136,11 @@ std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, co
     const std::string text = bpe.decode(*generated);
     w.string(check_utf8(text).is_ok() ? text : std::string());
   }
-  std::snprintf(buf, sizeof buf, ",\"engine\":{\"isa\":\"%s\",\"threads\":%d,\"ms\":%.4f,\"reused\":%d}}",
-                to_string(r.isa), r.threads, r.seconds * 1e3, r.reused);
+  // "backend": "cpu" for this engine's kernels (named by "isa"), else who computed it (e.g. "webgpu").
+  std::snprintf(buf, sizeof buf,
+                ",\"engine\":{\"backend\":\"%s\",\"isa\":\"%s\",\"threads\":%d,\"ms\":%.4f,\"reused\":%d}}",
+                r.backend.empty() ? "cpu" : r.backend.c_str(), r.backend.empty() ? to_string(r.isa) : "none",
+                r.threads, r.seconds * 1e3, r.reused);
   w.out += buf;
   return std::move(w.out);
 }

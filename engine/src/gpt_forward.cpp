@@ -14,6 +14,7 @@
 #include "../simd/packed.hpp"
 #include "attnviz/gpt.hpp"
 #include "fast.hpp"
+#include "gpt_pass.hpp"
 
 namespace attnviz {
 
@@ -31,6 +32,8 @@ struct GptModel::Cache {
 
 namespace {
 
+using namespace gpt_pass;
+
 bool same_request(const GptRequest& a, const GptRequest& b) {
   return a.all_layers == b.all_layers && (a.all_layers || a.layers == b.layers) && a.stages == b.stages &&
          a.qkv == b.qkv && a.residuals == b.residuals && a.all_logits == b.all_logits &&
@@ -39,23 +42,6 @@ bool same_request(const GptRequest& a, const GptRequest& b) {
 
 std::size_t count(int a, int b) {
   return static_cast<std::size_t>(a) * static_cast<std::size_t>(b);
-}
-
-// The chapter-3 configuration of a block's attention.
-Config attention_config(const GptWeights& w, const GptOptions& o, unsigned stages) {
-  Config a;
-  a.variant = Variant::mha;
-  a.d_in = a.d_out = w.config.d_model;
-  a.num_heads = w.config.n_heads;
-  a.context_length = w.config.context_length;
-  a.dropout = w.config.drop_rate;
-  a.qkv_bias = w.config.qkv_bias;
-  a.seed = 0;
-  a.train = o.train;
-  a.mask = true;
-  a.dropout_rng = o.dropout_rng;
-  a.stages = stages;
-  return effective(a);
 }
 
 // Copies rows [0, rows) of an (H, T_old, T_old) tensor into an (H, T, T) one (fill past the old columns).
@@ -146,24 +132,6 @@ Linear plain(const PackedLinear& l) {
   return Linear{unpack(l.weight), l.bias};
 }
 
-std::vector<TopToken> top_tokens(const float* logits, int V, int k) {
-  k = std::max(0, std::min(k, V));
-  std::vector<int> order(static_cast<std::size_t>(V));
-  for (int i = 0; i < V; ++i) order[static_cast<std::size_t>(i)] = i;
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-  double mx = -INFINITY;
-  for (int i = 0; i < V; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
-  double sum = 0.0;
-  for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
-  std::vector<TopToken> top;
-  for (int i = 0; i < k; ++i) {
-    const int id = order[static_cast<std::size_t>(i)];
-    top.push_back({id, logits[id], std::exp(static_cast<double>(logits[id]) - mx) / sum});
-  }
-  return top;
-}
-
 // The kernels one pass runs on: the ISA's fast kernels over rows [first, T), or the scalar reference.
 struct Kernels {
   Isa isa;
@@ -212,6 +180,20 @@ GptModel GptModel::fork() const {
   return GptModel(weights_, after_init_, options_);
 }
 
+int GptModel::reusable(const std::vector<int>& ids, const GptRequest& request, const GptResult& out) const {
+  const Cache* old = cache_.get();
+  const Isa isa = resolve(options_.exec.isa);
+  const bool dropout = options_.train && weights_ && weights_->config.drop_rate > 0.0;
+  if (!old || dropout || isa == Isa::scalar || old->isa != isa ||
+      weights_->tok_emb.nr != simd::panel_width(isa) || old->stamp != out.stamp || out.stamp == 0 ||
+      !same_request(old->request, request))
+    return 0;
+  const int n = static_cast<int>(std::min(old->ids.size(), ids.size()));
+  int P = 0;
+  while (P < n && old->ids[static_cast<std::size_t>(P)] == ids[static_cast<std::size_t>(P)]) ++P;
+  return P;
+}
+
 Status GptModel::forward(const std::vector<int>& ids, const GptRequest& request, GptResult& out) {
   TorchGenerator g = after_init_;
   return run(ids, request, g, out);
@@ -223,37 +205,8 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   if (!weights_) return Status::fail("no model is loaded");
   const GptConfig& c = weights_->config;
   const int T = static_cast<int>(ids.size()), d = c.d_model, H = c.n_heads, L = c.n_layers, V = c.vocab_size;
-  char buf[200];
-  if (T < 1) return Status::fail("the text is empty: give at least one token");
-  if (T > c.context_length) {
-    std::snprintf(buf, sizeof buf, "the text has %d tokens, more than the context length %d", T,
-                  c.context_length);
-    return Status::fail(buf);
-  }
-  for (int id : ids)
-    if (id < 0 || id >= V) {
-      std::snprintf(buf, sizeof buf, "token id %d is outside the vocabulary (0..%d)", id, V - 1);
-      return Status::fail(buf);
-    }
-  std::vector<char> kept(static_cast<std::size_t>(L), request.all_layers ? 1 : 0);
-  for (int l : request.layers) {
-    if (l < 0 || l >= L) {
-      std::snprintf(buf, sizeof buf, "layer %d does not exist: the model has layers 0..%d", l, L - 1);
-      return Status::fail(buf);
-    }
-    kept[static_cast<std::size_t>(l)] = 1;
-  }
-  if (request.detail_layer >= L) {
-    std::snprintf(buf, sizeof buf, "layer %d does not exist: the model has layers 0..%d",
-                  request.detail_layer, L - 1);
-    return Status::fail(buf);
-  }
-  if (request.detail_layer >= 0) kept[static_cast<std::size_t>(request.detail_layer)] = 1;
-  // What layer l keeps: the request's stages, or all of them (and q, k, v) for the detail layer.
-  const auto stages_of = [&](int l) {
-    return l == request.detail_layer ? unsigned{kStageAll} : request.stages;
-  };
-  const auto qkv_of = [&](int l) { return l == request.detail_layer || request.qkv; };
+  std::vector<char> kept;
+  if (Status st = check_pass(c, ids, request, kept); !st.is_ok()) return st;
 
   // The kernels, and weights packed for their panel width (a copy only when another ISA was asked for).
   const Isa isa = resolve(options_.exec.isa);
@@ -269,13 +222,8 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   const float keep_scale = dropout_scale(c.drop_rate);
 
   // The cached prefix: rows [0, P) are taken from the previous pass, which `out` still holds.
-  int P = 0;
+  const int P = reusable(ids, request, out);
   std::unique_ptr<Cache> old = std::move(cache_);
-  if (old && !dropout && isa != Isa::scalar && old->isa == isa && old->stamp == out.stamp && out.stamp != 0 &&
-      same_request(old->request, request)) {
-    const int n = static_cast<int>(std::min(old->ids.size(), ids.size()));
-    while (P < n && old->ids[static_cast<std::size_t>(P)] == ids[static_cast<std::size_t>(P)]) ++P;
-  }
   auto cache = std::make_unique<Cache>();
   Spare spare;
   if (old) spare.adopt(std::move(old->spare));
@@ -308,9 +256,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
 
   const Config ac = attention_config(w, options_, request.stages);
   const Shape shape = shape_of(ac);
-  std::vector<std::string> labels(static_cast<std::size_t>(T));
-  for (int t = 0; t < T; ++t)
-    labels[static_cast<std::size_t>(t)] = std::to_string(ids[static_cast<std::size_t>(t)]);
+  const std::vector<std::string> labels = id_labels(ids);
   Tensor h(T, d), h2(T, d), ff(T, 4 * d), attn_out(T, d);
   Tensor q_scratch, weights_scratch, context_scratch;
   AlignedBuffer scratch;  // the attention kernel's packed keys and values and row buffers
@@ -318,7 +264,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   for (int l = 0; l < L; ++l) {
     const GptBlock& b = w.blocks[static_cast<std::size_t>(l)];
     const bool keep = kept[static_cast<std::size_t>(l)] != 0;
-    const unsigned stages = stages_of(l);
+    const unsigned stages = stages_of(request, l);
     const bool keep_q = (stages & kStageScores) != 0;
     GptLayer* before = nullptr;  // this layer in the previous pass, whose rows [0, P) are copied
     if (prev)
@@ -350,7 +296,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
       std::vector<float>& K = cache->k[static_cast<std::size_t>(l)];
       std::vector<float>& Vv = cache->v[static_cast<std::size_t>(l)];
       K.resize(count(T, d)), Vv.resize(count(T, d));
-      const bool keep_qkv = keep && qkv_of(l);
+      const bool keep_qkv = keep && qkv_of(request, l);
       if (keep_q) {
         std::vector<float>& Q = cache->q[static_cast<std::size_t>(l)];
         Q.resize(count(T, d));
@@ -451,7 +397,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
         if (before) copy_rows(before->resid_out, layer.resid_out, P);
       }
       a.tokens = labels;
-      if (isa == Isa::scalar && !qkv_of(l)) {
+      if (isa == Isa::scalar && !qkv_of(request, l)) {
         a.inputs = a.q = a.k = a.v = a.context = a.output = Tensor();
       }
       layer.attention = std::move(a);

@@ -43,7 +43,14 @@ bool parse_model_kind(const std::string& s, ModelKind& out) {
   return false;
 }
 
+void ModelSession::drop_job() {
+  if (pending_) orphans_.emplace_back(ticket_in_flight_, std::move(pending_));
+  ticket_in_flight_ = 0;
+  note_.clear();
+}
+
 void ModelSession::reset_pass() {
+  drop_job();
   result_ = GptResult();
   pieces_.clear();
   kinds_.clear();
@@ -144,11 +151,16 @@ const Result* ModelSession::layer(int index) const {
   return l ? &l->attention : nullptr;
 }
 
-Status ModelSession::run(const std::vector<int>& ids) {
+GptRequest ModelSession::request() const {
+  GptRequest r;
+  r.detail_layer = detail_;
+  r.top_k = 10;
+  return r;
+}
+
+Status ModelSession::check_memory(const std::vector<int>& ids) const {
   const GptConfig& c = config();
-  GptRequest request;
-  request.detail_layer = detail_;
-  request.top_k = 10;
+  const GptRequest request = this->request();
   const std::uint64_t need = pass_bytes(c, static_cast<int>(ids.size()), request);
   // The last pass's storage is taken over by this one.
   const std::uint64_t held = has_result_ ? pass_bytes(c, static_cast<int>(result_.ids.size()), request) : 0;
@@ -160,12 +172,18 @@ Status ModelSession::run(const std::vector<int>& ids) {
                         " for every head's weights, more than the " + format_bytes(add_sat(budget, held)) +
                         " available: about " + std::to_string(fit) + " tokens fit");
   }
+  return Status::ok();
+}
+
+Status ModelSession::run(const std::vector<int>& ids) {
+  if (Status st = check_memory(ids); !st.is_ok()) return st;
+  const GptRequest req = request();
   const std::vector<int> last = result_.ids;
-  Status st = model_->model.forward(ids, request, result_);
+  Status st = model_->model.forward(ids, req, result_);
   if (!st.is_ok() && result_.layers.empty() && has_result_) {
     // The failed pass took the previous result's storage: compute it again, so the view stays.
     GptResult again;
-    if (!last.empty() && model_->model.forward(last, request, again).is_ok())
+    if (!last.empty() && model_->model.forward(last, req, again).is_ok())
       result_ = std::move(again);
     else
       has_result_ = false;
@@ -173,20 +191,7 @@ Status ModelSession::run(const std::vector<int>& ids) {
   return st;
 }
 
-Status ModelSession::recompute(const std::string& text) {
-  const auto t0 = std::chrono::steady_clock::now();
-  if (!model_) {
-    error_ = "no model is open";
-    return Status::fail(error_);
-  }
-  std::vector<int> ids;
-  Status st = encode_for(*model_, text, ids);
-  if (st.is_ok()) st = run(ids);
-  if (!st.is_ok()) {
-    error_ = st.error;
-    return st;
-  }
-  error_.clear();
+void ModelSession::adopt(double ms) {
   pieces_.clear();
   for (int id : result_.ids) pieces_.push_back(model_->bpe.label(id));
   for (GptLayer& l : result_.layers) l.attention.tokens = pieces_;  // the heatmaps' labels
@@ -198,8 +203,82 @@ Status ModelSession::recompute(const std::string& text) {
   }
   has_result_ = true;
   ++generation_;
-  last_ms_ = ms_since(t0);
+  last_ms_ = ms;
+}
+
+Status ModelSession::recompute(const std::string& text) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const long request = ++request_;
+  text_ = text;
+  if (!model_) {
+    error_ = "no model is open";
+    return Status::fail(error_);
+  }
+  std::vector<int> ids;
+  Status st = encode_for(*model_, text, ids);
+  if (st.is_ok()) st = check_memory(ids);
+  std::string refused;  // why the offload could not take a pass it wanted
+  const GptModel& gm = model_->model;
+  if (st.is_ok() && offload && !cpu_only_ &&
+      offload->wants(gm.weights(), gm.options(), static_cast<int>(ids.size()),
+                     gm.reusable(ids, this->request(), result_))) {
+    error_.clear();
+    if (computing()) return Status::ok();  // computed when the job in flight lands
+    auto job = std::make_unique<GptResult>();
+    const GptRequest req = this->request();
+    if (Status begun = begin_gpt_forward(gm.weights(), gm.options(), ids, req, *job); begun.is_ok()) {
+      pending_ = std::move(job);
+      pending_request_ = req;
+      job_request_ = request;
+      requested_ = t0;
+      ticket_in_flight_ = ++ticket_;
+      offload->start(ticket_in_flight_, gm.shared_weights(), gm.options(), req, *pending_);
+      return Status::ok();
+    } else {
+      refused = begun.error;
+    }
+  }
+  if (st.is_ok()) st = run(ids);
+  if (!st.is_ok()) {
+    error_ = st.error;
+    return st;
+  }
+  if (!refused.empty())
+    note_ = refused + ": this pass was computed by the CPU engine instead";
+  else if (!cpu_only_)
+    note_.clear();  // computed here by choice, not as a fallback
+  result_request_ = request;
+  error_.clear();
+  adopt(ms_since(t0));
   return Status::ok();
+}
+
+void ModelSession::deliver(int ticket, Status outcome, double ms) {
+  for (auto it = orphans_.begin(); it != orphans_.end(); ++it)
+    if (it->first == ticket) {
+      orphans_.erase(it);
+      return;
+    }
+  if (ticket != ticket_in_flight_ || !pending_) return;
+  ticket_in_flight_ = 0;
+  std::unique_ptr<GptResult> r = std::move(pending_);
+  if (outcome.is_ok()) outcome = end_gpt_forward(pending_request_, *r);
+  if (outcome.is_ok()) {
+    note_.clear();
+    if (job_request_ > result_request_) {  // else a newer pass is on screen already
+      r->seconds = ms / 1e3;
+      result_ = std::move(*r);
+      result_request_ = job_request_;
+      error_.clear();
+      adopt(ms_since(requested_));
+    }
+    if (request_ > result_request_) recompute(text_);  // edits made while the job was in flight
+    return;
+  }
+  note_ = outcome.error + ": this pass was computed by the CPU engine instead";
+  cpu_only_ = true;
+  recompute(text_);
+  cpu_only_ = false;
 }
 
 Status ModelSession::generate(std::string& text, int steps) {
@@ -218,11 +297,18 @@ Status ModelSession::generate(std::string& text, int steps) {
       error_ = "the text fills the context length " + std::to_string(config().context_length);
       return Status::fail(error_);
     }
-    if (Status st = run(ids); !st.is_ok()) {
-      error_ = st.error;
-      return st;
+    // The pass on screen is often of exactly these ids (whichever backend computed it): its argmax is the
+    // step's. Otherwise the engine computes the pass now.
+    if (!(has_result_ && result_.ids == ids && !result_.next.empty())) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (Status st = run(ids); !st.is_ok()) {
+        error_ = st.error;
+        return st;
+      }
+      result_request_ = ++request_;  // newer than a job in flight, which then lands unseen
+      adopt(ms_since(t0));
     }
-    const int next = result_.next.empty() ? 0 : result_.next.front().id;  // argmax, as torch.argmax
+    const int next = result_.next.front().id;  // argmax, as torch.argmax
     ids.push_back(next);
     appended += model_->bpe.decode({next});
   }

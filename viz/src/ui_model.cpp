@@ -232,6 +232,7 @@ void step_generation(App& app) {
     mv.generating = 0;
     return;
   }
+  if (app.model.computing()) return;  // the next step starts from the pass in flight
   --mv.generating;
   if (!app.model.generate(app.session.text, 1).is_ok()) mv.generating = 0;
   app.focus_text = true;  // the box shows the longer sentence, cursor at its end

@@ -271,16 +271,17 @@ void draw_controls(App& app) {
     ImGui::TextColored(kDimColor, "(showing the last valid result)");
     ImGui::PopTextWrapPos();
   }
-  if (!s.note().empty()) {
+  const std::string& note = whole ? app.model.note() : s.note();
+  if (!note.empty()) {
     ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextColored(kNoteColor, "%s", s.note().c_str());
+    ImGui::TextColored(kNoteColor, "%s", note.c_str());
     ImGui::PopTextWrapPos();
   }
   if (ImGui::CollapsingHeader("Model", ImGuiTreeNodeFlags_DefaultOpen)) draw_model_panel(app);
   if (!whole && ImGui::CollapsingHeader("Configuration", ImGuiTreeNodeFlags_DefaultOpen)) {
     if (draw_config(s.config)) recompute(app);
   }
-  if (app.host_controls && !whole) app.host_controls();
+  if (app.host_controls) app.host_controls();
   if (ImGui::CollapsingHeader("Colour", ImGuiTreeNodeFlags_DefaultOpen)) draw_colour(app.view);
   if ((!whole || app.model_view.layer >= 0) &&
       ImGui::CollapsingHeader("Heads", ImGuiTreeNodeFlags_DefaultOpen))
@@ -342,15 +343,20 @@ void draw_status(const App& app) {
   const Session& s = app.session;
   if (model_mode(app)) {
     const GptResult& g = app.model.result();
+    char engine[96];
+    if (g.backend.empty())
+      std::snprintf(engine, sizeof engine, "model pass %.2f ms (%s, %d thread%s, %d of %d rows reused)",
+                    g.seconds * 1e3, to_string(g.isa), g.threads, g.threads == 1 ? "" : "s", g.reused,
+                    static_cast<int>(g.ids.size()));
+    else
+      std::snprintf(engine, sizeof engine, "model pass %s %.2f ms", g.backend.c_str(), g.seconds * 1e3);
     char buf[320];
-    std::snprintf(
-        buf, sizeof buf,
-        "model pass %.2f ms (%s, %d thread%s, %d of %d rows reused)   keystroke to result %.2f ms   T "
-        "= %zu   %d layers x %d heads   frame %.2f ms",
-        g.seconds * 1e3, to_string(g.isa), g.threads, g.threads == 1 ? "" : "s", g.reused,
-        static_cast<int>(g.ids.size()), app.model.last_ms(), g.ids.size(),
-        app.model.is_open() ? app.model.config().n_layers : 0,
-        app.model.is_open() ? app.model.config().n_heads : 0, app.frame_ms);
+    std::snprintf(buf, sizeof buf,
+                  "%s   keystroke to result %.2f ms   T = %zu   %d layers x %d heads   frame %.2f ms%s",
+                  engine, app.model.last_ms(), g.ids.size(),
+                  app.model.is_open() ? app.model.config().n_layers : 0,
+                  app.model.is_open() ? app.model.config().n_heads : 0, app.frame_ms,
+                  app.model.computing() ? "   computing..." : "");
     ImGui::TextColored(kDimColor, "%s", buf);
     return;
   }

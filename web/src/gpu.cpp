@@ -148,7 +148,10 @@ void fit(Calibration& cal) {
 void GpuOffload::choose(Backend b) {
   if (b == choice_) return;
   choice_ = b;
-  session_.recompute();
+  if (model_.is_open())
+    model_.recompute(session_.text);  // the model view's sentence is the session's
+  else
+    session_.recompute();
 }
 
 void GpuOffload::init() {
@@ -160,6 +163,7 @@ void GpuOffload::ready(std::string adapter) {
   state_ = State::ready;
   adapter_ = std::move(adapter);
   calibrate();
+  if (model_.is_open()) calibrate_model();  // else once a model opens
 }
 
 void GpuOffload::unavailable(std::string why) {
@@ -234,23 +238,31 @@ void GpuOffload::done(int ticket, bool ok, std::string error, double ms) {
     finish_calibration();  // too few points: the threshold stays infinite and auto keeps to WASM
     return;
   }
-  const double gflop = forward_flops(probe_config_, probe_tokens_) / 1e9;
-  if (probe_round_ > 0) cal_.gpu.push_back({probe_tokens_, gflop, ms});
-  ++probe_round_;
-  if (probe_round_ == 1) return next_probe(32);
-  if (probe_round_ == 2) return next_probe(64);
-  fit(cal_);
+  const auto gflop_of = [this](int tokens) { return forward_flops(probe_config_, tokens) / 1e9; };
+  const int tokens =
+      next_probe_size(cal_, probe_round_++, probe_tokens_, ms, 32, probe_config_.context_length, gflop_of);
+  if (tokens > 0)
+    next_probe(tokens);
+  else
+    finish_calibration();
+}
+
+int next_probe_size(Calibration& cal, int round, int tokens, double ms, int first, int max_tokens,
+                    const std::function<double(int)>& gflop_of) {
+  const double gflop = gflop_of(tokens);
+  if (round > 0) cal.gpu.push_back({tokens, gflop, ms});
+  if (round == 0) return first;
+  if (round == 1) return 2 * first;
+  fit(cal);
   // The crossover, if any, is an extrapolation until a probe near it agrees.
   const double reach = 1.5 * gflop;
-  if (probe_round_ >= kMaxProbes || std::isinf(cal_.threshold_gflop) || cal_.threshold_gflop <= reach)
-    return finish_calibration();
+  if (round + 1 >= kMaxProbes || std::isinf(cal.threshold_gflop) || cal.threshold_gflop <= reach) return 0;
   const double affordable = kProbeMs * gflop / ms;  // at this GPU's slowest rate yet, overhead included
-  const double target = std::min(cal_.threshold_gflop, affordable);
-  if (target <= reach) return finish_calibration();
-  int tokens = probe_tokens_;
-  while (tokens < probe_config_.context_length && forward_flops(probe_config_, tokens) / 1e9 < target)
-    tokens = std::min(probe_config_.context_length, tokens + 32);
-  next_probe(tokens);
+  const double target = std::min(cal.threshold_gflop, affordable);
+  if (target <= reach || tokens >= max_tokens) return 0;
+  int next = tokens;
+  while (next < max_tokens && gflop_of(next) < target) next = std::min(max_tokens, next + first);
+  return next;
 }
 
 bool GpuOffload::wants(const Config& c, int tokens) {
@@ -334,6 +346,10 @@ void GpuOffload::draw_controls() {
       break;
     case State::ready:
       ImGui::TextColored(dim, "WebGPU: %s", adapter_.c_str());
+      if (model_.is_open()) {
+        draw_model_calibration();
+        break;
+      }
       if (!cal_.done)
         ImGui::TextColored(dim, "auto: measuring both backends...");
       else if (std::isinf(cal_.threshold_gflop))
@@ -353,29 +369,49 @@ void GpuOffload::draw_controls() {
   ImGui::PopTextWrapPos();
 }
 
+namespace {
+
+nlohmann::json points_json(const Calibration& cal) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const auto* list : {&cal.cpu, &cal.gpu})
+    for (const Calibration::Point& p : *list)
+      points.push_back({{"backend", list == &cal.cpu ? "wasm" : "webgpu"},
+                        {"tokens", p.tokens},
+                        {"gflop", p.gflop},
+                        {"ms", p.ms}});
+  return points;
+}
+
+nlohmann::json threshold_json(const Calibration& cal) {
+  return std::isinf(cal.threshold_gflop) ? nlohmann::json(nullptr) : nlohmann::json(cal.threshold_gflop);
+}
+
+}  // namespace
+
+// The view's backend, job and note: the model's when a model is open, else the chapter-3 session's.
 nlohmann::json GpuOffload::status() const {
   const char* state = state_ == State::ready      ? "ready"
                       : state_ == State::starting ? "starting"
                                                   : "unavailable";
-  nlohmann::json points = nlohmann::json::array();
-  for (const auto* list : {&cal_.cpu, &cal_.gpu})
-    for (const Calibration::Point& p : *list)
-      points.push_back({{"backend", list == &cal_.cpu ? "wasm" : "webgpu"},
-                        {"tokens", p.tokens},
-                        {"gflop", p.gflop},
-                        {"ms", p.ms}});
-  const Result& r = session_.result();
+  const bool whole = model_.is_open();
+  const std::string& backend = whole ? model_.result().backend : session_.result().backend;
   return {{"choice", to_string(choice_)},
-          {"backend", r.backend.empty() ? "wasm" : r.backend},
-          {"computing", session_.computing()},
-          {"note", session_.note()},
+          {"backend", backend.empty() ? "wasm" : backend},
+          {"computing", whole ? model_.computing() : session_.computing()},
+          {"note", whole ? model_.note() : session_.note()},
           {"webgpu", state},
           {"adapter", adapter_},
           {"why", why_},
           {"calibrated", cal_.done},
-          {"threshold_gflop",
-           std::isinf(cal_.threshold_gflop) ? nlohmann::json(nullptr) : nlohmann::json(cal_.threshold_gflop)},
-          {"calibration", points}};
+          {"threshold_gflop", threshold_json(cal_)},
+          {"calibration", points_json(cal_)},
+          {"model",
+           {{"calibrated", model_cal_.done},
+            {"threshold_gflop", threshold_json(model_cal_)},
+            {"cpu_ms_per_gflop", model_cal_.cpu_ms_per_gflop},
+            {"gpu_ms_per_gflop", model_cal_.gpu_ms_per_gflop},
+            {"gpu_overhead_ms", model_cal_.gpu_overhead_ms},
+            {"calibration", points_json(model_cal_)}}}};
 }
 
 }  // namespace attnviz::web

@@ -1,16 +1,20 @@
-// The page's WebGPU backend, seen from C++: the session's Offload, over the page's hand-written JS layer
-// (web/gpu/attnviz-gpu.js, the WGSL kernels embedded). It decides which forward passes go to the GPU (the
-// user's choice, or by size from a calibration measured on this machine), hands them over and takes the
-// results back into the session's Result.
+// The page's WebGPU backend, seen from C++: the session's Offload and the model session's ModelOffload, over
+// the page's hand-written JS layer (web/gpu/attnviz-gpu.js, the WGSL kernels embedded). It decides which
+// forward passes go to the GPU (the user's choice, or from a calibration measured on this machine), hands
+// them over and takes the results back into the session's Result or the model's GptResult. The layer's
+// side is gpu.cpp, the whole model's gpu_model.cpp.
 #pragma once
 
+#include <functional>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "attnviz/viz/model.hpp"
 #include "attnviz/viz/session.hpp"
 
 namespace attnviz::web {
@@ -41,9 +45,17 @@ struct Calibration {
 // different sizes; else the threshold stays infinite).
 void fit(Calibration& cal);
 
-class GpuOffload : public viz::Offload {
+// The calibration's probes on the GPU, one at a time: `first` tokens twice (the first run builds buffers and
+// pipelines, and is no point), 2 x first, then, while the fitted crossover lies past the largest size
+// measured, a probe toward it, each sized to take about 400 ms on this GPU. Records probe number `round` (0:
+// the warm-up) of `tokens` tokens that took `ms`, and returns the next probe's size (at most `max_tokens`),
+// or 0 when the fit is settled.
+int next_probe_size(Calibration& cal, int round, int tokens, double ms, int first, int max_tokens,
+                    const std::function<double(int)>& gflop_of);
+
+class GpuOffload : public viz::Offload, public viz::ModelOffload {
  public:
-  explicit GpuOffload(viz::Session& session) : session_(session) {}
+  GpuOffload(viz::Session& session, viz::ModelSession& model) : session_(session), model_(model) {}
 
   Backend choice() const { return choice_; }
   // Switches the backend and recomputes the view with it (when it changes).
@@ -60,6 +72,17 @@ class GpuOffload : public viz::Offload {
   bool wants(const Config& c, int tokens) override;
   void start(int ticket, const Config& c, const Params& p, int params_id, Result& r) override;
 
+  // Whole models (gpu_model.cpp).
+  bool wants(const GptWeights& w, const GptOptions& options, int tokens, int reused) override;
+  void start(int ticket, std::shared_ptr<const GptWeights> w, const GptOptions& options,
+             const GptRequest& request, GptResult& r) override;
+  // A model job's end: session jobs go to the model session, calibration jobs (negative tickets) to the
+  // model's calibration.
+  void model_done(int ticket, bool ok, std::string error, double ms);
+  // Rows [row0, row0 + rows) of weight matrix `matrix` (the JS layer's numbering) of the model a job in
+  // flight names by `weights_id`, unpacked row-major; valid until the next call. Null when there is none.
+  const float* model_rows(int weights_id, int matrix, int row0, int rows);
+
   void draw_controls();  // the controls' "Compute" section
   nlohmann::json status() const;
 
@@ -67,8 +90,17 @@ class GpuOffload : public viz::Offload {
   enum class State { starting, ready, unavailable };
   void submit(int ticket, const Config& c, const Params& p, int params_id, Result& r);
   void calibrate();
+  // Whole models: the calibration (a one-block model of gpt2-small's width, measured once a model is
+  // open), the jobs in flight and the weights they name.
+  void submit_model(int ticket, std::shared_ptr<const GptWeights> w, GptResult& r);
+  void calibrate_model();
+  void next_model_probe(int tokens);
+  void finish_model_calibration();
+  int weights_id(const std::shared_ptr<const GptWeights>& w);
+  void draw_model_calibration() const;
 
   viz::Session& session_;
+  viz::ModelSession& model_;
   Backend choice_ = Backend::automatic;
   State state_ = State::starting;
   std::string adapter_, why_;
@@ -87,6 +119,27 @@ class GpuOffload : public viz::Offload {
     Config config;
     int tokens = 0;
   } job_;  // the session's job in flight
+
+  Calibration model_cal_;
+  bool model_cal_started_ = false;
+  std::string model_why_;  // why the model's calibration ended early
+  std::shared_ptr<const GptWeights> probe_weights_;
+  GptResult probe_pass_;
+  int model_probe_round_ = 0, model_probe_tokens_ = 0;
+  struct ModelJob {
+    int ticket = 0;  // negative: a calibration probe
+    int weights_id = 0;
+    std::shared_ptr<const GptWeights> weights;  // alive while the JS layer may ask for rows
+  };
+  std::vector<ModelJob> model_jobs_;
+  struct {
+    int ticket = 0;
+    double gflop = 0;
+    int tokens = 0;
+  } model_job_;  // the model session's job in flight, for its calibration point
+  std::vector<std::pair<std::weak_ptr<const GptWeights>, int>> known_weights_;
+  int next_weights_id_ = 1;
+  std::vector<float> rows_;  // model_rows' answer
 };
 
 }  // namespace attnviz::web

@@ -31,7 +31,7 @@ using attnviz::Status;
 
 struct Page {
   attnviz::viz::App app;
-  attnviz::web::GpuOffload gpu{app.session};
+  attnviz::web::GpuOffload gpu{app.session, app.model};
   attnviz::Window window;
   std::string state;          // the last state handed to the page (JSON pairs), to notice changes
   int drawn_generation = -1;  // the session generation the last frame showed
@@ -599,12 +599,15 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_set_backend(const char* name) {
   });
 }
 
-// A tensor of the current result, for tests that compare backends: "[address, float count]" ([0, 0] when
-// the result has no such tensor). Names: inputs q k v scores scaled weights dropped context output.
+// A tensor of the view's result (the chapter-3 layer's, or a model's opened layer), for tests that compare
+// backends: "[address, float count]" ([0, 0] when there is no such tensor, or no layer in view). Names:
+// inputs q k v scores scaled weights dropped context output.
 EMSCRIPTEN_KEEPALIVE const char* attnviz_tensor_json(const char* name) {
   static std::string where;
   return guarded(where, [&]() -> std::string {
-    const attnviz::Result& r = page->app.session.result();
+    static const attnviz::Result none;
+    const attnviz::Result* shown = attnviz::viz::shown_result(page->app);
+    const attnviz::Result& r = shown ? *shown : none;
     const std::string n = name;
     const attnviz::Tensor* t = n == "inputs"    ? &r.inputs
                                : n == "q"       ? &r.q
@@ -641,6 +644,13 @@ EMSCRIPTEN_KEEPALIVE void attnviz_gpu_done(int ticket, int ok, const char* error
     page->gpu.done(ticket, ok != 0, error, ms);
     wake();
   });
+}
+EMSCRIPTEN_KEEPALIVE void attnviz_gpu_model_done(int ticket, int ok, const char* error, double ms) {
+  page->gpu.model_done(ticket, ok != 0, error, ms);
+  wake();
+}
+EMSCRIPTEN_KEEPALIVE const float* attnviz_gpu_model_rows(int weights_id, int matrix, int row0, int rows) {
+  return page->gpu.model_rows(weights_id, matrix, row0, rows);
 }
 
 EMSCRIPTEN_KEEPALIVE void attnviz_set_finish(int on) {
@@ -702,6 +712,7 @@ void start_page() {
   app.downloads = true;
   app.export_dir = "/attnviz-export";
   app.session.offload = &page->gpu;
+  app.model.offload = &page->gpu;
   app.host_controls = [] { page->gpu.draw_controls(); };
   app.coalesce_ms = 30.0;  // keys typed while a recompute longer than this runs make one recompute
   attnviz::viz::start(app);

@@ -180,6 +180,8 @@ struct TopToken {
   float logit = 0.0f;
   double probability = 0.0;
 };
+// The k most probable of `vocab` logits (softmax in double), most probable first; equal logits by id.
+std::vector<TopToken> top_tokens(const float* logits, int vocab, int k);
 
 struct GptLayer {
   int index = 0;
@@ -205,6 +207,7 @@ struct GptResult {
   int threads = 1;
   int reused = 0;           // rows taken from the previous pass (incremental recompute)
   std::uint64_t stamp = 0;  // identifies the pass: the next one reads this result's rows when it extends it
+  std::string backend;      // who computed it when not this engine's kernels (e.g. "webgpu"); empty for `isa`
 
   const GptLayer* layer(int index) const;
 };
@@ -238,6 +241,9 @@ class GptModel {
   Status generate(std::vector<int> ids, int steps, const GptRequest& request, std::vector<int>& generated,
                   GptResult& out);
   void forget();  // drops the cache: the next pass is full
+  // The rows forward(ids, request, out) would take from `out` instead of computing them (its incremental
+  // path; 0 for a full pass).
+  int reusable(const std::vector<int>& ids, const GptRequest& request, const GptResult& out) const;
   // Another model on the same weights (shared, not copied), generator state and options, with its own cache:
   // a second sentence or a second layer of the same model, side by side.
   GptModel fork() const;
@@ -250,6 +256,24 @@ class GptModel {
   GptOptions options_;
   std::unique_ptr<Cache> cache_;
 };
+
+// The floating-point operations of a pass over `tokens` tokens that computes rows [first, tokens) (2 per
+// multiply-add: every layer's projections, out_proj and feed-forward, each row's scores and context over
+// the keys it sees, and the head for the logits kept), the measure of its size.
+double forward_flops(const GptConfig& c, int tokens, int first = 0, bool all_logits = false);
+
+// A pass computed somewhere else (the browser page's WebGPU), in the GptResult GptModel::forward fills.
+// begin_gpt_forward checks the ids and the request as forward() does and fills all but the numbers: config,
+// options, ids, and per kept layer its attention Result (config, shape, tokens) with the tensors forward()
+// keeps there allocated, contents unspecified: weights; scores and scaled as the layer's stages ask; inputs
+// (norm1's output), q, k, v, context and output where q, k, v are kept; resid_in and resid_out with
+// request.residuals; and the logits (every position's or the last one's). The backend fills those, then
+// end_gpt_forward completes the rest (dropped = weights where asked, the top k) and checks the logits as
+// forward() does. Evaluation passes only: train mode's dropout masks come from PyTorch's sequential
+// generators, which only the engine draws.
+Status begin_gpt_forward(const GptWeights& w, const GptOptions& options, const std::vector<int>& ids,
+                         const GptRequest& request, GptResult& r);
+Status end_gpt_forward(const GptRequest& request, GptResult& r);
 
 // Seeded model in one call: build_gpt with torch.manual_seed(seed), then a GptModel on it.
 Status seeded_gpt(const GptConfig& c, std::uint64_t seed, const GptOptions& options, GptModel& out);

@@ -5,10 +5,12 @@
 // computed (too many tokens, too little memory) leaves the last good pass on screen and error() says why.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnviz/gpt.hpp"
@@ -38,9 +40,27 @@ struct ModelChoice {
   bool operator!=(const ModelChoice& o) const { return !(*this == o); }
 };
 
+// A backend that computes whole-model passes elsewhere and later (the browser page's WebGPU), as Offload does
+// for the chapter-3 Session. The session begins each job (begin_gpt_forward: the kept tensors laid out) and
+// hands it over; the host calls ModelSession::deliver with the outcome. One job at a time: edits made
+// meanwhile are computed when it lands, and the view shows the last pass until then.
+class ModelOffload {
+ public:
+  virtual ~ModelOffload() = default;
+  // Whether this pass should go to the backend: `tokens` in all, of which the engine's incremental path
+  // would reuse `reused` rows (the user's choice, the calibration, whether the backend works).
+  virtual bool wants(const GptWeights& w, const GptOptions& options, int tokens, int reused) = 0;
+  // Starts the job. `r` is begun and stays untouched (and alive) until deliver(ticket): the backend fills
+  // its tensors, then the host calls deliver. The backend keeps `w` as long as it needs the weights.
+  virtual void start(int ticket, std::shared_ptr<const GptWeights> w, const GptOptions& options,
+                     const GptRequest& request, GptResult& r) = 0;
+};
+
 class ModelSession {
  public:
   Exec exec;
+  // When set, asked first for every pass (not shared with a session that share()s this one's model).
+  ModelOffload* offload = nullptr;
   // The bytes this process may still take, asked before opening a model and before each pass (a pass may
   // also reuse what the last one holds). Null: what the machine has free natively (MemAvailable), no limit
   // in WebAssembly; the page answers from its heap.
@@ -62,8 +82,15 @@ class ModelSession {
   // "gpt2-small, seeded 123: 12 layers x 12 heads, d 768, 163.0 M parameters"
   std::string describe() const;
 
-  // Tokenizes and recomputes. On failure the last good pass stays and error() says why.
+  // Tokenizes and recomputes. On failure the last good pass stays and error() says why. With an offload
+  // that takes the pass, it lands later (deliver); computing() is true until then.
   Status recompute(const std::string& text);
+  // The offload's outcome for `ticket`: on success its pass becomes the view; on failure the engine
+  // computes it instead and note() says why.
+  void deliver(int ticket, Status outcome, double ms);
+  bool computing() const { return ticket_in_flight_ != 0; }
+  // Why the last offloaded pass was computed by the engine instead; empty when it was not.
+  const std::string& note() const { return note_; }
   // Appends `steps` greedy tokens (generate_text_simple) to `text` and recomputes; the new pieces' text is
   // appended to `text` as the tokenizer decodes it.
   Status generate(std::string& text, int steps);
@@ -88,8 +115,12 @@ class ModelSession {
   double open_ms() const { return open_ms_; }
 
  private:
+  GptRequest request() const;
+  Status check_memory(const std::vector<int>& ids) const;
   Status run(const std::vector<int>& ids);
-  void reset_pass();  // no pass yet (a new model, or none)
+  void adopt(double ms_since_request);  // result_ is the new pass: labels, head kinds, generation
+  void reset_pass();                    // no pass yet (a new model, or none); a job in flight lands unseen
+  void drop_job();                      // a job in flight for a model no longer open lands unseen
   std::unique_ptr<OpenedModel> model_;
   ModelChoice choice_;
   GptResult result_;
@@ -100,6 +131,18 @@ class ModelSession {
   std::string error_;
   int generation_ = 0;
   double last_ms_ = 0.0, open_ms_ = 0.0;
+  // The offloaded job, as Session keeps its own: its pass is filled elsewhere until deliver(ticket).
+  // Recompute calls are numbered, so a job that lands after a newer pass was shown is dropped, and an edit
+  // made while it was in flight is computed when it lands.
+  std::unique_ptr<GptResult> pending_;
+  GptRequest pending_request_;
+  std::vector<std::pair<int, std::unique_ptr<GptResult>>> orphans_;  // jobs of a model closed meanwhile
+  int ticket_ = 0, ticket_in_flight_ = 0;
+  long request_ = 0, job_request_ = 0, result_request_ = 0;
+  std::string text_;       // the text of the last recompute (an edit made during a job)
+  bool cpu_only_ = false;  // recomputing after the offload failed
+  std::chrono::steady_clock::time_point requested_;
+  std::string note_;
 };
 
 }  // namespace attnviz::viz

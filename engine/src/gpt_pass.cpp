@@ -1,0 +1,155 @@
+// A whole-model pass's checks and the shape of what it keeps (gpt_pass.hpp), its size in FLOPs, the top k of
+// its logits, and the two ends of a pass computed elsewhere (begin_gpt_forward / end_gpt_forward).
+#include "gpt_pass.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "fast.hpp"
+
+namespace attnviz {
+namespace gpt_pass {
+
+Status check_pass(const GptConfig& c, const std::vector<int>& ids, const GptRequest& request,
+                  std::vector<char>& kept) {
+  const int T = static_cast<int>(ids.size()), L = c.n_layers, V = c.vocab_size;
+  char buf[200];
+  if (T < 1) return Status::fail("the text is empty: give at least one token");
+  if (T > c.context_length) {
+    std::snprintf(buf, sizeof buf, "the text has %d tokens, more than the context length %d", T,
+                  c.context_length);
+    return Status::fail(buf);
+  }
+  for (int id : ids)
+    if (id < 0 || id >= V) {
+      std::snprintf(buf, sizeof buf, "token id %d is outside the vocabulary (0..%d)", id, V - 1);
+      return Status::fail(buf);
+    }
+  kept.assign(static_cast<std::size_t>(L), request.all_layers ? 1 : 0);
+  for (int l : request.layers) {
+    if (l < 0 || l >= L) {
+      std::snprintf(buf, sizeof buf, "layer %d does not exist: the model has layers 0..%d", l, L - 1);
+      return Status::fail(buf);
+    }
+    kept[static_cast<std::size_t>(l)] = 1;
+  }
+  if (request.detail_layer >= L) {
+    std::snprintf(buf, sizeof buf, "layer %d does not exist: the model has layers 0..%d",
+                  request.detail_layer, L - 1);
+    return Status::fail(buf);
+  }
+  if (request.detail_layer >= 0) kept[static_cast<std::size_t>(request.detail_layer)] = 1;
+  return Status::ok();
+}
+
+unsigned stages_of(const GptRequest& request, int l) {
+  return l == request.detail_layer ? unsigned{kStageAll} : request.stages;
+}
+
+bool qkv_of(const GptRequest& request, int l) {
+  return l == request.detail_layer || request.qkv;
+}
+
+Config attention_config(const GptWeights& w, const GptOptions& o, unsigned stages) {
+  Config a;
+  a.variant = Variant::mha;
+  a.d_in = a.d_out = w.config.d_model;
+  a.num_heads = w.config.n_heads;
+  a.context_length = w.config.context_length;
+  a.dropout = w.config.drop_rate;
+  a.qkv_bias = w.config.qkv_bias;
+  a.seed = 0;
+  a.train = o.train;
+  a.mask = true;
+  a.dropout_rng = o.dropout_rng;
+  a.stages = stages;
+  return effective(a);
+}
+
+std::vector<std::string> id_labels(const std::vector<int>& ids) {
+  std::vector<std::string> labels;
+  labels.reserve(ids.size());
+  for (int id : ids) labels.push_back(std::to_string(id));
+  return labels;
+}
+
+}  // namespace gpt_pass
+
+using namespace gpt_pass;
+
+std::vector<TopToken> top_tokens(const float* logits, int V, int k) {
+  k = std::max(0, std::min(k, V));
+  std::vector<int> order(static_cast<std::size_t>(V));
+  for (int i = 0; i < V; ++i) order[static_cast<std::size_t>(i)] = i;
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  double mx = -INFINITY;
+  for (int i = 0; i < V; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+  double sum = 0.0;
+  for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  std::vector<TopToken> top;
+  for (int i = 0; i < k; ++i) {
+    const int id = order[static_cast<std::size_t>(i)];
+    top.push_back({id, logits[id], std::exp(static_cast<double>(logits[id]) - mx) / sum});
+  }
+  return top;
+}
+
+double forward_flops(const GptConfig& c, int tokens, int first, bool all_logits) {
+  const double d = c.d_model, T = tokens, P = std::clamp(first, 0, tokens), rows = T - P;
+  // per row and layer: q, k, v, out_proj (4 d^2) and fc, proj (8 d^2); row i's scores and context over its
+  // i + 1 visible keys (the layer's forward_flops counts the same at first = 0)
+  const double visible = (T * (T + 1.0) - P * (P + 1.0)) / 2.0;
+  const double layer = 2.0 * rows * 12.0 * d * d + 4.0 * d * visible;
+  const double head = 2.0 * d * c.vocab_size * (all_logits ? rows : 1.0);
+  return c.n_layers * layer + head;
+}
+
+Status begin_gpt_forward(const GptWeights& w, const GptOptions& options, const std::vector<int>& ids,
+                         const GptRequest& request, GptResult& r) {
+  const GptConfig& c = w.config;
+  std::vector<char> kept;
+  if (Status st = check_pass(c, ids, request, kept); !st.is_ok()) return st;
+  if (options.train && c.drop_rate > 0.0)
+    return Status::fail(
+        "only the engine computes train-mode passes (PyTorch's dropout masks are drawn in sequence)");
+  const int T = static_cast<int>(ids.size()), d = c.d_model, H = c.n_heads;
+  r = GptResult();
+  r.config = c;
+  r.options = options;
+  r.ids = ids;
+  const std::vector<std::string> labels = id_labels(ids);
+  for (int l = 0; l < c.n_layers; ++l) {
+    if (!kept[static_cast<std::size_t>(l)]) continue;
+    GptLayer layer;
+    layer.index = l;
+    Result& a = layer.attention;
+    a.config = attention_config(w, options, stages_of(request, l));
+    a.shape = shape_of(a.config);
+    a.tokens = labels;
+    a.weights = Tensor(H, T, T, 0.0f);
+    if (a.config.stages & kStageScores) a.scores = Tensor(H, T, T, 0.0f);
+    if (a.config.stages & kStageScaled) a.scaled = Tensor(H, T, T, 0.0f);
+    if (qkv_of(request, l))
+      for (Tensor* t : {&a.inputs, &a.q, &a.k, &a.v, &a.context, &a.output}) *t = Tensor(T, d);
+    if (request.residuals) layer.resid_in = Tensor(T, d), layer.resid_out = Tensor(T, d);
+    r.layers.push_back(std::move(layer));
+  }
+  r.logits = Tensor(request.all_logits ? T : 1, c.vocab_size);
+  return Status::ok();
+}
+
+Status end_gpt_forward(const GptRequest& request, GptResult& r) {
+  for (GptLayer& l : r.layers) {
+    Result& a = l.attention;
+    if (a.config.stages & kStageDropped) a.dropped = a.weights;  // no dropout was drawn
+  }
+  const int rows = r.logits.shape[0], V = r.logits.shape[1];
+  if (!all_finite(r.logits.ptr(), r.logits.ptr() + r.logits.size()))
+    return Status::fail("the logits are not finite: the weights overflow float32");
+  r.next = top_tokens(r.logits.ptr() + static_cast<std::size_t>(rows - 1) * V, V, request.top_k);
+  return Status::ok();
+}
+
+}  // namespace attnviz

@@ -1,0 +1,26 @@
+// What a whole-model pass checks and keeps, shared by the engine's own pass (gpt_forward.cpp) and a pass
+// computed elsewhere (begin_gpt_forward / end_gpt_forward, gpt_pass.cpp), so the two cannot drift apart.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attnviz/gpt.hpp"
+
+namespace attnviz::gpt_pass {
+
+// Checks a pass's ids and request against the configuration; `kept` says which layers the pass keeps.
+Status check_pass(const GptConfig& c, const std::vector<int>& ids, const GptRequest& request,
+                  std::vector<char>& kept);
+
+// What kept layer l keeps: the request's stages, or all of them (and q, k, v) for the detail layer.
+unsigned stages_of(const GptRequest& request, int l);
+bool qkv_of(const GptRequest& request, int l);
+
+// The chapter-3 configuration of a block's attention.
+Config attention_config(const GptWeights& w, const GptOptions& o, unsigned stages);
+
+// The heatmaps' labels until the caller names the tokens: their ids.
+std::vector<std::string> id_labels(const std::vector<int>& ids);
+
+}  // namespace attnviz::gpt_pass
