@@ -1,8 +1,9 @@
-// Fuzzes the chapter-3 text path with arbitrary bytes: the UTF-8 check, the whitespace split and the embedding.
-// The first two bytes pick d_in (1..64) and the seed; the rest is the sentence. Invariants: the split accepts
-// exactly what check_utf8 accepts; every token is non-empty valid UTF-8 without whitespace at its ends, and the
-// tokens appear in the text in order; input_from_text gives T rows of d_in finite values in [-1, 1) (or the
-// book's vectors), the same rows twice, and fails only on invalid UTF-8 or a text without tokens.
+// Fuzzes the chapter-3 text path with arbitrary bytes: the UTF-8 check, the whitespace split and the
+// embedding. The first two bytes pick d_in (1..64) and the seed; the rest is the sentence. Invariants: the
+// split accepts exactly what check_utf8 accepts; every token is non-empty valid UTF-8 without whitespace at
+// its ends, and the tokens appear in the text in order; input_from_text gives T rows of d_in finite values in
+// [-1, 1) (or the book's vectors), the same rows twice, and fails only on invalid UTF-8 or a text without
+// tokens.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
