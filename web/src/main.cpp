@@ -300,6 +300,9 @@ void tick() {
     if (p.frames_due <= 0) return;
     --p.frames_due;
     render_safe();
+    // The first view is on screen: the two frames that give the sentence box the keyboard (a focus request,
+    // then the activation) follow at once, not an animation frame apart each, since ready waits for them.
+    for (int i = 0; i < 2 && p.first_heatmap_at == 0.0 && view_shown(p.app); ++i) render_safe();
   });
 }
 
@@ -714,7 +717,7 @@ void start_page() {
   app.session.offload = &page->gpu;
   app.model.offload = &page->gpu;
   app.host_controls = [] { page->gpu.draw_controls(); };
-  app.coalesce_ms = 30.0;  // keys typed while a recompute longer than this runs make one recompute
+  app.coalesce_ms = 50.0;  // keys typed while a recompute longer than this runs make one recompute
   attnviz::viz::start(app);
   char* initial = page_initial_state();
   const Applied linked = apply_state_json(initial, app);
