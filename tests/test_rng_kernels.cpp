@@ -190,7 +190,7 @@ TEST_CASE("rng kernels: log of every u the normal transform can see, and below t
 }
 
 TEST_CASE(
-    "rng kernels: sine and cosine of float(2 pi) d, d in [0, 1) (every float with "
+    "rng kernels: sine and cosine of float(2 pi) d, 0 <= d < 1 (every float with "
     "ATTNVIZ_RNG_EXHAUSTIVE=1)") {
   const Isa isa = vector_isa();
   // The SIMD128 kernel leaves most of these sums unchecked because trying every float d in [0, 1) showed
