@@ -33,23 +33,26 @@ bool to_u64(const std::string& digits, std::uint64_t& v) {
 
 }  // namespace
 
-// A value quoted for a message: one line (control bytes as \xNN), at most 40 bytes of it.
-std::string quote_arg(std::string_view s) {
-  std::size_t end = std::min<std::size_t>(s.size(), 40);
-  while (end > 0 && end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80)
-    --end;  // whole chars
-  std::string out = "'";
-  for (std::size_t i = 0; i < end; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
+std::string escape_controls(std::string_view s) {
+  std::string out;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
     if (c < 0x20 || c == 0x7F) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02X", c);
       out += buf;
     } else {
-      out += s[i];
+      out += ch;
     }
   }
-  return out + (end < s.size() ? "...'" : "'");
+  return out;
+}
+
+std::string quote_arg(std::string_view s) {
+  std::size_t end = std::min<std::size_t>(s.size(), 40);
+  while (end > 0 && end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80)
+    --end;  // whole chars
+  return "'" + escape_controls(s.substr(0, end)) + (end < s.size() ? "...'" : "'");
 }
 
 CLI::Validator decimal_int() {

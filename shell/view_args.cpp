@@ -200,21 +200,26 @@ std::vector<StateArg> state_args(const viz::App& app) {
 Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
   std::vector<std::string> argv;
   for (const auto& [name, value] : args) {
-    if (name.empty() || name[0] == '-') return Status::fail("bad setting name '" + name + "'");
+    // A flag's long name: lowercase letters, digits and dashes, as CLI11 takes them ('=' would split it).
+    const bool well_formed =
+        !name.empty() && name[0] != '-' && std::all_of(name.begin(), name.end(), [](char c) {
+          return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+        });
+    if (!well_formed) return Status::fail("unknown setting " + quote_arg(name));
     if (is_switch(name)) {
       if (value.empty() || value == "1" || value == "true")
         argv.push_back("--" + name);
       else if (value != "0" && value != "false")
-        return Status::fail("'" + name + "' is on or off (1 or 0), not '" + value + "'");
+        return Status::fail(quote_arg(name) + " is on or off (1 or 0), not " + quote_arg(value));
       continue;
     }
-    argv.push_back("--" + name);
     if (name == "lock") {  // "row,col"
       const auto comma = value.find(',');
+      argv.push_back("--lock");
       argv.push_back(value.substr(0, comma));
       argv.push_back(comma == std::string::npos ? "" : value.substr(comma + 1));
     } else {
-      argv.push_back(value);
+      argv.push_back("--" + name + "=" + value);  // one argument: a value may start with '-'
     }
   }
   CLI::App cli{"attnviz state", "attnviz"};
@@ -222,11 +227,17 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
   ViewArgs v;
   add_config_options(cli, a);
   add_view_options(cli, v);
+  cli.allow_extras();                                             // named below, quoted
   std::vector<std::string> reversed(argv.rbegin(), argv.rend());  // CLI11 parses a reversed vector
   try {
     cli.parse(reversed);
   } catch (const CLI::ParseError& e) {
-    return Status::fail(e.what());
+    return Status::fail(escape_controls(e.what()));
+  }
+  if (const std::vector<std::string> extras = cli.remaining(); !extras.empty()) {
+    const std::string& x = extras.front();
+    return Status::fail("unknown setting " +
+                        quote_arg(x.rfind("--", 0) == 0 ? x.substr(2, x.find('=') - 2) : x));
   }
   Config config;
   Exec unused;

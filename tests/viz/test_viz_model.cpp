@@ -301,3 +301,27 @@ TEST_CASE("model view: compare a second layer, a second sentence, a second seed 
   CHECK_FALSE(compare_available(plain, CompareMode::layer));
   CHECK(std::string(why_not_compare(plain, CompareMode::layer)).find("whole model") != std::string::npos);
 }
+
+TEST_CASE(
+    "state args: a name or value with control bytes is refused in one line; what is written reads back") {
+  // The state fuzzer's first find: a name holding a line break came back in CLI11's two-line message.
+  App app;
+  Status st = apply_state_args({{"te&t\xff\n", "one step"}, {"variant", "mha"}}, app);
+  CHECK(st.error == "unknown setting 'te&t\xff\\x0A'");
+  st = apply_state_args({{"heads", "2"}, {"bogus", "x"}}, app);
+  CHECK(st.error == "unknown setting 'bogus'");
+  st = apply_state_args({{"text=hello", ""}}, app);  // a name can't smuggle a value in
+  CHECK(st.error == "unknown setting 'text=hello'");
+  st = apply_state_args({{"qkv-bias", "y\ny"}}, app);
+  CHECK(st.error == "'qkv-bias' is on or off (1 or 0), not 'y\\x0Ay'");
+  // Values that start with a dash or hold '=' are values, and the state written reads back the same.
+  REQUIRE(apply_state_args({{"text", "-5 is = -x"}, {"compare", "text"}, {"compare-text", "--heads 4"}}, app)
+              .is_ok());
+  CHECK(app.session.text == "-5 is = -x");
+  CHECK(app.compare.text == "--heads 4");
+  const std::vector<StateArg> written = state_args(app);
+  App other;
+  REQUIRE(apply_state_args(written, other).is_ok());
+  CHECK(state_args(other) == written);
+  CHECK(other.session.text == "-5 is = -x");
+}

@@ -1,7 +1,5 @@
 #include "link.hpp"
 
-#include <cstdio>
-
 #include "budget.hpp"
 #include "config_args.hpp"
 
@@ -45,37 +43,22 @@ const Kind* kind_of(const std::string& name) {
 Status check_cell(const std::string& value) {
   const auto comma = value.find(',');
   if (comma == std::string::npos || comma == 0 || comma + 1 == value.size())
-    return Status::fail("lock " + quote_value(value) + " is not ROW,COL (two numbers, such as lock=2,1)");
+    return Status::fail("lock " + quote_arg(value) + " is not ROW,COL (two numbers, such as lock=2,1)");
   return Status::ok();
 }
 
 }  // namespace
-
-std::string quote_value(const std::string& value) {
-  std::string out = "'";
-  for (std::size_t i = 0; i < value.size() && i < 40; ++i) {
-    const auto c = static_cast<unsigned char>(value[i]);
-    if (c < 0x20 || c == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", c);
-      out += buf;
-    } else {
-      out += value[i];
-    }
-  }
-  return out + (value.size() > 40 ? "...'" : "'");
-}
 
 Status check_link(const std::vector<StateArg>& args) {
   // Unknown names first, all of them counted: a link of a million made-up keys gets one short line.
   std::vector<std::string> unknown;
   for (const auto& [name, value] : args)
     if (!kind_of(name)) unknown.push_back(name);
-  if (unknown.size() == 1) return Status::fail("unknown setting " + quote_value(unknown[0]));
+  if (unknown.size() == 1) return Status::fail("unknown setting " + quote_arg(unknown[0]));
   if (!unknown.empty()) {
     std::string names;
     for (std::size_t i = 0; i < unknown.size() && i < 5; ++i)
-      names += (i ? ", " : "") + quote_value(unknown[i]);
+      names += (i ? ", " : "") + quote_arg(unknown[i]);
     return Status::fail(std::to_string(unknown.size()) + " unknown settings: " + names +
                         (unknown.size() > 5 ? ", ..." : ""));
   }
@@ -91,7 +74,7 @@ Status check_link(const std::vector<StateArg>& args) {
       return Status::fail("'" + name + "' needs a value" + (kind == Kind::cell ? " (ROW,COL)" : ""));
     if (value.size() > 1000)
       return Status::fail("the value of '" + name + "' is " + std::to_string(value.size()) +
-                          " bytes long: " + quote_value(value));
+                          " bytes long: " + quote_arg(value));
     if (kind == Kind::cell)
       if (Status st = check_cell(value); !st.is_ok()) return st;
   }

@@ -17,7 +17,4 @@ namespace attnviz::web {
 // Checks every [name, value] pair. Fails with the first problem, naming the setting and its value.
 Status check_link(const std::vector<StateArg>& args);
 
-// A value as a message quotes it: at most 40 bytes, control bytes as \xNN.
-std::string quote_value(const std::string& value);
-
 }  // namespace attnviz::web

@@ -584,7 +584,7 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_export(const char* kind) {
     else if (k == "csv")
       e = ExportKind::csv;
     else
-      return "unknown export " + attnviz::web::quote_value(k) + " (png, heads, json, csv)";
+      return "unknown export " + attnviz::quote_arg(k) + " (png, heads, json, csv)";
     attnviz::viz::run_export(page->app, e);  // its outcome, a refusal too, is the message
     return std::string();
   });
@@ -596,7 +596,7 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_set_backend(const char* name) {
   return guarded(error, [&]() -> std::string {
     const std::optional<attnviz::web::Backend> b = attnviz::web::parse_backend(name);
     wake();
-    if (!b) return "unknown backend " + attnviz::web::quote_value(name) + " (auto, wasm, webgpu)";
+    if (!b) return "unknown backend " + attnviz::quote_arg(name) + " (auto, wasm, webgpu)";
     page->gpu.choose(*b);
     return std::string();
   });
