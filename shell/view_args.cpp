@@ -218,6 +218,8 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
       argv.push_back("--lock");
       argv.push_back(value.substr(0, comma));
       argv.push_back(comma == std::string::npos ? "" : value.substr(comma + 1));
+    } else if (value.empty()) {
+      argv.insert(argv.end(), {"--" + name, ""});  // CLI11 drops the empty value of "--name="
     } else {
       argv.push_back("--" + name + "=" + value);  // one argument: a value may start with '-'
     }
