@@ -3,7 +3,11 @@
 #include <doctest/doctest.h>
 #include <imgui.h>
 
+#include <climits>
+#include <string>
+
 #include "attnviz/viz/app.hpp"
+#include "attnviz/viz/widgets.hpp"
 #include "ui_harness.hpp"
 
 using namespace attnviz;
@@ -133,4 +137,34 @@ TEST_CASE("ui: an invalid edit is explained in place and the last good view stay
   CHECK_FALSE(app.session.error().empty());
   CHECK(app.layout.size() == 2u);  // still the two heads of the last valid result
   CHECK(app.layout[0].rows == 6);
+}
+
+TEST_CASE("ui: a typed number past int's range is clamped, never wrapped") {
+  // ImGui's InputInt reads 4294967304 as 8 (2^32 + 8, wrapped): the context length field became 8.
+  Ui ui;
+  int fields = 0;
+  const auto type = [&](int& v, const std::string& text) {
+    const std::string label = "n" + std::to_string(++fields);  // a new field each time: it opens selected
+    bool changed = false;
+    for (int frame = 0; frame < 3 + static_cast<int>(text.size()); ++frame) {
+      if (frame >= 2 && frame - 2 < static_cast<int>(text.size()))
+        ImGui::GetIO().AddInputCharacter(static_cast<unsigned>(text[static_cast<std::size_t>(frame - 2)]));
+      ImGui::NewFrame();
+      ImGui::Begin("field");
+      if (frame == 0) ImGui::SetKeyboardFocusHere();
+      changed |= input_int(label.c_str(), v, 1);
+      ImGui::End();
+      ImGui::Render();
+    }
+    return changed;
+  };
+  int v = 0;
+  CHECK(type(v, "4294967304"));
+  CHECK(v == INT_MAX);
+  int w = 0;
+  CHECK(type(w, "-99999999999999999999"));
+  CHECK(w == INT_MIN);
+  int x = 0;
+  CHECK(type(x, "1024"));
+  CHECK(x == 1024);
 }

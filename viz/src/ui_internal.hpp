@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attnviz/viz/app.hpp"
+#include "attnviz/viz/widgets.hpp"
 
 namespace attnviz::viz::ui {
 

@@ -179,7 +179,7 @@ void draw_next_tokens(App& app, ImVec2 size) {
   ImGui::Separator();
   ModelView& mv = app.model_view;
   ImGui::PushItemWidth(90.0f);
-  ImGui::InputInt("tokens", &mv.generate_steps, 1, 10);
+  input_int("tokens", mv.generate_steps, 1);
   ImGui::PopItemWidth();
   mv.generate_steps = std::clamp(mv.generate_steps, 1, 200);
   if (mv.generating > 0) {

@@ -4,6 +4,7 @@
 #include <imgui_stdlib.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 
 #include "attnviz/viz/export.hpp"
@@ -27,16 +28,22 @@ const char* to_string(CompareMode m) {
   return "off";
 }
 
+bool input_int(const char* label, int& v, int step) {
+  ImS64 wide = v;
+  const ImS64 small = step, large = static_cast<ImS64>(step) * 8;
+  if (!ImGui::InputScalar(label, ImGuiDataType_S64, &wide, &small, &large)) return false;
+  const int clamped = static_cast<int>(std::clamp<ImS64>(wide, INT_MIN, INT_MAX));
+  if (clamped == v) return false;
+  v = clamped;
+  return true;
+}
+
 namespace ui {
 namespace {
 
 const ImVec4 kErrorColor{1.0f, 0.45f, 0.4f, 1.0f};
 const ImVec4 kDimColor{0.6f, 0.6f, 0.65f, 1.0f};
 const ImVec4 kNoteColor{1.0f, 0.8f, 0.35f, 1.0f};  // the view was computed differently than asked
-
-bool input_int(const char* label, int& v, int step) {
-  return ImGui::InputInt(label, &v, step, step * 8);
-}
 
 bool draw_config(Config& c) {
   bool changed = false;
