@@ -168,3 +168,19 @@ TEST_CASE("ui: a typed number past int's range is clamped, never wrapped") {
   CHECK(type(x, "1024"));
   CHECK(x == 1024);
 }
+
+TEST_CASE(
+    "ui: characters the font lacks are drawn as their code points, so different tokens look different") {
+  // ImGui draws a missing glyph as '?': the CJK tokens 中 and 文 both looked like "?", an emoji like "??".
+  Ui ui;
+  ImGui::NewFrame();
+  CHECK(visible_text("Your journey") == "Your journey");
+  CHECK(visible_text("\xE4\xB8\xAD") == "<U+4E2D>");  // 中: not in the test's font (ImGui's ASCII one)
+  CHECK(visible_text("\xE6\x96\x87") == "<U+6587>");  // 文
+  CHECK(visible_text("I \xF0\x9F\x98\x80 you") == "I <U+1F600> you");
+  CHECK(visible_text("a\x01"
+                     "b\x7F") == "a<U+0001>b<U+007F>");
+  CHECK(visible_text("cut \xE4\xB8") == "cut <0xE4><0xB8>");  // a partial character (a BPE piece)
+  CHECK(visible_text("two\nlines\tand a tab") == "two\nlines\tand a tab");
+  ImGui::Render();
+}

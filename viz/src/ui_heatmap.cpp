@@ -158,7 +158,7 @@ float label_width(const Result& r, const MatrixDesc& m) {
   float w = 0.0f;
   const int n = std::min(m.rows, 256);  // enough to size the margin
   for (int i = 0; i < n; ++i)
-    w = std::max(w, ImGui::CalcTextSize(r.tokens[static_cast<std::size_t>(i)].c_str()).x);
+    w = std::max(w, ImGui::CalcTextSize(visible_text(r.tokens[static_cast<std::size_t>(i)]).c_str()).x);
   return std::min(w, 90.0f) + 6.0f;
 }
 
@@ -301,7 +301,8 @@ void draw_one(App& app, TextureHost& textures, const Heatmap& hm, ImVec2 pos, Im
   const int rstep = label_step(cell, fh);
   dl->PushClipRect(ImVec2(pos.x, p0.y), ImVec2(p0.x - 2.0f, p1.y), true);
   for (int i = (i0 + rstep - 1) / rstep * rstep; i < i1; i += rstep) {
-    const char* t = r.tokens[static_cast<std::size_t>(i)].c_str();
+    const std::string shown = visible_text(r.tokens[static_cast<std::size_t>(i)]);
+    const char* t = shown.c_str();
     const float w = ImGui::CalcTextSize(t).x;
     // Centred on its row, but kept inside the heatmap's height when rows are thinner than the text.
     const float ly =
@@ -311,12 +312,13 @@ void draw_one(App& app, TextureHost& textures, const Heatmap& hm, ImVec2 pos, Im
   dl->PopClipRect();
   float col_w = 0.0f;
   for (int j = j0; j < j1 && j < j0 + 64; ++j)
-    col_w = std::max(col_w, m.square ? ImGui::CalcTextSize(r.tokens[static_cast<std::size_t>(j)].c_str()).x
-                                     : ImGui::CalcTextSize("000").x);
+    col_w = std::max(
+        col_w, m.square ? ImGui::CalcTextSize(visible_text(r.tokens[static_cast<std::size_t>(j)]).c_str()).x
+                        : ImGui::CalcTextSize("000").x);
   const int cstep = label_step(cell, std::min(col_w, 70.0f) + 6.0f);
   dl->PushClipRect(ImVec2(p0.x, p0.y - fh - 4.0f), ImVec2(p1.x, p0.y), true);
   for (int j = (j0 + cstep - 1) / cstep * cstep; j < j1; j += cstep) {
-    const std::string t = m.square ? r.tokens[static_cast<std::size_t>(j)] : std::to_string(j);
+    const std::string t = m.square ? visible_text(r.tokens[static_cast<std::size_t>(j)]) : std::to_string(j);
     const float w = ImGui::CalcTextSize(t.c_str()).x;
     const float room = cell * static_cast<float>(cstep) - 4.0f;
     const float x = origin.x + (static_cast<float>(j) + 0.5f) * cell - std::min(w, room) * 0.5f;
@@ -529,7 +531,7 @@ void draw_cell_info(const App& app, ImVec2 size) {
     } else if (e.valid) {
       ImGui::Text("%s, head %d%s: %.6g", to_string(v.stage), head, v.locked.active ? " (locked)" : "",
                   static_cast<double>(e.value));
-      ImGui::TextUnformatted(e.text.c_str());
+      ImGui::TextUnformatted(visible_text(e.text).c_str());
     }
   } else {
     MatrixDesc m;  // the hovered heatmap's own matrix (an aggregate, or one side of a comparison)

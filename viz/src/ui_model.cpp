@@ -161,7 +161,7 @@ void draw_next_tokens(App& app, ImVec2 size) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float w = ImGui::GetContentRegionAvail().x, fh = ImGui::GetTextLineHeight();
   for (const TopToken& t : g.next) {
-    const std::string label = ms.tokenizer().label(t.id);
+    const std::string label = visible_text(ms.tokenizer().label(t.id));
     const ImVec2 p = ImGui::GetCursorScreenPos();
     const float bar = static_cast<float>(t.probability) * w;
     dl->AddRectFilled(p, ImVec2(p.x + bar, p.y + fh + 2.0f), IM_COL32(70, 110, 190, 255));
@@ -303,14 +303,15 @@ void draw_tokens(App& app) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
   for (std::size_t i = 0; i < pieces.size(); ++i) {
-    const ImVec2 ts = ImGui::CalcTextSize(pieces[i].c_str());
+    const std::string piece = visible_text(pieces[i]);
+    const ImVec2 ts = ImGui::CalcTextSize(piece.c_str());
     if (i) {
       ImGui::SameLine(0.0f, 3.0f);
       if (ImGui::GetCursorScreenPos().x + ts.x + 6.0f > right) ImGui::NewLine();
     }
     const ImVec2 p = ImGui::GetCursorScreenPos();
     dl->AddRectFilled(p, ImVec2(p.x + ts.x + 6.0f, p.y + fh + 2.0f), IM_COL32(55, 60, 75, 255), 3.0f);
-    dl->AddText(ImVec2(p.x + 3.0f, p.y + 1.0f), ImGui::GetColorU32(ImGuiCol_Text), pieces[i].c_str());
+    dl->AddText(ImVec2(p.x + 3.0f, p.y + 1.0f), ImGui::GetColorU32(ImGuiCol_Text), piece.c_str());
     ImGui::PushID(static_cast<int>(i));
     ImGui::InvisibleButton("piece", ImVec2(ts.x + 6.0f, fh + 2.0f));
     ImGui::PopID();

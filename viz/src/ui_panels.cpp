@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdio>
 
+#include "attnviz/text.hpp"
 #include "attnviz/viz/export.hpp"
 #include "ui_internal.hpp"
 
@@ -36,6 +37,34 @@ bool input_int(const char* label, int& v, int step) {
   if (clamped == v) return false;
   v = clamped;
   return true;
+}
+
+std::string visible_text(std::string_view s) {
+  const ImFont* font = ImGui::GetFont();
+  const auto drawable = [font](char32_t cp) {
+    return cp <= 0xFFFF && font && font->FindGlyphNoFallback(static_cast<ImWchar>(cp)) != nullptr;
+  };
+  std::string out;
+  out.reserve(s.size());
+  char buf[24];
+  for (std::size_t i = 0; i < s.size();) {
+    char32_t cp = 0;
+    const std::size_t n = decode_utf8(s, i, cp);
+    if (n == 0) {
+      std::snprintf(buf, sizeof buf, "<0x%02X>", static_cast<unsigned char>(s[i]));
+      out += buf;
+      ++i;
+      continue;
+    }
+    if (cp == '\n' || cp == '\t' || (cp >= 0x20 && cp != 0x7F && drawable(cp))) {
+      out.append(s, i, n);
+    } else {
+      std::snprintf(buf, sizeof buf, "<U+%04X>", static_cast<unsigned>(cp));
+      out += buf;
+    }
+    i += n;
+  }
+  return out;
 }
 
 namespace ui {
