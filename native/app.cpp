@@ -6,15 +6,12 @@
 #include <vector>
 
 #include "attnviz/engine.hpp"
+#include "attnviz/viz/export.hpp"
 #include "config_args.hpp"
 #include "files.hpp"
 #include "model_source.hpp"
 #include "view_args.hpp"
 #include "window.hpp"
-
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#define STB_IMAGE_WRITE_STATIC
-#include <stb/stb_image_write.h>
 
 namespace attnviz {
 namespace {
@@ -53,18 +50,7 @@ Status check_first_view_memory(const viz::App& app, const ConfigArgs& a) {
 
 // The window's pixels as a PNG file, every write error reported (a full disk is a failure, not a short file).
 Status write_screenshot(const std::string& path, const Window::Image& image) {
-  if (image.width <= 0 || image.height <= 0 ||
-      image.rgba.size() < static_cast<std::size_t>(image.width) * static_cast<std::size_t>(image.height))
-    return Status::fail("no image to write to " + path);
-  std::string png;
-  const auto append = [](void* context, void* data, int size) {
-    static_cast<std::string*>(context)->append(static_cast<const char*>(data),
-                                               static_cast<std::size_t>(size));
-  };
-  // Texels are R in the low byte, so on a little-endian machine the bytes are already R, G, B, A.
-  if (!stbi_write_png_to_func(append, &png, image.width, image.height, 4, image.rgba.data(), image.width * 4))
-    return Status::fail("cannot encode the PNG for " + path);
-  return write_file(path, png);
+  return viz::write_png(path, image.width, image.height, image.rgba);
 }
 
 }  // namespace

@@ -436,3 +436,22 @@ TEST_CASE("exports: CSV per head, PNG per head, JSON in the CLI's format") {
       export_png("/proc/attnviz-cannot-write", "t", r, StageId::weights, ColorOptions{}, 4, w).is_ok());
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("exports: a PNG that cannot be written is an error, not a short file") {
+  // stbi_write_png ignored failed writes: onto /dev/full (a full disk) the Export panel said "wrote ...".
+  const std::vector<std::uint32_t> rgba(64 * 64, 0xFF336699u);
+  const Status full = write_png("/dev/full", 64, 64, rgba);
+  CHECK(full.error == "cannot write /dev/full");
+  CHECK_FALSE(write_png("/nonexistent-folder/a.png", 64, 64, rgba).is_ok());
+  const std::string path = (std::filesystem::temp_directory_path() / "attnviz_write_png.png").string();
+  REQUIRE(write_png(path, 64, 64, rgba).is_ok());
+  int w = 0, h = 0, n = 0;
+  stbi_uc* px = stbi_load(path.c_str(), &w, &h, &n, 4);
+  REQUIRE(px != nullptr);
+  CHECK(w == 64);
+  CHECK(h == 64);
+  CHECK(px[0] == 0x99);  // R is the texel's low byte
+  CHECK(px[2] == 0x33);
+  stbi_image_free(px);
+  std::filesystem::remove(path);
+}

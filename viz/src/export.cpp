@@ -53,10 +53,17 @@ Status write_png(const std::string& path, int width, int height, const std::vect
   if (width <= 0 || height <= 0 ||
       rgba.size() < static_cast<std::size_t>(width) * static_cast<std::size_t>(height))
     return Status::fail("no image to write to " + path);
-  // Texels are R in the low byte, so on a little-endian machine the bytes are already R, G, B, A.
-  if (!stbi_write_png(path.c_str(), width, height, 4, rgba.data(), width * 4))
-    return Status::fail("cannot write " + path);
-  return Status::ok();
+  // Encoded in memory, then written with every error reported: stbi_write_png ignores failed writes, so a
+  // full disk left a short file and "wrote ...". Texels are R in the low byte, so on a little-endian machine
+  // the bytes are already R, G, B, A.
+  std::string png;
+  const auto append = [](void* context, void* data, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(data),
+                                               static_cast<std::size_t>(size));
+  };
+  if (!stbi_write_png_to_func(append, &png, width, height, 4, rgba.data(), width * 4))
+    return Status::fail("cannot encode the PNG for " + path);
+  return write_text(path, png);
 }
 
 std::string to_csv(const MatrixDesc& m, const std::vector<std::string>& tokens) {

@@ -42,7 +42,8 @@ bool input_int(const char* label, int& v, int step) {
 std::string visible_text(std::string_view s) {
   const ImFont* font = ImGui::GetFont();
   const auto drawable = [font](char32_t cp) {
-    return cp <= 0xFFFF && font && font->FindGlyphNoFallback(static_cast<ImWchar>(cp)) != nullptr;
+    return cp <= IM_UNICODE_CODEPOINT_MAX && font &&
+           font->FindGlyphNoFallback(static_cast<ImWchar>(cp)) != nullptr;
   };
   std::string out;
   out.reserve(s.size());
