@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
+#include "files.hpp"
 #include "json_io.hpp"
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
@@ -13,15 +13,6 @@
 
 namespace attnviz::viz {
 namespace {
-
-Status write_text(const std::string& path, const std::string& body) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) return Status::fail("cannot write " + path);
-  f << body;
-  f.close();
-  if (!f) return Status::fail("cannot write " + path);
-  return Status::ok();
-}
 
 Status make_dir(const std::string& dir) {
   std::error_code ec;
@@ -63,7 +54,7 @@ Status write_png(const std::string& path, int width, int height, const std::vect
   };
   if (!stbi_write_png_to_func(append, &png, width, height, 4, rgba.data(), width * 4))
     return Status::fail("cannot encode the PNG for " + path);
-  return write_text(path, png);
+  return write_file(path, png);
 }
 
 std::string to_csv(const MatrixDesc& m, const std::vector<std::string>& tokens) {
@@ -91,7 +82,7 @@ std::string to_csv(const MatrixDesc& m, const std::vector<std::string>& tokens) 
 Status export_text(const std::string& dir, const std::string& name, const std::string& text, Written& out) {
   if (Status st = make_dir(dir); !st.is_ok()) return st;
   const std::string path = (std::filesystem::path(dir) / name).string();
-  if (Status st = write_text(path, text); !st.is_ok()) return st;
+  if (Status st = write_file(path, text); !st.is_ok()) return st;
   out.paths.push_back(path);
   return Status::ok();
 }
@@ -100,7 +91,7 @@ Status export_json(const std::string& dir, const std::string& prefix, const Resu
                    Written& out) {
   if (Status st = make_dir(dir); !st.is_ok()) return st;
   const std::string path = (std::filesystem::path(dir) / (prefix + ".json")).string();
-  if (Status st = write_text(path, result_to_json(r, state_dict(r.config, p)) + "\n"); !st.is_ok()) return st;
+  if (Status st = write_file(path, result_to_json(r, state_dict(r.config, p)) + "\n"); !st.is_ok()) return st;
   out.paths.push_back(path);
   return Status::ok();
 }
@@ -113,7 +104,7 @@ Status export_csv(const std::string& dir, const std::string& prefix, const Resul
   const int heads = stage_heads(r, s);
   for (int h = 0; h < heads; ++h) {
     const std::string path = head_file(dir, prefix, s, h, heads, ".csv");
-    if (Status st = write_text(path, to_csv(stage_matrix(r, s, h), r.tokens)); !st.is_ok()) return st;
+    if (Status st = write_file(path, to_csv(stage_matrix(r, s, h), r.tokens)); !st.is_ok()) return st;
     out.paths.push_back(path);
   }
   return Status::ok();
