@@ -13,15 +13,10 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "split.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const std::string_view input(reinterpret_cast<const char*>(data), size);
-  std::vector<std::string> args;
-  for (std::size_t start = 0; start <= input.size();) {
-    const std::size_t nul = std::min(input.find('\0', start), input.size());
-    args.emplace_back(input.substr(start, nul - start));
-    start = nul + 1;
-  }
+  std::vector<std::string> args = attnviz::fuzz::split_at_nul(data, size);
   for (const std::string& a : args)
     for (const char* skipped : {"--inputs", "--vocab", "--tokenize", "--model", "--memory-budget"})
       if (a.rfind(skipped, 0) == 0) return -1;  // not added to the corpus

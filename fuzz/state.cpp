@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "attnviz/engine.hpp"
+#include "split.hpp"
 #include "view_args.hpp"
 
 namespace {
@@ -38,13 +38,7 @@ void check_one_line(const attnviz::Status& st) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const std::string_view input(reinterpret_cast<const char*>(data), size);
-  std::vector<std::string> parts;
-  for (std::size_t start = 0; start <= input.size();) {
-    const std::size_t nul = std::min(input.find('\0', start), input.size());
-    parts.emplace_back(input.substr(start, nul - start));
-    start = nul + 1;
-  }
+  std::vector<std::string> parts = attnviz::fuzz::split_at_nul(data, size);
   std::vector<attnviz::StateArg> args;
   for (std::size_t i = 0; i + 1 < parts.size(); i += 2) {
     // A model path outside a link ("--model PATH") would read the file system: links name files as file:NAME.
