@@ -3,7 +3,7 @@
 // split accepts exactly what check_utf8 accepts; every token is non-empty valid UTF-8 without whitespace at
 // its ends, and the tokens appear in the text in order; input_from_text gives T rows of d_in finite values in
 // [-1, 1) (or the book's vectors), the same rows twice, and fails only on invalid UTF-8 or a text without
-// tokens.
+// tokens or more tokens than the context length.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -31,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   attnviz::Input in;
   const bool ok = attnviz::input_from_text(text, c, in).is_ok();
-  if (ok != (valid && !words.empty())) std::abort();
+  const bool fits = words.size() <= static_cast<std::size_t>(c.context_length);
+  if (ok != (valid && !words.empty() && fits)) std::abort();
   if (!ok) return 0;
   if (in.tokens != words || in.x.shape[0] != static_cast<int>(words.size()) || in.x.shape[1] != c.d_in)
     std::abort();

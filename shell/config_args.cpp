@@ -197,7 +197,7 @@ std::optional<int> parse_command_line(CLI::App& app, const std::vector<std::stri
     out << app.help();
     return 0;
   } catch (const CLI::ParseError& e) {
-    err << app.get_name() << ": " << e.what() << " (see --help)\n";
+    err << app.get_name() << ": " << escape_controls(e.what()) << " (see --help)\n";
     return 1;
   }
   if (const std::vector<std::string> extras = app.remaining(); !extras.empty()) {

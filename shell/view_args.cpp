@@ -129,8 +129,8 @@ Status apply_view(const ViewArgs& a, viz::App& app) {
   if (a.head < -1) return Status::fail("--head must be a head index, or -1 for every head");
   if (a.layer < -1) return Status::fail("--layer must be a layer index, or -1 for every layer");
   if (!viz::parse_head_kind(a.head_kind, app.model_view.filter))
-    return Status::fail("unknown head kind '" + a.head_kind +
-                        "' (previous-token, first-token, self, broad, induction, none)");
+    return Status::fail("unknown head kind " + quote_arg(a.head_kind) +
+                        " (previous-token, first-token, self, broad, induction, none)");
   const viz::ModelChoice choice = model_choice(a);
   if (choice.kind == viz::ModelKind::file && choice.path.empty())
     return Status::fail("--model file: needs a name");

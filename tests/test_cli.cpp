@@ -220,6 +220,8 @@ TEST_CASE("a value echoed in a message keeps it one line (fuzz/config_args found
                  "--dropout", ".04999999", "--variant", "c--\ne6"},
                 "unknown variant 'c--\\x0Ae6' (simplified, self_v1, self_v2, causal, wrapper, mha)");
   check_refused({"--preset", "\x1b[2J"}, "unknown preset '\\x1B[2J'");
+  // A 10-minute run found CLI11's own messages quoting a value as it came: a switch given a value.
+  check_refused({"--no-mask=of\xff\nf"}, "Could not convert: --no-mask = of\xff\\x0Af (see --help)");
   check_refused({"--isa", "a\rb"}, "unknown isa 'a\\x0Db'");
   check_refused({"--dropout-rng", "\n"}, "unknown dropout rng '\\x0A'");
   check_refused({"--model", "gpt2-small", "--keep", "a\nb"}, "--keep: unknown item 'a\\x0Ab'");

@@ -312,6 +312,10 @@ TEST_CASE(
   CHECK(st.error == "unknown setting 'bogus'");
   st = apply_state_args({{"text=hello", ""}}, app);  // a name can't smuggle a value in
   CHECK(st.error == "unknown setting 'text=hello'");
+  st = apply_state_args({{"head-kind", "previous-token\nmodel-seed"}}, app);  // its second find
+  CHECK(st.error ==
+        "unknown head kind 'previous-token\\x0Amodel-seed' (previous-token, first-token, self, "
+        "broad, induction, none)");
   st = apply_state_args({{"qkv-bias", "y\ny"}}, app);
   CHECK(st.error == "'qkv-bias' is on or off (1 or 0), not 'y\\x0Ay'");
   // Values that start with a dash or hold '=' are values, and the state written reads back the same.
