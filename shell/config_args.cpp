@@ -33,21 +33,6 @@ bool to_u64(const std::string& digits, std::uint64_t& v) {
 
 }  // namespace
 
-std::string escape_controls(std::string_view s) {
-  std::string out;
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
 std::string quote_arg(std::string_view s) {
   std::size_t end = std::min<std::size_t>(s.size(), 40);
   while (end > 0 && end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80)

@@ -33,9 +33,6 @@ struct ConfigArgs {
 // line.
 std::string quote_arg(std::string_view value);
 
-// Text with its control bytes as \xNN, so that a message holding it stays one line.
-std::string escape_controls(std::string_view text);
-
 // Registers --text and every configuration and execution flag on `app`.
 void add_config_options(CLI::App& app, ConfigArgs& a);
 

@@ -8,27 +8,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "attnviz/text.hpp"
+
 namespace attnviz {
-
-namespace {
-
-// A path as messages write it: control bytes as \xNN, so that a message stays one line.
-std::string printable(const std::string& path) {
-  std::string out;
-  for (char ch : path) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string file_kind(unsigned mode) {
   if (S_ISDIR(mode)) return "a directory";
@@ -41,7 +23,7 @@ std::string file_kind(unsigned mode) {
 
 Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::string& out) {
   const auto fail = [&path](const std::string& why) {
-    return Status::fail("cannot read " + printable(path) + ": " + why);
+    return Status::fail("cannot read " + escape_controls(path) + ": " + why);
   };
   if (path.empty()) return Status::fail("cannot read a file with an empty name");
   // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
@@ -92,7 +74,7 @@ Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::
 
 Status write_file(const std::string& path, std::string_view bytes) {
   const auto fail = [&path](int error) {
-    return Status::fail("cannot write " + printable(path) + ": " + std::strerror(error));
+    return Status::fail("cannot write " + escape_controls(path) + ": " + std::strerror(error));
   };
   if (path.empty()) return Status::fail("cannot write a file with an empty name");
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

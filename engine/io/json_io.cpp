@@ -3,26 +3,17 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "attnviz/saturating.hpp"
 #include "json_writer.hpp"
 #include "safetensors.hpp"  // json_error_text
 
 namespace attnviz {
 namespace {
 
-// Sizes of the JSON text, in bytes, saturating at UINT64_MAX instead of wrapping.
-std::uint64_t add(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t r;
-  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-std::uint64_t mul(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t r;
-  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-
 // A float takes at most 15 bytes in its shortest form ("-1.17549435e-38"), 16 with its comma; a matrix row
 // adds "[", "]" and a comma.
 std::uint64_t matrix_bytes(std::uint64_t rows, std::uint64_t cols) {
-  return add(mul(rows, add(mul(cols, 16), 3)), 2);
+  return sat_add(sat_mul(rows, sat_add(sat_mul(cols, 16), 3)), 2);
 }
 
 struct JsonCounts {
@@ -33,15 +24,15 @@ struct JsonCounts {
 
 std::uint64_t json_bytes(const JsonCounts& n) {
   const std::uint64_t T = n.tokens;
-  std::uint64_t b = 1024;                             // the braces, the keys, "config" and "engine"
-  b = add(b, add(mul(n.token_bytes, 6), mul(T, 3)));  // a control byte is written \u00XX
-  b = add(b, matrix_bytes(T, n.d_in));
+  std::uint64_t b = 1024;  // the braces, the keys, "config" and "engine"
+  b = sat_add(b, sat_add(sat_mul(n.token_bytes, 6), sat_mul(T, 3)));  // a control byte is written \u00XX
+  b = sat_add(b, matrix_bytes(T, n.d_in));
   // every parameter row's brackets take at most 3 bytes per float; a name at most 64
-  b = add(b, add(mul(n.param_floats, 19), mul(n.param_tensors, 80)));
-  const std::uint64_t head =
-      add(add(mul(n.square_stages, add(matrix_bytes(T, T), 16)), matrix_bytes(T, n.head_dim)), 32);
-  b = add(b, mul(n.heads, head));
-  return add(b, matrix_bytes(T, n.out_width));
+  b = sat_add(b, sat_add(sat_mul(n.param_floats, 19), sat_mul(n.param_tensors, 80)));
+  const std::uint64_t head = sat_add(
+      sat_add(sat_mul(n.square_stages, sat_add(matrix_bytes(T, T), 16)), matrix_bytes(T, n.head_dim)), 32);
+  b = sat_add(b, sat_mul(n.heads, head));
+  return sat_add(b, matrix_bytes(T, n.out_width));
 }
 
 }  // namespace
@@ -59,7 +50,7 @@ std::uint64_t result_json_bound(const Config& config, int tokens, std::uint64_t 
   n.square_stages = 1 + ((c.stages & kStageScores) ? 1 : 0) + ((c.stages & kStageDropped) ? 1 : 0);
   n.param_floats = parameter_count(c);
   n.param_tensors =
-      add(mul(6, n.heads), 2);  // the wrapper's per-head weights and biases; at most 8 otherwise
+      sat_add(sat_mul(6, n.heads), 2);  // the wrapper's per-head weights and biases; at most 8 otherwise
   return json_bytes(n);
 }
 

@@ -1,9 +1,9 @@
 // GPT-2 configurations and the book's seeded GPTModel, drawn in PyTorch's construction order.
 #include <algorithm>
 #include <cstdio>
-#include <limits>
 
 #include "attnviz/gpt.hpp"
+#include "attnviz/saturating.hpp"
 
 namespace attnviz {
 
@@ -167,22 +167,11 @@ Status seeded_gpt(const GptConfig& c, std::uint64_t seed, const GptOptions& opti
   return Status::ok();
 }
 
-namespace {
-
-std::uint64_t mul_sat(std::uint64_t a, std::uint64_t b) {
-  return a && b > UINT64_MAX / a ? UINT64_MAX : a * b;
-}
-std::uint64_t add_sat(std::uint64_t a, std::uint64_t b) {
-  return b > UINT64_MAX - a ? UINT64_MAX : a + b;
-}
-
-}  // namespace
-
 std::uint64_t pass_bytes(const GptConfig& c, int tokens, const GptRequest& r) {
   const std::uint64_t T = static_cast<std::uint64_t>(std::max(tokens, 0)),
                       L = static_cast<std::uint64_t>(c.n_layers);
-  const std::uint64_t square = mul_sat(mul_sat(static_cast<std::uint64_t>(c.n_heads), T), T);
-  const std::uint64_t rows = mul_sat(T, static_cast<std::uint64_t>(c.d_model));
+  const std::uint64_t square = sat_mul(sat_mul(static_cast<std::uint64_t>(c.n_heads), T), T);
+  const std::uint64_t rows = sat_mul(T, static_cast<std::uint64_t>(c.d_model));
   std::uint64_t kept = r.all_layers ? L : 0;
   if (!r.all_layers) {
     std::vector<int> layers = r.layers;
@@ -195,15 +184,15 @@ std::uint64_t pass_bytes(const GptConfig& c, int tokens, const GptRequest& r) {
            ((s & kStageDropped) != 0);
   };
   const std::uint64_t per_layer =
-      add_sat(mul_sat(square, stages(r.stages)),
-              add_sat(r.qkv ? mul_sat(rows, 6) : 0, r.residuals ? mul_sat(rows, 2) : 0));
-  std::uint64_t floats = mul_sat(per_layer, kept);
+      sat_add(sat_mul(square, stages(r.stages)),
+              sat_add(r.qkv ? sat_mul(rows, 6) : 0, r.residuals ? sat_mul(rows, 2) : 0));
+  std::uint64_t floats = sat_mul(per_layer, kept);
   if (r.detail_layer >= 0)  // the detail layer keeps everything, whatever the rest keep
-    floats = add_sat(floats, add_sat(mul_sat(square, 4 - stages(r.stages)), r.qkv ? 0 : mul_sat(rows, 6)));
-  floats = add_sat(floats, mul_sat(mul_sat(rows, 2), L));        // keys and values of every layer
-  floats = add_sat(floats, add_sat(mul_sat(rows, 10), square));  // working buffers, one layer's weights
-  floats = add_sat(floats, mul_sat(r.all_logits ? T : 1, static_cast<std::uint64_t>(c.vocab_size)));
-  return mul_sat(floats, sizeof(float));
+    floats = sat_add(floats, sat_add(sat_mul(square, 4 - stages(r.stages)), r.qkv ? 0 : sat_mul(rows, 6)));
+  floats = sat_add(floats, sat_mul(sat_mul(rows, 2), L));        // keys and values of every layer
+  floats = sat_add(floats, sat_add(sat_mul(rows, 10), square));  // working buffers, one layer's weights
+  floats = sat_add(floats, sat_mul(r.all_logits ? T : 1, static_cast<std::uint64_t>(c.vocab_size)));
+  return sat_mul(floats, sizeof(float));
 }
 
 }  // namespace attnviz

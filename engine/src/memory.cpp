@@ -3,53 +3,41 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <limits>
 
 #include "../simd/packed.hpp"
 #include "attnviz/engine.hpp"
+#include "attnviz/saturating.hpp"
 
 namespace attnviz {
 namespace {
 
-constexpr std::uint64_t kSaturated = std::numeric_limits<std::uint64_t>::max();
-
-// Unsigned arithmetic that stops at UINT64_MAX instead of wrapping: a size too large to count is too large
-// to allocate.
-std::uint64_t add(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t r;
-  return __builtin_add_overflow(a, b, &r) ? kSaturated : r;
-}
-std::uint64_t mul(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t r;
-  return __builtin_mul_overflow(a, b, &r) ? kSaturated : r;
-}
 std::uint64_t u(int x) {
   return x > 0 ? static_cast<std::uint64_t>(x) : 0;
 }
 std::uint64_t round_up(std::uint64_t n, std::uint64_t nr) {
-  return mul((add(n, nr - 1)) / nr, nr);
+  return sat_mul((sat_add(n, nr - 1)) / nr, nr);
 }
 
 // Floats of one nn.Linear (out, in) with an optional bias, and of its copy in panels nr wide.
 std::uint64_t linear_floats(std::uint64_t in, std::uint64_t out, bool bias) {
-  return add(mul(out, in), bias ? out : 0);
+  return sat_add(sat_mul(out, in), bias ? out : 0);
 }
 std::uint64_t packed_floats(std::uint64_t in, std::uint64_t out, bool bias, std::uint64_t nr) {
-  return add(mul(round_up(out, nr), in), bias ? round_up(out, nr) : 0);
+  return sat_add(sat_mul(round_up(out, nr), in), bias ? round_up(out, nr) : 0);
 }
 
 }  // namespace
 
 std::uint64_t RunMemory::total() const {
-  return add(params, tensors);
+  return sat_add(params, tensors);
 }
 
 std::uint64_t parameter_count(const Config& config) {
   const Config c = effective(config);
   const Shape s = shape_of(c);
   if (!s.has_weights) return 0;
-  std::uint64_t n = mul(3, linear_floats(u(c.d_in), u(s.width), c.qkv_bias));
-  if (s.out_proj) n = add(n, linear_floats(u(c.d_out), u(c.d_out), true));
+  std::uint64_t n = sat_mul(3, linear_floats(u(c.d_in), u(s.width), c.qkv_bias));
+  if (s.out_proj) n = sat_add(n, linear_floats(u(c.d_out), u(c.d_out), true));
   return n;
 }
 
@@ -65,18 +53,18 @@ RunMemory run_memory(const Config& config, int tokens, const Exec& exec) {
   if (params > 0) {
     const std::uint64_t nr = static_cast<std::uint64_t>(
         std::max(simd::panel_width(resolve(Isa::automatic)), simd::panel_width(resolve(exec.isa))));
-    std::uint64_t packed = mul(3, packed_floats(u(c.d_in), u(s.width), c.qkv_bias, nr));
-    if (s.out_proj) packed = add(packed, packed_floats(u(c.d_out), u(c.d_out), true, nr));
+    std::uint64_t packed = sat_mul(3, packed_floats(u(c.d_in), u(s.width), c.qkv_bias, nr));
+    if (s.out_proj) packed = sat_add(packed, packed_floats(u(c.d_out), u(c.d_out), true, nr));
     const std::uint64_t drawing = c.variant == Variant::wrapper   ? params
-                                  : c.variant == Variant::self_v1 ? mul(2, mul(u(c.d_in), u(c.d_out)))
+                                  : c.variant == Variant::self_v1 ? sat_mul(2, sat_mul(u(c.d_in), u(c.d_out)))
                                                                   : 0;
-    m.params = mul(sizeof(float), add(params, std::max(drawing, packed)));
+    m.params = sat_mul(sizeof(float), sat_add(params, std::max(drawing, packed)));
   }
   if (tokens <= 0) return m;
 
   // forward: the inputs' copy, q, k and v, the (H, T, T) stages, the context and the output.
   const std::uint64_t T = u(tokens), H = u(s.heads), W = u(s.width);
-  const std::uint64_t square = mul(H, mul(T, T));
+  const std::uint64_t square = sat_mul(H, sat_mul(T, T));
   const bool scalar = resolve(exec.isa) == Isa::scalar;
   std::uint64_t stages = 1;  // the weights
   // The reference computes every stage and end_forward drops those not kept; the fast path allocates only
@@ -84,22 +72,24 @@ RunMemory run_memory(const Config& config, int tokens, const Exec& exec) {
   if (scalar || (c.stages & kStageScores)) ++stages;
   if (scalar || (c.stages & kStageScaled)) ++stages;
   if (scalar || (c.stages & kStageDropped)) ++stages;
-  std::uint64_t floats = mul(T, u(c.d_in));
-  floats = add(floats, mul(3, mul(T, W)));  // q, k, v (copies of the inputs without weights)
-  floats = add(floats, mul(stages, square));
-  floats = add(floats, mul(T, W));               // context
-  floats = add(floats, mul(T, u(s.out_width)));  // output (a copy of the context without out_proj)
+  std::uint64_t floats = sat_mul(T, u(c.d_in));
+  floats = sat_add(floats, sat_mul(3, sat_mul(T, W)));  // q, k, v (copies of the inputs without weights)
+  floats = sat_add(floats, sat_mul(stages, square));
+  floats = sat_add(floats, sat_mul(T, W));               // context
+  floats = sat_add(floats, sat_mul(T, u(s.out_width)));  // output (a copy of the context without out_proj)
   if (!scalar) {
     // The fast kernels' scratch: every head's keys and values in panels, and row buffers per worker.
     const std::uint64_t nr = static_cast<std::uint64_t>(simd::panel_width(resolve(exec.isa)));
     const std::uint64_t hd = u(s.head_dim);
-    const std::uint64_t per_head = add(mul(round_up(T, nr), hd), mul(round_up(hd, nr), T));
+    const std::uint64_t per_head = sat_add(sat_mul(round_up(T, nr), hd), sat_mul(round_up(hd, nr), T));
     const std::uint64_t workers = u(resolve_threads(exec.threads));
-    floats = add(floats, add(mul(H, per_head), mul(workers, mul(2 * simd::kRowBlock, round_up(T, 16)))));
+    floats = sat_add(floats, sat_add(sat_mul(H, per_head),
+                                     sat_mul(workers, sat_mul(2 * simd::kRowBlock, round_up(T, 16)))));
   }
-  m.tensors = mul(sizeof(float), floats);
+  m.tensors = sat_mul(sizeof(float), floats);
   // The keep mask, one byte per cell (the wrapper draws it head by head: one head's more for a moment).
-  if (s.dropout) m.tensors = add(m.tensors, add(square, c.variant == Variant::wrapper ? mul(T, T) : 0));
+  if (s.dropout)
+    m.tensors = sat_add(m.tensors, sat_add(square, c.variant == Variant::wrapper ? sat_mul(T, T) : 0));
   return m;
 }
 

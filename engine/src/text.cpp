@@ -62,6 +62,21 @@ std::size_t decode_utf8(std::string_view s, std::size_t i, char32_t& cp) {
   return len;
 }
 
+std::string escape_controls(std::string_view s) {
+  std::string out;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 Status check_utf8(std::string_view s) {
   for (std::size_t i = 0; i < s.size();) {
     char32_t cp = 0;

@@ -2,8 +2,8 @@
 
 #include <chrono>
 #include <cstdio>
-#include <limits>
 
+#include "attnviz/saturating.hpp"
 #include "attnviz/viz/stages.hpp"
 #include "gpt_file.hpp"
 
@@ -12,12 +12,6 @@ namespace {
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// a + b, or the largest value when it would not fit.
-std::uint64_t add_sat(std::uint64_t a, std::uint64_t b) {
-  return b > std::numeric_limits<std::uint64_t>::max() - a ? std::numeric_limits<std::uint64_t>::max()
-                                                           : a + b;
 }
 
 }  // namespace
@@ -165,11 +159,11 @@ Status ModelSession::check_memory(const std::vector<int>& ids) const {
   // The last pass's storage is taken over by this one.
   const std::uint64_t held = has_result_ ? pass_bytes(c, static_cast<int>(result_.ids.size()), request) : 0;
   const std::uint64_t budget = free_memory ? free_memory() : available_memory_bytes();
-  if (budget && need > add_sat(budget, held)) {
+  if (budget && need > sat_add(budget, held)) {
     int fit = static_cast<int>(ids.size());
-    while (fit > 1 && pass_bytes(c, fit, request) > add_sat(budget, held)) fit = fit * 7 / 8;
+    while (fit > 1 && pass_bytes(c, fit, request) > sat_add(budget, held)) fit = fit * 7 / 8;
     return Status::fail(std::to_string(ids.size()) + " tokens need " + format_bytes(need) +
-                        " for every head's weights, more than the " + format_bytes(add_sat(budget, held)) +
+                        " for every head's weights, more than the " + format_bytes(sat_add(budget, held)) +
                         " available: about " + std::to_string(fit) + " tokens fit");
   }
   return Status::ok();

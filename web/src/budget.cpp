@@ -3,23 +3,12 @@
 #include <emscripten/heap.h>
 #include <malloc.h>
 
-#include <limits>
-
+#include "attnviz/saturating.hpp"
 #include "json_io.hpp"
 
 namespace attnviz::web {
 namespace {
 
-constexpr std::uint64_t kSaturated = std::numeric_limits<std::uint64_t>::max();
-
-std::uint64_t add(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t r;
-  return __builtin_add_overflow(a, b, &r) ? kSaturated : r;
-}
-std::uint64_t mul(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t r;
-  return __builtin_mul_overflow(a, b, &r) ? kSaturated : r;
-}
 std::uint64_t u(long long x) {
   return x > 0 ? static_cast<std::uint64_t>(x) : 0;
 }
@@ -48,13 +37,13 @@ std::uint64_t view_bytes(const Config& config, int tokens, std::uint64_t token_b
   Config c = config;
   c.stages = kStageAll;
   const RunMemory run = run_memory(c, tokens);
-  std::uint64_t bytes = add(new_params ? run.params : 0, run.tensors);
+  std::uint64_t bytes = sat_add(new_params ? run.params : 0, run.tensors);
   // Beside it: the tokenized input (its rows, and the words' copies in the input and the result), and the
   // UI's per-view buffers (an aggregate or a difference, one heatmap's texels while it is coloured).
   const std::uint64_t T = u(tokens);
-  bytes = add(bytes, mul(sizeof(float), mul(T, u(effective(c).d_in))));
-  bytes = add(bytes, mul(2, add(mul(T, 32), token_bytes)));
-  bytes = add(bytes, mul(4 * sizeof(float), mul(T, T)));
+  bytes = sat_add(bytes, sat_mul(sizeof(float), sat_mul(T, u(effective(c).d_in))));
+  bytes = sat_add(bytes, sat_mul(2, sat_add(sat_mul(T, 32), token_bytes)));
+  bytes = sat_add(bytes, sat_mul(4 * sizeof(float), sat_mul(T, T)));
   return bytes;
 }
 

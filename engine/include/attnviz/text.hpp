@@ -19,6 +19,9 @@ inline constexpr const char* kDefaultText = "Your journey starts with one step";
 // not well-formed UTF-8 (also for a truncated sequence).
 std::size_t decode_utf8(std::string_view s, std::size_t i, char32_t& cp);
 
+// Text with its control bytes as \xNN, so that a message holding it stays one line.
+std::string escape_controls(std::string_view text);
+
 // Checks that `s` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
 Status check_utf8(std::string_view s);
 
