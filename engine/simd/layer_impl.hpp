@@ -129,8 +129,10 @@ constexpr std::array<Micro, sizeof...(R) + 1> micro_kernels(std::integer_sequenc
 // arrives from memory in a loop of independent loads before the micro-kernels need it. WebAssembly has no
 // prefetch instruction, and a micro-kernel that meets each line as it goes stalls on it: for gpt2-small's
 // projections at 16 rows (one typed sentence) the GEMMs ran at 31 GFLOP/s, and at 39 with the panel read
-// first (48 against 46 at 128 rows; SIMD128 in node 20 on the 2-core development machine). The sums go to a
-// sink so the loads are kept; they change no result.
+// first (48 against 46 at 128 rows; SIMD128 in node 20 on the 2-core development machine). It pays only for
+// weight-sized panels that several rows share: for one row (an appended token, the head's GEMV) or a short
+// panel (attention's K and V, just packed and still in cache) it cost more than it saved (an appended token
+// at T = 64: 20 ms without, 26 with). The sums go to a sink so the loads are kept; they change no result.
 inline volatile float touch_sink;
 template <class A>
 inline void touch_lines(const float* p, std::size_t n) {
@@ -172,7 +174,7 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
       const float* bp = b + static_cast<std::size_t>(p) * bstride + static_cast<std::size_t>(k0) * NR;
       const int n_valid = lesser<A>(NR, N - p * NR);
 #ifdef __wasm_simd128__
-      if (m1 - m0 > 1) touch_lines<A>(bp, static_cast<std::size_t>(kb) * NR);
+      if (m1 - m0 > 1 && kb >= 256) touch_lines<A>(bp, static_cast<std::size_t>(kb) * NR);
 #endif
       const float* bb = k0 == 0 && bias ? bias + p * NR : nullptr;
       for (int i = m0; i < m1; i += MR) {
