@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,13 @@
 #include "attnviz/torch_rng.hpp"
 
 namespace attnviz::test {
+
+// A float's bits, for comparisons that must be exact (and tell -0 from 0, and one NaN from another).
+inline std::uint32_t bits_of(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
 
 // Every value of `got` equals `want` to the printed precision: |got - want| <= half a unit of the last
 // printed digit (plus float rounding slack).

@@ -15,14 +15,9 @@
 #include "check.hpp"
 
 using namespace attnviz;
+using attnviz::test::bits_of;
 
 namespace {
-
-std::uint32_t bits_of(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
 
 // One case of tests/fixtures/rng/torch_rng.txt (format in tests/torch/make_rng_fixture.py): calls made in
 // order on one generator after torch.manual_seed(seed), their outputs concatenated.

@@ -16,17 +16,13 @@
 #include <vector>
 
 #include "attnviz/torch_rng.hpp"
+#include "check.hpp"
 #include "src/rng_kernels.hpp"
 
 using namespace attnviz;
+using attnviz::test::bits_of;
 
 namespace {
-
-std::uint32_t bits_of(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
 
 // The ISA whose vector kernels are compared with the scalar ones (on a processor without AVX2 these are the
 // scalar kernels themselves: then only the comparison with std::fma tests anything).

@@ -114,15 +114,7 @@
 
     async runModelNow(job, fetchRows, sink) {
       const t0 = performance.now();
-      if (!this.device) {
-        const lost = this.lostReason;
-        try {
-          await this.init();
-        } catch (e) {
-          throw new Error(lost ? `the GPU device was lost (${lost}) and could not be recreated: ${e.message}`
-                               : e.message);
-        }
-      }
+      await this.ensureDevice();
       // A pass the GPU refuses (a validation error) is a failed run: WASM computes it, with the reason.
       const device = this.device;
       device.pushErrorScope('validation');

@@ -116,16 +116,20 @@ class AttnvizGpu {
     return b;
   }
 
+  // A device for the next run: after a loss, a new one, or why there is none.
+  async ensureDevice() {
+    if (this.device) return;
+    const lost = this.lostReason;
+    try {
+      await this.init();
+    } catch (e) {
+      throw new Error(lost ? `the GPU device was lost (${lost}) and could not be recreated: ${e.message}` : e.message);
+    }
+  }
+
   async runNow(job, sink) {
     const t0 = performance.now();
-    if (!this.device) {
-      const lost = this.lostReason;
-      try {
-        await this.init();
-      } catch (e) {
-        throw new Error(lost ? `the GPU device was lost (${lost}) and could not be recreated: ${e.message}` : e.message);
-      }
-    }
+    await this.ensureDevice();
     const device = this.device;
     const { T, dIn, heads: H, headDim: hd, width: W, outWidth: OW } = job;
     const MiB = (b) => (b < 1048576 ? (b / 1024).toFixed(1) + ' KiB' : (b / 1048576).toFixed(1) + ' MiB');
