@@ -124,7 +124,14 @@ constexpr std::array<Micro, sizeof...(R) + 1> micro_kernels(std::integer_sequenc
   return {nullptr, micro_kernel<A, R + 1>...};
 }
 
+// WebAssembly reads each weight-sized panel whole before multiplying it (touch_lines); native builds have
+// hardware prefetch and block over K instead.
 #ifdef __wasm_simd128__
+constexpr bool kReadPanelsFirst = true;
+#else
+constexpr bool kReadPanelsFirst = false;
+#endif
+
 // Reads `n` floats (n a multiple of 4, p 16-byte aligned) one 64-byte line at a time, so a weight panel
 // arrives from memory in a loop of independent loads before the micro-kernels need it. WebAssembly has no
 // prefetch instruction, and a micro-kernel that meets each line as it goes stalls on it: for gpt2-small's
@@ -148,7 +155,6 @@ inline void touch_lines(const float* p, std::size_t n) {
   for (; i + 16 <= n; i += 16) s0 += B::load_aligned(p + i);
   touch_sink = xsimd::hadd(s0 + s1 + s2 + s3);
 }
-#endif
 
 // C[m0:m1, panels p0:p1] = A[m0:m1, :K] * B + bias. Natively blocked over K so a panel's slice stays in L1;
 // in WebAssembly each panel is read whole first (touch_lines), then multiplied unblocked.
@@ -160,22 +166,16 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
   // The micro-kernel for each count of remaining rows (1..MR), so edge rows need no padding.
   static constexpr auto kMicroKernels = micro_kernels<A>(std::make_integer_sequence<int, MR>{});
   if (K == 0) return;
-    // K blocks keep a panel's slice in L1 for the next rows; with one micro-kernel's rows there is no next,
-    // and streaming each panel whole (one token's pass: every weight read once) is faster. Blocking never
-    // changes a row's sums: they run over k in order either way.
-#ifdef __wasm_simd128__
-  const int KC = K;
-#else
-  const int KC = m1 - m0 <= MR ? K : 4096 / NR;
-#endif
+  // K blocks keep a panel's slice in L1 for the next rows; with one micro-kernel's rows there is no next, and
+  // streaming each panel whole (one token's pass: every weight read once) is faster. Blocking never changes a
+  // row's sums: they run over k in order either way.
+  const int KC = kReadPanelsFirst || m1 - m0 <= MR ? K : 4096 / NR;
   for (int k0 = 0; k0 < K; k0 += KC) {
     const int kb = lesser<A>(KC, K - k0);
     for (int p = p0; p < p1; ++p) {
       const float* bp = b + static_cast<std::size_t>(p) * bstride + static_cast<std::size_t>(k0) * NR;
       const int n_valid = lesser<A>(NR, N - p * NR);
-#ifdef __wasm_simd128__
-      if (m1 - m0 > 1 && kb >= 256) touch_lines<A>(bp, static_cast<std::size_t>(kb) * NR);
-#endif
+      if (kReadPanelsFirst && m1 - m0 > 1 && kb >= 256) touch_lines<A>(bp, static_cast<std::size_t>(kb) * NR);
       const float* bb = k0 == 0 && bias ? bias + p * NR : nullptr;
       for (int i = m0; i < m1; i += MR) {
         const float* ai = a + static_cast<std::size_t>(i) * lda + k0;
