@@ -1,5 +1,6 @@
-# Runs the built attnviz-cli: the default run succeeds, a bad input fails cleanly (exit 1, not a signal), and
-# --tokenize finds GPT-2's vocabulary installed beside the executable (<build>/share/attnviz/gpt2).
+# Runs the built attnviz-cli: the default run succeeds, a bad input fails cleanly (exit 1, not a signal),
+# --tokenize finds GPT-2's vocabulary installed beside the executable (<build>/share/attnviz/gpt2), and the
+# environment variables that make a process run as on another machine take effect.
 execute_process(COMMAND ${CLI} RESULT_VARIABLE ok_status OUTPUT_VARIABLE ok_out ERROR_VARIABLE ok_err)
 if(NOT ok_status EQUAL 0 OR NOT ok_out MATCHES "head 1 attention weights")
   message(FATAL_ERROR "default run failed (${ok_status}): ${ok_err}")
@@ -12,6 +13,25 @@ execute_process(COMMAND ${CLI} --tokenize --text "Every effort moves you" RESULT
                 OUTPUT_VARIABLE tok_out ERROR_VARIABLE tok_err)
 if(NOT tok_status EQUAL 0 OR NOT tok_out STREQUAL "[6109,3626,6100,345]\n")
   message(FATAL_ERROR "--tokenize failed (${tok_status}): ${tok_out}${tok_err}")
+endif()
+
+# scripts/test runs the native suites again as on other machines: ATTNVIZ_MAX_ISA and ATTNVIZ_HARDWARE_THREADS
+# must take effect, or those runs prove nothing.
+execute_process(COMMAND ${CMAKE_COMMAND} -E env ATTNVIZ_MAX_ISA=scalar ${CLI} RESULT_VARIABLE isa_status
+                OUTPUT_VARIABLE isa_out ERROR_VARIABLE isa_err)
+if(NOT isa_status EQUAL 0 OR NOT isa_out MATCHES "computed with scalar kernels on 1 thread in")
+  message(FATAL_ERROR "ATTNVIZ_MAX_ISA=scalar did not select the reference (${isa_status}): ${isa_out}${isa_err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env ATTNVIZ_HARDWARE_THREADS=3 ${CLI} --preset gpt2-small
+                RESULT_VARIABLE hw_status
+                OUTPUT_VARIABLE hw_out ERROR_VARIABLE hw_err)
+if(NOT hw_status EQUAL 0 OR NOT hw_out MATCHES "(kernels on 3 threads|scalar kernels on 1 thread) in")
+  message(FATAL_ERROR "ATTNVIZ_HARDWARE_THREADS=3 was not taken (${hw_status}): ${hw_out}${hw_err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env ATTNVIZ_MAX_ISA=avx ${CLI} RESULT_VARIABLE typo_status
+                OUTPUT_VARIABLE typo_out ERROR_VARIABLE typo_err)
+if(NOT typo_status EQUAL 0 OR NOT typo_err MATCHES "ATTNVIZ_MAX_ISA ignored: not one of")
+  message(FATAL_ERROR "a misspelt ATTNVIZ_MAX_ISA was not reported (${typo_status}): ${typo_err}")
 endif()
 
 # Output that cannot be written is an error, not a silent truncation.

@@ -1,4 +1,8 @@
 // Picks the ISA once per process and calls that ISA's instantiation of the fast layer.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "layer.hpp"
@@ -31,6 +35,26 @@ std::optional<Isa> parse_isa(std::string_view s) {
   return std::nullopt;
 }
 
+namespace {
+
+// A positive whole number from the environment, else 0 (unset or not such a number: a warning, once).
+[[maybe_unused]] unsigned env_count(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(v, &end, 10);
+  if (*end || n == 0 || n > 4096 || v[0] == '-') {
+    std::fprintf(stderr, "attnviz: %s ignored: not a count from 1 to 4096\n", name);
+    return 0;
+  }
+  return static_cast<unsigned>(n);
+}
+
+}  // namespace
+
+// ATTNVIZ_MAX_ISA=avx2 (or sse4.2, scalar) makes this process run as on a processor without the ISAs above
+// it, and ATTNVIZ_HARDWARE_THREADS=N as on one with N hardware threads: scripts/test runs the native suites
+// so, to prove no expected value depends on the machine it runs on.
 const std::vector<Isa>& available_isas() {
   static const std::vector<Isa> isas = [] {
     std::vector<Isa> v;
@@ -43,6 +67,20 @@ const std::vector<Isa>& available_isas() {
     if (xsimd::sse4_2::version() <= best) v.push_back(Isa::sse4_2);
 #endif
     v.push_back(Isa::scalar);
+    if (const char* cap = std::getenv("ATTNVIZ_MAX_ISA"); cap && *cap) {
+      const std::optional<Isa> max = parse_isa(cap);
+      if (!max || *max == Isa::automatic) {
+        std::fputs("attnviz: ATTNVIZ_MAX_ISA ignored: not one of avx512, avx2, sse4.2, scalar\n", stderr);
+      } else {
+        // The enum lists the ISAs from weakest to strongest after scalar.
+        v.erase(std::remove_if(v.begin(), v.end(),
+                               [&](Isa i) {
+                                 return i != Isa::scalar &&
+                                        (*max == Isa::scalar || static_cast<int>(i) > static_cast<int>(*max));
+                               }),
+                v.end());
+      }
+    }
     return v;
   }();
   return isas;
@@ -65,7 +103,10 @@ int resolve_threads(int threads) {
   return 1;
 #else
   if (threads > 0) return threads;
-  const unsigned hw = std::thread::hardware_concurrency();
+  static const unsigned hw = [] {
+    const unsigned forced = env_count("ATTNVIZ_HARDWARE_THREADS");
+    return forced ? forced : std::thread::hardware_concurrency();
+  }();
   return hw > 0 ? static_cast<int>(hw) : 1;
 #endif
 }

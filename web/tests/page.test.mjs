@@ -202,13 +202,14 @@ test('exports download as files', async () => {
   const { page, context, log } = await openPage(env);
   await load(page, env.url + '#stage=weights');
   const got = {};
+  const files = { json: 1, csv: 2, png: 1, heads: 2 };  // the downloads each export starts
   for (const kind of ['json', 'csv', 'png', 'heads']) {
     const downloads = [];
     page.on('download', (d) => downloads.push(d));
     assert.equal(await page.evaluate((k) => attnviz.exportFiles(k), kind), '');
     await page.waitForFunction(() => attnviz.status().message.startsWith('downloaded'), null, { timeout: 5000 })
       .catch(async (e) => { console.log(kind, await page.evaluate(() => attnviz.status().message)); throw e; });
-    await page.waitForTimeout(300);
+    while (downloads.length < files[kind]) await new Promise((resolve) => setTimeout(resolve, 10));
     page.removeAllListeners('download');
     got[kind] = await Promise.all(downloads.map(async (d) => ({ name: d.suggestedFilename(),
                                                                   body: readFileSync(await d.path()) })));
