@@ -5,7 +5,7 @@ Run with Debian's PyTorch (python3-torch 1.13, no MKL; numpy not needed):
 
     /usr/bin/python3 tests/torch/make_fixtures.py [--out DIR]
 
-Each fixture is one JSON object in the schema of tests/torch/SCHEMA.md (the CLI's --json output). For every
+Each fixture is one JSON object in the schema of docs/cli.md (the CLI's --json output). For every
 configuration in CONFIGS:
   1. inputs come from a separate generator, torch.Generator().manual_seed(10_000 + index), so that they do not
      consume the global generator (an "mkl" fixture uses the index of its "cpu" twin, so the two differ only in
