@@ -1,5 +1,6 @@
-// The desktop host: a GLFW window with an OpenGL 3.3 core context and Dear ImGui's GLFW + OpenGL3 backends.
-// Hidden windows render the same pixels (under Xvfb in CI) for screenshots and tests.
+// The window both hosts draw the UI in: a GLFW window with Dear ImGui's GLFW + OpenGL3 backends, on an
+// OpenGL 3.3 core context in the desktop app and on WebGL2 (Emscripten's GLFW) in the page. Hidden windows
+// render the same pixels (under Xvfb in CI) for screenshots and tests.
 #pragma once
 
 #include <cstdint>

@@ -143,7 +143,7 @@ TEST_CASE("attnviz-cli --model: the pass and its JSON are costed before anything
                 "the pass");
 }
 
-TEST_CASE("pass_bytes: what a whole-model pass holds, from the README's table") {
+TEST_CASE("pass_bytes: what a whole-model pass holds, from the table of docs/models.md") {
   attnviz::GptConfig c;  // gpt2-small
   attnviz::GptRequest every;
   const std::uint64_t weights = 12ull * 12 * 1024 * 1024 * 4, cache = 2ull * 12 * 1024 * 768 * 4;

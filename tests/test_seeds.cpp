@@ -1,4 +1,5 @@
-// Every correct output printed in shared/seeds/ (the study notebooks), reproduced to the printed precision.
+// Every correct output printed in the book's chapter-3 examples (000-004, listed in docs/testing.md),
+// reproduced to the printed precision.
 #include <doctest/doctest.h>
 
 #include "attnviz/engine.hpp"

@@ -1,14 +1,15 @@
-// A whole-model pass as JSON (attnviz-cli --model ... --json; the page's per-layer export):
-//   model     {source, vocab_size, context_length, d_model, n_heads, n_layers, drop_rate, qkv_bias,
-//   tied_head,
-//              parameters, seed (seeded models only)}
-//   options   {train, dropout_rng}
-//   tokens    [{id, piece, label}]: piece is the token's text, or null with "bytes" when it holds part of a
-//             multi-byte character; label is the display form (tokenizer/bpe.hpp)
-//   layers    [{index, heads: [{weights, scores?, dropped?, context?}], resid_in?, resid_out?}]: the kept
-//   layers logits    the last position's (vocab), or every position's (T x vocab) when they were kept next
-//   [{id, piece, label, probability, logit}], most probable first generated [{id, piece, label}] and
-//   generated_text, when tokens were generated engine    {isa, threads, ms, reused}
+// A whole-model pass as JSON (attnviz-cli --model ... --json; the page's per-layer export). Every key is
+// described in docs/cli.md ("Whole models"):
+//   model      {vocab_size, context_length, d_model, n_heads, n_layers, drop_rate, qkv_bias, tied_head,
+//               parameters, source, seed (seeded models only)}
+//   options    {train, dropout_rng}
+//   tokens     [{id, piece, label}]: piece is the token's text, or null with "bytes" when it holds part of
+//              a multi-byte character; label is the display form (bpe.hpp)
+//   layers     [{index, heads: [{weights, scores?, dropped?, context?}], resid_in?, resid_out?}]
+//   logits     the last position's (vocab), or every position's (T x vocab) when they were kept
+//   next       [{id, piece, label, probability, logit}], most probable first
+//   generated  [{id, piece, label}] and generated_text, when tokens were generated
+//   engine     {backend, isa, threads, ms, reused}
 #pragma once
 
 #include <string>

@@ -241,7 +241,7 @@ void softmax_row(const float* s, int n, int T, float scale, float* scaled, float
   for (int j = n; j < T; ++j) w[j] = 0.0f;
 }
 
-// C (M x N) = A (M x K, row-major, lda K) B + bias, in tiles of (48 rows x 4 panels) over the pool.
+// C (M x N) = A (M x K, row-major, lda K) B + bias, in tiles of (96 rows x 4 panels) over the pool.
 template <class A>
 void parallel_gemm(ThreadPool& pool, int M, int N, int K, const float* a, const float* b, const float* bias,
                    float* c) {
@@ -266,7 +266,7 @@ void fast_layer::operator()(A, const LayerJob& job) const {
   const int T = job.T, H = job.heads, hd = job.head_dim, W = job.width, first = job.first;
   ThreadPool& pool = *job.pool;
 
-  // 1. projections q, k, v = x W^T + b: tiles of (48 rows x 4 panels), three matrices in one sweep
+  // 1. projections q, k, v = x W^T + b: tiles of (96 rows x 4 panels), three matrices in one sweep
   const float* q = job.x;
   const float* k = job.x;
   const float* v = job.x;

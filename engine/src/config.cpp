@@ -141,8 +141,8 @@ std::optional<DropoutRng> parse_dropout_rng(std::string_view s) {
 }
 
 const std::vector<Preset>& presets() {
-  // GPT-2 head counts from the published models (shared/seeds/003 lists 24 and 36 heads for medium and large,
-  // which do not divide d_model).
+  // GPT-2 head counts from the published models (one of the book's chapter-3 study notes, 003 in
+  // docs/testing.md, lists 24 and 36 heads for medium and large, which do not divide d_model).
   static const std::vector<Preset> all{
       {"book", 3, 2, 2, 1024, 0.0},
       {"gpt2-small", 768, 768, 12, 1024, 0.1},

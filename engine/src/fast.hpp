@@ -5,8 +5,6 @@
 
 namespace attnviz {
 
-// Fills r.q/k/v, the kept stages, weights, context and output. Expects r.shape, r.keep (when dropout applies)
-// and a validated configuration; `isa` is available and not scalar.
 // Hands an old result's storage to the fast path for reuse (call once the result is no longer needed).
 void recycle(Result& old);
 
@@ -14,6 +12,8 @@ void recycle(Result& old);
 // weights at T = 1024 are 12 million floats, a model's logits of every position 50 million).
 bool all_finite(const float* begin, const float* end);
 
+// Fills r.q/k/v, the kept stages, weights, context and output. Expects r.shape, r.keep (when dropout applies)
+// and a validated configuration; `isa` is available and not scalar.
 void forward_fast(const Config& c, const Params& p, const Input& in, Isa isa, int threads, Result& r);
 
 }  // namespace attnviz

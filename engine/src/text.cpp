@@ -15,7 +15,7 @@ bool is_space(char32_t c) {
          c == 0x3000;
 }
 
-// The book's 3-d embeddings (shared/seeds/004 and 001).
+// The book's 3-d embeddings (its chapter-3 examples 004 and 001, listed in docs/testing.md).
 struct Builtin {
   const char* word;
   float v[3];

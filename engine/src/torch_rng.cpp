@@ -1,4 +1,4 @@
-// PyTorch 1.13's CPU generator and distributions, transcribed from shared/TORCH_RNG.md.
+// PyTorch 1.13's CPU generator and distributions, as docs/torch-rng.md describes them.
 #include "attnviz/torch_rng.hpp"
 
 #include <algorithm>

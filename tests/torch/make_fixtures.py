@@ -5,7 +5,7 @@ Run with Debian's PyTorch (python3-torch 1.13, no MKL; numpy not needed):
 
     /usr/bin/python3 tests/torch/make_fixtures.py [--out DIR]
 
-Each fixture is one JSON object in the schema of tests/torch/SCHEMA.md (the CLI's --json output). For every
+Each fixture is one JSON object in the schema of docs/cli.md (the CLI's --json output). For every
 configuration in CONFIGS:
   1. inputs come from a separate generator, torch.Generator().manual_seed(10_000 + index), so that they do not
      consume the global generator (an "mkl" fixture uses the index of its "cpu" twin, so the two differ only in
@@ -16,8 +16,8 @@ configuration in CONFIGS:
      records, per head, the raw scores, softmax weights, weights after dropout and context; the plain book class
      is then run with the same seed and its output must equal the instrumented one bit for bit.
 Dropout flavour "cpu" is Debian's own nn.Dropout (a build without MKL). Flavour "mkl" replaces nn.Dropout with
-MklDropout, a simulation of the official x86-64 wheels on Intel CPUs (shared/TORCH_RNG.md). Both flavours are
-self-checked against outputs printed in the book seeds before anything is written.
+MklDropout, a simulation of the official x86-64 wheels on Intel CPUs (docs/torch-rng.md). Both flavours are
+self-checked against outputs printed in the book's chapter-3 examples before anything is written.
 Numbers are written as %.9g (float32 round trip). The script is deterministic.
 """
 import argparse
@@ -242,7 +242,7 @@ class MultiHeadAttention_Rec(MultiHeadAttention):
         return context_vec
 
 # ==================================================================================================================
-# Dropout as the MKL build draws it (shared/TORCH_RNG.md): one 32-bit seed from the global generator, then an
+# Dropout as the MKL build draws it (docs/torch-rng.md): one 32-bit seed from the global generator, then an
 # MCG31m1 stream over the whole input tensor in row-major order.
 # ==================================================================================================================
 
@@ -501,7 +501,7 @@ def encode(v, ind=0):
     return _num(v)
 
 # ==================================================================================================================
-# Self-checks against outputs printed in the book seeds (shared/seeds/*.txt).
+# Self-checks against outputs printed in the book's chapter-3 examples (000-004, listed in docs/testing.md).
 # ==================================================================================================================
 
 

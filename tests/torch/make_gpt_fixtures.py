@@ -19,7 +19,7 @@ For a seeded case: torch.manual_seed(seed); GPTModel(cfg); [eval()]; one forward
 through an instrumented copy (the same construction; its attention modules record the weights after softmax), checked
 bit for bit against the plain book class; then, from a fresh torch.manual_seed(seed); GPTModel(cfg), the book's
 generate_text_simple. Dropout flavour "cpu" is Debian's own nn.Dropout; "mkl" replaces every nn.Dropout of the model
-with make_fixtures.MklDropout, the simulation of the official x86-64 wheels (shared/TORCH_RNG.md).
+with make_fixtures.MklDropout, the simulation of the official x86-64 wheels (docs/torch-rng.md).
 Self-checks (asserts, before anything is written): the BPE against the book's ids, the truncated vocabulary's
 consistency, the dropout draw order and the kept-value expression against torch itself, the book's printed
 chapter-4 outputs (train-mode logits of GPT_CONFIG_124M, "Hello, I am" generation, parameter count), every weights
@@ -768,7 +768,7 @@ TOKENIZER_TEXTS = list(TEXTS.values()) + [
 
 def check_dropout(cfg, seed, ids):
     """Verifies against torch (cpu flavour), not by assumption: which dropout modules draw, in which order, over which
-    shapes, that each mask is `u < 1 - p` with u the float64 uniforms of TORCH_RNG.md drawn in row-major order, that
+    shapes, that each mask is `u < 1 - p` with u the float64 uniforms of docs/torch-rng.md drawn in row-major order, that
     kept values are x * (1.0f / float(1 - p)) (float32 reciprocal, then a product; not x / (1 - p)), that nothing else
     draws, that eval mode draws nothing, and that train-mode generation keeps drawing from the same generator."""
     T, d, H, L, p = len(ids), cfg['emb_dim'], cfg['n_heads'], cfg['n_layers'], cfg['drop_rate']
@@ -870,7 +870,7 @@ def main():
     ap.add_argument('--out', default=os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'fixtures', 'gpt'))
     args = ap.parse_args()
     torch.set_num_threads(1)
-    make_fixtures.self_checks()  # chapter 3: both dropout flavours against the book seeds
+    make_fixtures.self_checks()  # chapter 3: both dropout flavours against the book's chapter-3 examples
     check_kept_value()
     check_book_classes()
     full, trunc, encoder_text, merges_text = load_vocab(args.vocab)

@@ -1,4 +1,4 @@
-// The page against hostile input, in headless Chromium (issue 15's page rows; run: node --test
+// The page against hostile input, in headless Chromium (the page's rows of docs/bad-input.md; run: node --test
 // web/tests/hostile.test.mjs): links that cannot be computed or are malformed, views past the module's
 // memory, text outside the BMP, lone surrogates and NUL, paste and copy, keys typed at once or during a long
 // computation, large exports. Every wait is on a condition.

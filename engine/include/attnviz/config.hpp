@@ -21,7 +21,7 @@ enum class Variant {
   mha,         // MultiHeadAttention: one projection split into heads, then out_proj
 };
 
-// How nn.Dropout draws its mask (see shared/TORCH_RNG.md).
+// How nn.Dropout draws its mask (docs/torch-rng.md describes both).
 enum class DropoutRng {
   cpu,  // PyTorch built without MKL (Debian, macOS/arm64): the book's printed outputs
   mkl,  // the official x86-64 Linux/Windows wheels

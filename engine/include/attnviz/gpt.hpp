@@ -155,7 +155,7 @@ std::uint64_t packed_bytes(const GptConfig& c, bool tied_head, Isa isa);
 GptWeights repacked(const GptWeights& w, Isa isa);
 
 // What a forward pass keeps. The KV cache and every layer's computation happen regardless; only what is kept
-// costs memory in the result (README: "What a model forward pass keeps").
+// costs memory in the result (docs/models.md: "What a pass keeps, and what it costs").
 struct GptRequest {
   std::vector<int> layers;  // layers whose attention is kept; empty: every layer
   bool all_layers = true;   // keep every layer (ignores `layers`)

@@ -29,7 +29,7 @@ Status check_utf8(std::string_view s);
 // Fails on invalid UTF-8; an empty or all-space text gives zero tokens (not an error here).
 Status split_words(std::string_view text, std::vector<std::string>& words);
 
-// The embedding of one word. With d_in == 3 the words of the seeds' sentences ("Your journey starts with one
+// The embedding of one word. With d_in == 3 the words of the book's sentences ("Your journey starts with one
 // step", "Dream big and work for it") get the vectors the book prints (ASCII case and trailing punctuation
 // are ignored for that look-up); every other word gets a vector derived from the word, d_in and the seed
 // only, with components in [-1, 1) rounded to two decimals, so the same word always gets the same vector.

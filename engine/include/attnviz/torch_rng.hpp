@@ -1,4 +1,4 @@
-// PyTorch's CPU random number generator, reproduced draw for draw (facts in shared/TORCH_RNG.md), so that a
+// PyTorch's CPU random number generator, reproduced draw for draw (facts in docs/torch-rng.md), so that a
 // seed gives the same parameters and dropout masks as a notebook calling torch.manual_seed(seed).
 #pragma once
 

@@ -33,7 +33,7 @@ bool parse_stage(const std::string& s, StageId& out);
 struct StageInfo {
   const char* title;    // button text, e.g. "softmax"
   std::string formula;  // e.g. "softmax(q k^T / sqrt(2))"
-  std::string shape;    // the tensor's shape in the seeds' notation, e.g. "(b, H, T, T) = (1, 2, 6, 6)"
+  std::string shape;    // the tensor's shape in the book's notation, e.g. "(b, H, T, T) = (1, 2, 6, 6)"
   bool available = true;
   std::string why_not;   // when not available: what this variant does instead
   bool per_head = true;  // false: one matrix shared by (or merged from) every head
@@ -61,7 +61,7 @@ struct MatrixDesc {
   bool empty() const { return rows == 0 || cols == 0; }
 };
 
-// The shape strip: every tensor of the pipeline in order, as in the seeds' diagrams.
+// The shape strip: every tensor of the pipeline in order, as in the book's diagrams.
 struct ShapeStep {
   StageId stage;      // the stage that shows this tensor
   std::string label;  // e.g. "q k^T"
@@ -69,7 +69,7 @@ struct ShapeStep {
 };
 std::vector<ShapeStep> shape_strip(const Result& r);
 
-// How many matrices the stage has (heads, or 1 for shared/merged stages).
+// How many matrices the stage has (heads, or 1 for a stage shared or merged).
 int stage_heads(const Result& r, StageId s);
 
 // Head `head`'s matrix (an empty descriptor when the stage is not available or the result did not keep it).
