@@ -1,7 +1,6 @@
 #include "gpt_config.hpp"
 
 #include <cstdint>
-#include <cstring>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,8 +14,8 @@ namespace {
 
 using json = nlohmann::json;
 
-// Checks the text's structure before the document is built: no key twice in one object (nlohmann keeps
-// the last silently, Python's json the last too, other readers the first) and no nesting past kMaxDepth.
+// Checks the text's structure before the document is built: no key twice in one object (nlohmann and
+// Python keep the last silently, other readers the first, or refuse) and no nesting past kMaxDepth.
 // Each object's keys go into a hash set that is dropped when the object ends, so the cost is linear.
 class KeyChecker {
  public:
@@ -43,12 +42,8 @@ class KeyChecker {
     --depth_;
     return true;
   }
-  bool start_array(std::size_t) {
-    objects_.emplace_back();  // (unused: keeps the stack one entry a level)
-    return enter();
-  }
+  bool start_array(std::size_t) { return enter(); }
   bool end_array() {
-    objects_.pop_back();
     --depth_;
     return true;
   }
