@@ -30,6 +30,7 @@ void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r,
                 w.source.c_str(), c.n_layers, c.n_heads, c.d_model / c.n_heads, c.d_model, c.context_length,
                 c.vocab_size, mode);
   out << buf;
+  if (!w.config_from.empty()) out << "config: " << w.config_from << '\n';
   std::snprintf(buf, sizeof buf, "computed with %s kernels on %d thread%s in %.1f ms\n", to_string(r.isa),
                 r.threads, r.threads == 1 ? "" : "s", r.seconds * 1e3);
   out << buf;
@@ -175,6 +176,7 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
 
   OpenedModel model;
   if (Status st = open_model(spec, model); !st.is_ok()) return fail(st);
+  if (!model.model.weights().note.empty()) err << "attnviz-cli: note: " << model.model.weights().note << "\n";
   const GptConfig& c = model.model.weights().config;
   if (Status st = parse_layers(m.layers.empty() ? (json ? "all" : "none") : m.layers, c.n_layers,
                                req.all_layers, req.layers);

@@ -296,7 +296,7 @@ TEST_CASE("gpt file: the head count") {
     CHECK(error_of(b, std::string(R"({"n_positions": 1024})")) ==
           "config.json: n_positions is 1024 but the weights' context length is 5");
     CHECK(error_of(b, std::string(R"({"n_head": 2, "num_heads": 4})")) ==
-          "config.json: head counts disagree (num_heads is 4, not 2)");
+          "config.json: head counts disagree (num_heads is 4, n_head is 2)");
     CHECK(error_of(b, std::string(R"({"n_head": 0})")) == "config.json: n_head is not a positive integer");
     CHECK(error_of(b, std::string(R"({"n_head": "12"})")) == "config.json: n_head is not a positive integer");
     CHECK(error_of(b, std::string(R"([12])")) == "config.json: not a JSON object");
@@ -338,6 +338,79 @@ TEST_CASE("gpt file: from disk, a file or a folder with config.json") {
   test::TempDir empty("gptempty");
   CHECK(load_gpt(empty.path.string(), {}, v).error ==
         empty.path.string() + "/model.safetensors: cannot open (No such file or directory)");
+}
+
+TEST_CASE("gpt file: a weights file in a folder is read with the folder's config.json, and says so") {
+  test::TempDir dir("gptsibling");
+  TinyGpt m;
+  m.build();  // d_model 8: without a head count from somewhere it does not load
+  const std::string file = dir.write("weights.safetensors", m.bytes());
+  GptWeights w;
+  CHECK(load_gpt(file, {}, w).error == file +
+                                           ": d_model 8 is not a multiple of 64 and no head count was given "
+                                           "(config.json's n_head or the heads option)");
+  GptLoadOptions opts;
+  opts.heads = 2;
+  REQUIRE(load_gpt(file, opts, w).is_ok());
+  CHECK(w.config_from == "none (sizes from the tensors, heads from the heads option)");
+
+  dir.write("config.json", std::string(R"({"n_head": 4, "n_layer": 2})"));
+  REQUIRE(load_gpt(file, {}, w).is_ok());
+  CHECK(w.config.n_heads == 4);  // the sibling's head count
+  CHECK(w.config_from == "attnviz_st_gptsibling/config.json");
+  CHECK(w.note.empty());
+  check_hf(m, w);
+  REQUIRE(load_gpt(file, opts, w).is_ok());
+  CHECK(w.config.n_heads == 2);
+  CHECK(w.config_from == "attnviz_st_gptsibling/config.json (heads from the heads option)");
+
+  // the sibling is checked like a folder's, and named by its path
+  dir.write("config.json", std::string(R"({"n_head": 4, "activation_function": "relu"})"));
+  CHECK(
+      load_gpt(file, {}, w).error ==
+      dir.path.string() +
+          "/config.json: activation_function is \"relu\": the engine computes GELU's tanh approximation only "
+          "(\"gelu_new\", \"gelu_pytorch_tanh\" or \"gelu_fast\")");
+  // a missing weights file is reported before any config.json
+  CHECK(load_gpt(dir.path.string() + "/absent.safetensors", {}, w).error ==
+        dir.path.string() + "/absent.safetensors: cannot open (No such file or directory)");
+}
+
+TEST_CASE("gpt file: the layer count is confirmed by config.json, or the load says nothing checked it") {
+  TinyGpt m;
+  m.layers = 3;
+  m.build();
+  // The last block missing entirely: nothing in the file says it should be there.
+  auto w = m.writer();
+  w.entries.erase(std::remove_if(w.entries.begin(), w.entries.end(),
+                                 [](const auto& e) { return e.name.rfind("h.2.", 0) == 0; }),
+                  w.entries.end());
+  const Bytes two = w.bytes();
+  GptWeights g;
+  REQUIRE(load_bytes(two, g, kHeads2).is_ok());
+  CHECK(g.config.n_layers == 2);
+  CHECK(g.note == "2 layers found in the file; config.json states no n_layer to check the count against");
+  GptLoadOptions opts;
+  opts.heads = 2;
+  REQUIRE(load_bytes(two, g, std::nullopt, opts).is_ok());
+  CHECK(g.note == "2 layers found in the file; no config.json to check the count against");
+  CHECK(g.config_from == "none (sizes from the tensors, heads from the heads option)");
+  // With the layer count stated, the missing block is refused.
+  CHECK(error_of(two, std::string(R"({"n_head": 2, "n_layer": 3})")) ==
+        "config.json: n_layer is 3 but the weights' layer count is 2");
+  REQUIRE(load_bytes(m.bytes(), g, std::string(R"({"n_head": 2, "n_layer": 3})")).is_ok());
+  CHECK(g.note.empty());
+  CHECK(g.config_from == "config.json");
+  // A block partly there, or one missing before another, names the first tensor not found (the note is for
+  // the case no tensor can settle).
+  CHECK(error_of(m.bytes("h.2.ln_2.bias"), std::nullopt, opts) ==
+        "model.safetensors: tensor \"h.2.ln_2.bias\" is missing");
+  auto gap = m.writer();
+  gap.entries.erase(std::remove_if(gap.entries.begin(), gap.entries.end(),
+                                   [](const auto& e) { return e.name.rfind("h.1.", 0) == 0; }),
+                    gap.entries.end());
+  CHECK(error_of(gap.bytes(), std::nullopt, opts) ==
+        "model.safetensors: tensor \"h.1.ln_1.weight\" is missing");
 }
 
 TEST_CASE("gpt file: the memory budget is checked before anything is packed") {

@@ -38,6 +38,9 @@ TEST_CASE(
   const json j = json::parse(r.out);
   CHECK(j.at("model").at("n_layers") == 2);
   CHECK(j.at("model").at("n_heads") == 4);  // from the folder's config.json
+  CHECK(j.at("model").at("config") == "hf-folder/config.json");
+  CHECK_FALSE(j.at("model").contains("note"));  // config.json's n_layer confirmed the layers
+  CHECK(r.err.find("note") == std::string::npos);
   CHECK(j.at("model").at("tied_head") == true);
   CHECK(j.at("options").at("train") == false);
   const std::vector<int> ids = f.at("ids");
@@ -86,6 +89,11 @@ TEST_CASE("attnviz-cli --model --generate: the book's greedy generate_text_simpl
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
   const json j = json::parse(r.out);
+  // A bare file: the output says which configuration was used, and that nothing checked the layer count.
+  CHECK(j.at("model").at("config") == "none (sizes from the tensors, heads from the heads option)");
+  CHECK(j.at("model").at("note") == "2 layers found in the file; no config.json to check the count against");
+  CHECK(r.err ==
+        "attnviz-cli: note: 2 layers found in the file; no config.json to check the count against\n");
   const std::vector<int> want = f.at("generate").at("ids");
   std::vector<int> got;
   for (const json& t : j.at("tokens")) got.push_back(t.at("id"));
@@ -99,6 +107,7 @@ TEST_CASE("attnviz-cli --model: the terminal view names the model, the tokens an
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
   CHECK(r.out.find("hf-folder/model.safetensors: 2 layers, 4 heads of dim 16") != std::string::npos);
+  CHECK(r.out.find("\nconfig: hf-folder/config.json\n") != std::string::npos);
   CHECK(r.out.find("train (dropout 0.1, cpu)") != std::string::npos);
   CHECK(r.out.find("layer 1 head 3 attention weights") != std::string::npos);
   CHECK(r.out.find("layer 0 head") == std::string::npos);

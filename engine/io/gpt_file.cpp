@@ -1,6 +1,7 @@
 #include "gpt_file.hpp"
 
 #include "files.hpp"
+#include "gpt_config.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -143,54 +144,12 @@ std::string names_list(const std::vector<std::string>& names) {
   return s;
 }
 
-// The head count and the sizes config.json states, checked against the weights'.
-Status read_config(const std::string& where, const std::string& text, const GptConfig& sizes, int& heads) {
-  const auto fail = [&](const std::string& m) { return Status::fail(where + ": " + m); };
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return fail("not JSON (" + json_error_text(e) + ")");
-  } catch (const std::bad_alloc&) {
-    return fail("needs more memory than is available");
-  }
-  if (!j.is_object()) return fail("not a JSON object");
-  const auto integer = [&](const char* key, int& value) -> Status {
-    const auto it = j.find(key);
-    if (it == j.end()) return Status::ok();
-    if (!it->is_number_unsigned() || it->get<std::uint64_t>() == 0 || it->get<std::uint64_t>() > INT_MAX)
-      return fail(std::string(key) + " is not a positive integer");
-    value = static_cast<int>(it->get<std::uint64_t>());
-    return Status::ok();
-  };
-  heads = 0;
-  for (const char* key : {"n_head", "num_heads", "n_heads"}) {
-    int h = 0;
-    if (Status s = integer(key, h); !s.is_ok()) return s;
-    if (h && heads && h != heads)
-      return fail("head counts disagree (" + std::string(key) + " is " + std::to_string(h) + ", not " +
-                  std::to_string(heads) + ")");
-    if (h) heads = h;
-  }
-  const struct {
-    const char* key;
-    int file;
-    const char* what;
-  } sizes_stated[] = {{"vocab_size", sizes.vocab_size, "vocabulary size"},
-                      {"n_embd", sizes.d_model, "d_model"},
-                      {"emb_dim", sizes.d_model, "d_model"},
-                      {"n_layer", sizes.n_layers, "layer count"},
-                      {"n_layers", sizes.n_layers, "layer count"},
-                      {"n_positions", sizes.context_length, "context length"},
-                      {"context_length", sizes.context_length, "context length"}};
-  for (const auto& s : sizes_stated) {
-    int v = 0;
-    if (Status st = integer(s.key, v); !st.is_ok()) return st;
-    if (v && v != s.file)
-      return fail(std::string(s.key) + " is " + std::to_string(v) + " but the weights' " + s.what + " is " +
-                  std::to_string(s.file));
-  }
-  return Status::ok();
+// A path for the output: its last two parts ("gpt2/config.json"), as the weights' source is shown.
+std::string short_path(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return path;
+  const auto prev = path.rfind('/', slash - 1);
+  return path.substr(prev == std::string::npos ? 0 : prev + 1);
 }
 
 Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& config_json,
@@ -313,17 +272,22 @@ Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& 
   c.drop_rate = 0.1;  // GPT-2's; files do not record it
   c.qkv_bias = qkv_bias;
 
+  // config.json: every key agrees with the weights or is refused; it may set the heads and the dropout rate.
+  GptConfigStated stated;
+  if (config_json) {
+    const GptWeightFacts facts{c, plan.info.tied, file.find(n.head) != nullptr};
+    if (Status s = read_gpt_config(config_where, *config_json, facts, stated); !s.is_ok()) return s;
+    if (stated.drop_rate >= 0.0) c.drop_rate = stated.drop_rate;
+  }
+
   // Heads: the option, else config.json, else d_model / 64.
-  int config_heads = 0;
-  if (config_json)
-    if (Status s = read_config(config_where, *config_json, c, config_heads); !s.is_ok()) return s;
   std::string heads_from;
   if (opts.heads > 0) {
     c.n_heads = opts.heads;
     heads_from = "the heads option";
-  } else if (config_heads > 0) {
-    c.n_heads = config_heads;
-    heads_from = config_where;
+  } else if (stated.heads > 0) {
+    c.n_heads = stated.heads;
+    heads_from = config_where + (stated.heads_default ? " (GPT2Config's default n_head)" : "");
   } else if (D % 64 == 0) {
     c.n_heads = static_cast<int>(D / 64);
     heads_from = "d_model / 64";
@@ -336,6 +300,17 @@ Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& 
     return fail("d_model " + std::to_string(D) + " does not split into " + std::to_string(c.n_heads) +
                 " heads (from " + heads_from + ")");
   if (Status s = validate(c); !s.is_ok()) return fail(s.error);
+
+  // What the output says about where the configuration came from, and what nothing could check.
+  const std::string config_name = short_path(config_where);
+  if (!config_json)
+    plan.info.config_from = "none (sizes from the tensors, heads from " + heads_from + ")";
+  else
+    plan.info.config_from = config_name + (opts.heads > 0 ? " (heads from the heads option)" : "");
+  if (!stated.layers)
+    plan.info.note = std::to_string(layers) + (layers == 1 ? " layer" : " layers") + " found in the file; " +
+                     (config_json ? config_name + " states no n_layer" : "no config.json") +
+                     " to check the count against";
 
   plan.info.packed_bytes = packed_bytes(c, plan.info.tied, opts.isa);
   return Status::ok();
@@ -378,6 +353,8 @@ Status load(const SafetensorsFile& file, const std::optional<std::string>& confi
   w.config = c;
   w.isa = isa;
   w.source = source_name(file.name());
+  w.config_from = plan.info.config_from;
+  w.note = plan.info.note;
   // Each tensor's file pages go back once it is packed, so the mapping never stays resident beside the copy.
   const auto done = [&](const SafeTensor* t) {
     if (t) file.release(*t);
@@ -479,14 +456,18 @@ Status load_gpt(const std::string& path, const GptLoadOptions& opts, GptWeights&
     const std::string dir = path.empty() || path.back() == '/' ? path : path + "/";
     file_path = dir + "model.safetensors";
     config_path = dir + "config.json";
-    if (::stat(config_path.c_str(), &st) == 0) {
-      config.emplace();
-      if (Status s = read_untrusted_file(config_path, 1 << 20, *config); !s.is_ok()) return s;
-    }
+  } else {
+    // A weights file in a model's folder comes with that folder's config.json, as Hugging Face's does.
+    const auto slash = path.rfind('/');
+    config_path = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + "config.json";
   }
   SafetensorsFile file;
   if (Status s = SafetensorsFile::open(file_path, file); !s.is_ok()) return s;
-  return load(file, config, config_path.empty() ? "config.json" : config_path, opts, out);
+  if (::stat(config_path.c_str(), &st) == 0) {
+    config.emplace();
+    if (Status s = read_untrusted_file(config_path, kMaxConfigBytes, *config); !s.is_ok()) return s;
+  }
+  return load(file, config, config_path, opts, out);
 }
 
 }  // namespace attnviz

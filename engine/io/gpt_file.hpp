@@ -4,8 +4,10 @@
 //   the book's GPTModel.state_dict() (`tok_emb.weight`, `trf_blocks.{i}.att.W_query.weight`, ...; nn.Linear
 //     weights stored (out, in); `out_head.weight`).
 // Every size comes from the tensors themselves; the head count from config.json (`n_head`, `num_heads` or
-// `n_heads`), else d_model / 64, and GptLoadOptions::heads overrides both. Each matrix is widened to float,
-// packed into panels for the kernels, and its file pages released, so loading peaks near the packed size.
+// `n_heads`), else d_model / 64, and GptLoadOptions::heads overrides both. A config.json is read strictly
+// (gpt_config.hpp): each key agrees with the weights, states the arithmetic the engine does, or is refused
+// by name. Each matrix is widened to float, packed into panels for the kernels, and its file pages released,
+// so loading peaks near the packed size.
 #pragma once
 
 #include <cstdint>
@@ -31,11 +33,13 @@ const char* to_string(GptNaming n);
 
 // What a file holds, found without packing anything.
 struct GptFileInfo {
-  GptConfig config;  // drop_rate is GPT-2's 0.1 (files do not say)
+  GptConfig config;  // drop_rate: config.json's, else GPT-2's 0.1 (weights files do not say)
   GptNaming naming = GptNaming::hugging_face;
   std::string prefix;              // "transformer." when every Hugging Face name has it
   bool tied = true;                // no separate output head (or one identical to the token embedding)
   std::uint64_t packed_bytes = 0;  // what the loaded GptWeights will hold, panels padded, for opts.isa
+  std::string config_from;         // GptWeights::config_from
+  std::string note;                // GptWeights::note
 };
 
 // Checks the file's tensors against a GPT-2 model and finds its configuration. `config_json`: the text of a
@@ -47,7 +51,8 @@ Status inspect_gpt(const SafetensorsFile& file, const std::optional<std::string>
 Status load_gpt(const SafetensorsFile& file, const std::optional<std::string>& config_json,
                 const GptLoadOptions& opts, GptWeights& out);
 
-// `path`: a .safetensors file, or a folder holding model.safetensors (and config.json when present).
+// `path`: a folder holding model.safetensors, or a .safetensors file; config.json is read from the folder
+// (the file's own) when it is there.
 Status load_gpt(const std::string& path, const GptLoadOptions& opts, GptWeights& out);
 
 // The browser page's variant: the file's bytes (and config.json's text, if the user gave one) in memory.

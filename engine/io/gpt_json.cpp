@@ -59,6 +59,14 @@ std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, co
   w.out += buf;
   w.out += ",\"source\":";
   w.string(model.source);
+  if (!weights.config_from.empty()) {  // loaded weights: the config.json used, and what none could check
+    w.out += ",\"config\":";
+    w.string(weights.config_from);
+  }
+  if (!weights.note.empty()) {
+    w.out += ",\"note\":";
+    w.string(weights.note);
+  }
   if (model.seeded) w.out += ",\"seed\":" + std::to_string(model.seed);
   std::snprintf(buf, sizeof buf, "},\"options\":{\"train\":%s,\"dropout_rng\":\"%s\"},",
                 r.options.train ? "true" : "false", to_string(r.options.dropout_rng));

@@ -1,7 +1,8 @@
 // A whole-model pass as JSON (attnviz-cli --model ... --json; the page's per-layer export). Every key is
 // described in docs/cli.md ("Whole models"):
 //   model      {vocab_size, context_length, d_model, n_heads, n_layers, drop_rate, qkv_bias, tied_head,
-//               parameters, source, seed (seeded models only)}
+//               parameters, source, seed (seeded models only), config and note (loaded weights only: the
+//               config.json used, or "none (...)"; what nothing could check, when something)}
 //   options    {train, dropout_rng}
 //   tokens     [{id, piece, label}]: piece is the token's text, or null with "bytes" when it holds part of
 //              a multi-byte character; label is the display form (bpe.hpp)

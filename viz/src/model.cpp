@@ -133,7 +133,10 @@ std::string ModelSession::describe() const {
                 source.c_str(), c.n_layers, c.n_heads, c.d_model, c.context_length,
                 static_cast<double>(parameter_count(c, choice_.kind == ModelKind::file)) / 1e6,
                 choice_.train ? ", train mode" : "");
-  return buf;
+  // A loaded file also says which config.json it was read with, and what nothing could check.
+  const GptWeights& w = model_->model.weights();
+  return buf + (w.config_from.empty() ? "" : "; config: " + w.config_from) +
+         (w.note.empty() ? "" : "; " + w.note);
 }
 
 void ModelSession::set_detail_layer(int layer) {

@@ -136,6 +136,10 @@ struct GptWeights {
   PackedMatrix out_head;            // (vocab, d); empty when tied to tok_emb (GPT-2 files)
   Isa isa = Isa::scalar;            // the ISA whose panel width the matrices have
   std::string source;               // "seeded gpt2-small, seed 123" or the file's name
+  // Loaded weights: the config.json used ("gpt2/config.json"), or "none (sizes from the tensors, heads from
+  // d_model / 64)"; and what the host should tell the user that nothing could check ("11 layers found in
+  // the file; no config.json to check the count against"), or "". Both empty for seeded models.
+  std::string config_from, note;
 
   bool tied() const { return out_head.data.empty(); }
   const PackedMatrix& head() const { return tied() ? tok_emb : out_head; }
