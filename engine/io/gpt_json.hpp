@@ -1,14 +1,17 @@
 // A whole-model pass as JSON (attnviz-cli --model ... --json; the page's per-layer export):
-//   model     {source, vocab_size, context_length, d_model, n_heads, n_layers, drop_rate, qkv_bias,
-//   tied_head,
-//              parameters, seed (seeded models only)}
-//   options   {train, dropout_rng}
-//   tokens    [{id, piece, label}]: piece is the token's text, or null with "bytes" when it holds part of a
-//             multi-byte character; label is the display form (tokenizer/bpe.hpp)
-//   layers    [{index, heads: [{weights, scores?, dropped?, context?}], resid_in?, resid_out?}]: the kept
-//   layers logits    the last position's (vocab), or every position's (T x vocab) when they were kept next
-//   [{id, piece, label, probability, logit}], most probable first generated [{id, piece, label}] and
-//   generated_text, when tokens were generated engine    {isa, threads, ms, reused}
+//   model      {source, vocab_size, context_length, d_model, n_heads, n_layers, drop_rate, qkv_bias,
+//               tied_head, parameters, seed (seeded models only)}
+//   options    {train, dropout_rng}: train is the mode the pass ran in (dropout when drop_rate > 0)
+//   tokens     [{id, piece, label}]: piece is the token's text, or null with "bytes" when it holds part of
+//              a multi-byte character; label is the display form (tokenizer/bpe.hpp)
+//   layers     [{index, heads: [{weights, scores?, dropped?, context?}], resid_in?, resid_out?}]: the kept
+//              layers
+//   logits     the last position's (vocab), or every position's (T x vocab) when they were kept
+//   next       [{id, piece, label, probability, logit}], most probable first
+//   generated  [{id, piece, label}] and generated_text (U+FFFD for each broken part of a character, as
+//              the tokenizer's decode with errors="replace"), when tokens were generated
+//   engine     {backend, isa, threads, ms, reused}
+// Every number is finite: the engine refuses a pass that is not.
 #pragma once
 
 #include <string>
