@@ -31,7 +31,9 @@ const std::string kGpt = std::string(ATTNVIZ_FIXTURES_DIR) + "/gpt";
 // the key of position 1 are 2B along one direction and the other two are 0 (B = 1.2e19; (2B)^2 = 5.8e38, past
 // FLT_MAX = 3.4e38). In train mode dropout on the embeddings moves them by some 5% of B: the visible cells
 // stay near 0.1 B^2, the masked one past 3.6 B^2. Nothing else is on, so the logits are 0.
-std::string overflowing_scores_model(const attnviz::test::TempDir& dir) {
+// With `everywhere`, q = k = 2B at every position (the biases alone): every raw score overflows, the visible
+// ones too.
+std::string overflowing_scores_model(const attnviz::test::TempDir& dir, bool everywhere = false) {
   attnviz::test::TinyGpt g;
   g.vocab = 512, g.context = 5, g.d = 64, g.layers = 1, g.mask_buffers = false;
   g.build();
@@ -49,7 +51,11 @@ std::string overflowing_scores_model(const attnviz::test::TempDir& dir) {
     w[i * 192 + 64] = -B / 64 * e;  // k[0] = B - B (e . h) / 64: 0 at position 0, 2B at position 1
   }
   b[0] = B, b[64] = B;
-  return dir.write("overflow.safetensors", g.bytes());
+  if (everywhere) {
+    std::fill(w.begin(), w.end(), 0.0f);
+    b[0] = b[64] = 2 * B;
+  }
+  return dir.write(everywhere ? "overflow_all.safetensors" : "overflow.safetensors", g.bytes());
 }
 
 json fixture(const std::string& name) {
@@ -210,6 +216,20 @@ TEST_CASE("attnviz-cli --model --keep scores: a raw score past float32 is refuse
       CHECK(wt[0][1] == 0.0);
       for (const json& x : j.at("logits")) CHECK(x == 0.0);
     }
+  }
+  // every score past float32: the same line on every ISA, naming the first stage kept that is not finite
+  const std::string all = overflowing_scores_model(dir, true);
+  for (attnviz::Isa isa : attnviz::available_isas()) {
+    INFO(attnviz::to_string(isa));
+    const std::vector<std::string> args = {
+        "--model", all, "--vocab", vocab, "--text", "hi", "--isa", attnviz::to_string(isa), "--json"};
+    check_refused(args, "the result is not finite (weights): the inputs are too large for float32");
+    std::vector<std::string> scores = args;
+    scores.insert(scores.end(), {"--keep", "scores"});
+    check_refused(scores, "the result is not finite (raw scores): the inputs are too large for float32");
+    std::vector<std::string> unseen = args;
+    unseen.insert(unseen.end(), {"--layers", "none"});  // the weights are checked in a layer not shown too
+    check_refused(unseen, "the result is not finite (weights): the inputs are too large for float32");
   }
   // the chapter-3 layer refuses such raw scores with the same line
   check_refused({"--inputs", dir.write("rows.json", std::string("[[1e20, 1e20], [1e20, 1e20]]")), "--d-out",
