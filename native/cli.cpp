@@ -142,7 +142,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   if (const std::optional<int> done = parse_command_line(app, args, out, err)) return *done;
   if (!model.model.empty()) return run_model_cli(app, a, model, vocab_dir, json, out, err);
-  for (const char* flag : {"--layers", "--keep", "--top-k", "--generate"})
+  for (const char* flag : {"--layers", "--keep", "--top-k", "--generate", "--train"})
     if (app.count(flag) > 0) {
       err << "attnviz-cli: " << flag << " needs --model\n";
       return 1;

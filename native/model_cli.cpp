@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <string_view>
 
 #include "attnviz/gpt.hpp"
 #include "gpt_json.hpp"
@@ -94,6 +96,11 @@ void add_model_options(CLI::App& app, ModelArgs& m) {
   app.add_option("--generate", m.generate, "with --model: greedy tokens to generate (generate_text_simple)")
       ->capture_default_str()
       ->transform(decimal_int());
+  app.add_flag(
+      "--train", m.train,
+      "with --model FILE or FOLDER: train mode (dropout in three places); loaded weights run in eval "
+      "mode, as from_pretrained gives them, and the seeded models in train mode, as the book "
+      "builds them (--eval for eval)");
 }
 
 Status parse_layers(const std::string& spec, int n_layers, bool& all, std::vector<int>& layers) {
@@ -104,21 +111,25 @@ Status parse_layers(const std::string& spec, int n_layers, bool& all, std::vecto
     return Status::ok();
   }
   if (spec == "none" || spec.empty()) return Status::ok();
+  const std::string outside = " is outside the model's layers 0.." + std::to_string(n_layers - 1);
   std::size_t i = 0;
   while (i <= spec.size()) {
     const std::size_t end = std::min(spec.find(',', i), spec.size());
-    const std::string part = spec.substr(i, end - i);
-    int a = -1, b = -1;
-    char tail = 0;
-    const bool range = std::sscanf(part.c_str(), "%d-%d%c", &a, &b, &tail) == 2;
-    const bool one = !range && std::sscanf(part.c_str(), "%d%c", &a, &tail) == 1;
-    if (part.empty() || part.find_first_not_of("0123456789-") != std::string::npos || (!range && !one))
+    const std::string_view part = std::string_view(spec).substr(i, end - i);
+    // "N" or "N-M" in plain decimal digits; a number past INT_MAX is out of range, never wrapped.
+    const std::size_t dash = part.find('-');
+    const std::string_view first = part.substr(0, dash),
+                           last = dash == std::string_view::npos ? first : part.substr(dash + 1);
+    const auto digits = [](std::string_view s) {
+      return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+    };
+    if (!digits(first) || !digits(last))
       return Status::fail("--layers: " + quote_arg(part) + " is not a layer number or a range such as 2-5");
-    if (one) b = a;
-    if (a < 0 || b < a || b >= n_layers)
-      return Status::fail("--layers: " + quote_arg(part) + " is outside the model's layers 0.." +
-                          std::to_string(n_layers - 1));
-    for (int l = a; l <= b; ++l)
+    const std::optional<int> a = parse_decimal_int(first), b = parse_decimal_int(last);
+    if (!a || !b || *b >= n_layers) return Status::fail("--layers: " + quote_arg(part) + outside);
+    if (*b < *a)
+      return Status::fail("--layers: " + quote_arg(part) + " is an empty range: give the lower layer first");
+    for (int l = *a; l <= *b; ++l)
       if (std::find(layers.begin(), layers.end(), l) == layers.end()) layers.push_back(l);
     i = end + 1;
   }
@@ -141,7 +152,10 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   ModelSpec spec;
   spec.model = m.model;
   spec.seed = a.seed;
-  spec.options.train = !a.eval;
+  if (m.train && a.eval) return fail(Status::fail("--train and --eval contradict each other: give one"));
+  // Loaded weights run as from_pretrained gives them (eval); the book's freshly built GPTModel is an
+  // nn.Module in training mode.
+  spec.options.train = find_gpt_preset(m.model) ? !a.eval : m.train;
   const std::optional<DropoutRng> flavour = parse_dropout_rng(a.rng);
   if (!flavour) return fail(Status::fail("unknown dropout rng " + quote_arg(a.rng) + " (cpu, mkl)"));
   spec.options.dropout_rng = *flavour;

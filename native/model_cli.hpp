@@ -16,9 +16,10 @@ struct ModelArgs {
   std::string keep = "weights";
   int top_k = 10;
   int generate = 0;
+  bool train = false;  // --train: a loaded model in train mode (a seeded one is in train mode already)
 };
 
-// Registers --model, --layers, --keep, --top-k and --generate.
+// Registers --model, --layers, --keep, --top-k, --generate and --train.
 void add_model_options(CLI::App& app, ModelArgs& m);
 
 // "0,5,9-11" -> {0, 5, 9, 10, 11}; "all" sets `all`; "none" gives no layers. Fails naming the bad part.

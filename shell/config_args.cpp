@@ -33,6 +33,15 @@ bool to_u64(const std::string& digits, std::uint64_t& v) {
 
 }  // namespace
 
+std::optional<int> parse_decimal_int(std::string_view s) {
+  bool negative = false;
+  std::string digits;
+  std::uint64_t v = 0;
+  if (!split_decimal(std::string(s), negative, digits) || !to_u64(digits, v)) return std::nullopt;
+  if (v > (negative ? std::uint64_t{1} << 31 : std::uint64_t{INT_MAX})) return std::nullopt;
+  return negative ? static_cast<int>(-static_cast<std::int64_t>(v)) : static_cast<int>(v);
+}
+
 std::string quote_arg(std::string_view s) {
   std::size_t end = std::min<std::size_t>(s.size(), 40);
   while (end > 0 && end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80)
@@ -47,12 +56,11 @@ CLI::Validator decimal_int() {
         bool negative = false;
         std::string digits;
         if (!split_decimal(s, negative, digits)) return quote_arg(s) + " is not a decimal integer";
-        std::uint64_t v = 0;
-        const std::uint64_t limit = negative ? std::uint64_t{1} << 31 : INT_MAX;
-        if (!to_u64(digits, v) || v > limit)
+        const std::optional<int> v = parse_decimal_int(s);
+        if (!v)
           return quote_arg(s) + " is out of range (" + std::to_string(INT_MIN) + " to " +
                  std::to_string(INT_MAX) + ")";
-        s = (negative ? "-" : "") + digits;
+        s = std::to_string(*v);
         return {};
       },
       "", "decimal_int");

@@ -36,6 +36,10 @@ std::string quote_arg(std::string_view value);
 // Registers --text and every configuration and execution flag on `app`.
 void add_config_options(CLI::App& app, ConfigArgs& a);
 
+// "[+-]digits" as an int: decimal only (leading zeros allowed, no spaces, no hexadecimal), and nothing that
+// wraps: a value outside INT_MIN..INT_MAX is nullopt, as is anything else that is not such a number.
+std::optional<int> parse_decimal_int(std::string_view s);
+
 // Numbers on the command line are decimal (CLI11 alone reads "010" as octal 8 and "0x10" as 16) and fit
 // their type. Each is a CLI11 transform: it rewrites the value as the plain decimal CLI11 then converts, or
 // refuses it in one line. An empty value passes (parse_command_line says it "needs a value").

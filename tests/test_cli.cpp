@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 
 #include "attnviz/engine.hpp"
 #include "cli_run.hpp"
+#include "config_args.hpp"
 #include "json_io.hpp"
 
 using attnviz::test::check_refused;
@@ -376,4 +378,17 @@ TEST_CASE("result_json_bound is never below the JSON text, and not far above it"
       CHECK(text.size() <= bound);
       CHECK(bound <= 3 * text.size() + 2048);
     }
+}
+
+TEST_CASE("parse_decimal_int: the int a decimal flag holds, nothing that wraps") {
+  using attnviz::parse_decimal_int;
+  CHECK(parse_decimal_int("0") == 0);
+  CHECK(parse_decimal_int("-0") == 0);
+  CHECK(parse_decimal_int("007") == 7);
+  CHECK(parse_decimal_int("+12") == 12);
+  CHECK(parse_decimal_int("2147483647") == INT_MAX);
+  CHECK(parse_decimal_int("-2147483648") == INT_MIN);
+  for (const char* s : {"2147483648", "-2147483649", "4294967297", "4294967296", "18446744073709551617",
+                        "99999999999999999999999999", "", "-", "+", " 1", "1 ", "0x10", "1e3", "1.0", "--1"})
+    CHECK_MESSAGE(!parse_decimal_int(s), s);
 }

@@ -343,6 +343,13 @@ TEST_CASE("a pass computed elsewhere: begin_gpt_forward lays out what forward ke
   ext.logits.data[3] = INFINITY;
   CHECK(end_gpt_forward(GptRequest{}, ext).error ==
         "the logits are not finite: the weights overflow float32");
+  // and so is a kept stage that is not finite, with the line the engine's own passes give
+  GptRequest scores;
+  scores.stages = kStageScores;
+  REQUIRE(begin_gpt_forward(m.weights(), m.options(), ids, scores, ext).is_ok());
+  ext.layers[1].attention.scores.at(0, 0, 1) = INFINITY;  // a masked cell
+  CHECK(end_gpt_forward(scores, ext).error ==
+        "the result is not finite (raw scores): the inputs are too large for float32 arithmetic");
 }
 
 TEST_CASE("reusable() names the rows the incremental path takes, and FLOPs count only the rows computed") {

@@ -92,3 +92,14 @@ TEST_CASE("format_float_g agrees with snprintf on a million random floats, and t
   }
   CHECK(mismatches == 0);
 }
+
+TEST_CASE("JsonWriter never writes a bare inf or nan: a number JSON cannot hold is null") {
+  JsonWriter w;
+  w.out += '[';
+  for (float x : {1.5f, INFINITY, -INFINITY, std::numeric_limits<float>::quiet_NaN(), -0.0f}) {
+    if (w.out.size() > 1) w.out += ',';
+    w.number(x);
+  }
+  w.out += ']';
+  CHECK(w.out == "[1.5,null,null,null,-0]");
+}

@@ -7,8 +7,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "attnviz/exec.hpp"
 #include "attnviz/gpt.hpp"
 #include "cli_run.hpp"
+#include "config_args.hpp"
+#include "gpt_json.hpp"
+#include "model_cli.hpp"
+#include "model_source.hpp"
+#include "safetensors_writer.hpp"
 
 using attnviz::test::check_refused;
 using attnviz::test::cli;
@@ -18,6 +24,39 @@ using nlohmann::json;
 namespace {
 
 const std::string kGpt = std::string(ATTNVIZ_FIXTURES_DIR) + "/gpt";
+
+// A one-layer GPT-2 (d 64, one head, the fixtures' 512-token vocabulary) whose raw score (0, 1), a masked
+// cell, overflows float32 while the visible cells stay finite. Positions 0 and 1 embed as e and -e
+// (e = 32 ones, then 32 minus ones; every token embeds as 0), so that after ln_1 the query of position 0 and
+// the key of position 1 are 2B along one direction and the other two are 0 (B = 1.2e19; (2B)^2 = 5.8e38, past
+// FLT_MAX = 3.4e38). In train mode dropout on the embeddings moves them by some 5% of B: the visible cells
+// stay near 0.1 B^2, the masked one past 3.6 B^2. Nothing else is on, so the logits are 0.
+// With `everywhere`, q = k = 2B at every position (the biases alone): every raw score overflows, the visible
+// ones too.
+std::string overflowing_scores_model(const attnviz::test::TempDir& dir, bool everywhere = false) {
+  attnviz::test::TinyGpt g;
+  g.vocab = 512, g.context = 5, g.d = 64, g.layers = 1, g.mask_buffers = false;
+  g.build();
+  for (auto& entry : g.tensors) std::fill(entry.second.values.begin(), entry.second.values.end(), 0.0f);
+  for (const char* n : {"h.0.ln_1.weight", "h.0.ln_2.weight", "ln_f.weight"})
+    std::fill(g.tensors[n].values.begin(), g.tensors[n].values.end(), 1.0f);
+  const float B = 1.2e19f;
+  std::vector<float>& pos = g.tensors["wpe.weight"].values;            // (context, d)
+  std::vector<float>& w = g.tensors["h.0.attn.c_attn.weight"].values;  // (d, 3d): x W + b, q | k | v
+  std::vector<float>& b = g.tensors["h.0.attn.c_attn.bias"].values;
+  for (std::size_t i = 0; i < 64; ++i) {
+    const float e = i < 32 ? 1.0f : -1.0f;
+    pos[i] = e, pos[64 + i] = -e;
+    w[i * 192] = B / 64 * e;        // q[0] = B + B (e . h) / 64: 2B at position 0, 0 at position 1
+    w[i * 192 + 64] = -B / 64 * e;  // k[0] = B - B (e . h) / 64: 0 at position 0, 2B at position 1
+  }
+  b[0] = B, b[64] = B;
+  if (everywhere) {
+    std::fill(w.begin(), w.end(), 0.0f);
+    b[0] = b[64] = 2 * B;
+  }
+  return dir.write(everywhere ? "overflow_all.safetensors" : "overflow.safetensors", g.bytes());
+}
 
 json fixture(const std::string& name) {
   std::ifstream f(kGpt + "/" + name, std::ios::binary);
@@ -106,12 +145,182 @@ TEST_CASE("attnviz-cli --model: the terminal view names the model, the tokens an
   const Run r = cli({"--model", kGpt + "/hf-folder", "--text", "the cat", "--layers", "1", "--top-k", "3"});
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
-  CHECK(r.out.find("hf-folder/model.safetensors: 2 layers, 4 heads of dim 16") != std::string::npos);
+  CHECK(r.out.find("hf-folder/model.safetensors: 2 layers, 4 heads of dim 16, d_model 64, context 64, "
+                   "vocabulary 512, eval\n") != std::string::npos);
   CHECK(r.out.find("\nconfig: hf-folder/config.json\n") != std::string::npos);
-  CHECK(r.out.find("train (dropout 0.1, cpu)") != std::string::npos);
   CHECK(r.out.find("layer 1 head 3 attention weights") != std::string::npos);
   CHECK(r.out.find("layer 0 head") == std::string::npos);
   CHECK(r.out.find("\nnext token:\n   1. ") != std::string::npos);
+  const Run train =
+      cli({"--model", kGpt + "/hf-folder", "--text", "the cat", "--layers", "1", "--top-k", "3", "--train"});
+  REQUIRE(train.status == 0);
+  CHECK(train.out.find("vocabulary 512, train (dropout 0.1, cpu)\n") != std::string::npos);
+}
+
+TEST_CASE("attnviz-cli --model: loaded weights run in eval mode, as from_pretrained, unless --train") {
+  const json f = fixture("14_folder_hf_d64_h4_l2_p10_bias_f16.json");
+  const std::vector<std::string> base = {
+      "--model", kGpt + "/hf-folder", "--text", f.at("text"), "--json", "--layers", "0", "--top-k", "0"};
+  const auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Run r = cli(args);
+    CAPTURE(r.err);
+    REQUIRE(r.status == 0);
+    return json::parse(r.out);
+  };
+  const json plain = run({}), eval = run({"--eval"}), train = run({"--train"});
+  CHECK(plain.at("options").at("train") == false);
+  CHECK(train.at("options").at("train") == true);
+  // the default is PyTorch's eval() pass: the fixture's weights, and exactly --eval's numbers
+  CHECK(plain.at("layers") == eval.at("layers"));
+  CHECK(plain.at("logits") == eval.at("logits"));
+  const json& want = f.at("attention")[0][0];
+  const json& got = plain.at("layers")[0].at("heads")[0].at("weights");
+  for (std::size_t i = 0; i < want.size(); ++i)
+    for (std::size_t k = 0; k < want.size(); ++k)
+      CHECK(got[i][k].get<double>() == doctest::Approx(want[i][k].get<double>()).epsilon(1e-5).scale(0.1));
+  // train mode drops weights (dropout 0.1 over the layer's 4 x T x T weights): some row is no longer
+  // the eval row
+  CHECK(train.at("layers") != plain.at("layers"));
+  check_refused({"--model", kGpt + "/hf-folder", "--text", "a", "--train", "--eval"},
+                "--train and --eval contradict each other");
+  check_refused({"--text", "a", "--train"}, "--train needs --model");
+}
+
+TEST_CASE("attnviz-cli --model: a seeded book model is a fresh nn.Module, in train mode unless --eval") {
+  // (one gpt2-small is drawn: a second costs seconds, and --eval is the flag the chapter-3 layer tests)
+  const Run r = cli({"--model", "gpt2-small", "--text", "a", "--layers", "none", "--top-k", "0", "--json"});
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  const json j = json::parse(r.out);
+  CHECK(j.at("model").at("seed") == 123);
+  CHECK(j.at("options").at("train") == true);
+  check_refused({"--model", "gpt2-small", "--text", "a", "--train", "--eval"},
+                "--train and --eval contradict each other");
+}
+
+TEST_CASE("attnviz-cli --model --keep scores: a raw score past float32 is refused on every ISA") {
+  const attnviz::test::TempDir dir("overflow_scores");
+  const std::string file = overflowing_scores_model(dir), vocab = kGpt + "/vocab";
+  for (attnviz::Isa isa : attnviz::available_isas()) {
+    const std::string name = attnviz::to_string(isa);
+    for (const char* mode : {"--eval", "--train"}) {
+      INFO(name << " " << std::string(mode));
+      // "hi" is two tokens in the fixtures' vocabulary
+      const std::vector<std::string> args = {"--model", file,    "--vocab", vocab, "--text",
+                                             "hi",      "--isa", name,      mode};
+      std::vector<std::string> scores = args;
+      scores.insert(scores.end(), {"--keep", "scores", "--json"});
+      check_refused(scores, "the result is not finite (raw scores): the inputs are too large for float32");
+      // without the raw scores, the pass is valid JSON: the weights are exact (row 0 sees only itself)
+      std::vector<std::string> weights = args;
+      weights.push_back("--json");
+      const Run r = cli(weights);
+      CAPTURE(r.err);
+      REQUIRE(r.status == 0);
+      const json j = json::parse(r.out);
+      const json& wt = j.at("layers")[0].at("heads")[0].at("weights");
+      CHECK(wt[0][0] == 1.0);
+      CHECK(wt[0][1] == 0.0);
+      for (const json& x : j.at("logits")) CHECK(x == 0.0);
+    }
+  }
+  // every score past float32: the same line on every ISA, naming the first stage kept that is not finite
+  const std::string all = overflowing_scores_model(dir, true);
+  for (attnviz::Isa isa : attnviz::available_isas()) {
+    INFO(attnviz::to_string(isa));
+    const std::vector<std::string> args = {
+        "--model", all, "--vocab", vocab, "--text", "hi", "--isa", attnviz::to_string(isa), "--json"};
+    check_refused(args, "the result is not finite (weights): the inputs are too large for float32");
+    std::vector<std::string> scores = args;
+    scores.insert(scores.end(), {"--keep", "scores"});
+    check_refused(scores, "the result is not finite (raw scores): the inputs are too large for float32");
+    std::vector<std::string> unseen = args;
+    unseen.insert(unseen.end(), {"--layers", "none"});  // the weights are checked in a layer not shown too
+    check_refused(unseen, "the result is not finite (weights): the inputs are too large for float32");
+  }
+  // the chapter-3 layer refuses such raw scores with the same line
+  check_refused({"--inputs", dir.write("rows.json", std::string("[[1e20, 1e20], [1e20, 1e20]]")), "--d-out",
+                 "2", "--heads", "1", "--json"},
+                "the result is not finite (raw scores): the inputs are too large for float32");
+}
+
+TEST_CASE("an incremental pass refuses an earlier row's raw score against a new key that overflows") {
+  const attnviz::test::TempDir dir("overflow_incremental");
+  attnviz::ModelSpec spec;
+  spec.model = overflowing_scores_model(dir);
+  spec.vocab_dir = kGpt + "/vocab";
+  spec.options.train = false;
+  attnviz::GptRequest req;
+  req.stages = attnviz::kStageScores;
+  for (attnviz::Isa isa : attnviz::available_isas()) {
+    if (isa == attnviz::Isa::scalar) continue;  // the reference computes every pass whole
+    INFO(attnviz::to_string(isa));
+    spec.options.exec.isa = isa;
+    attnviz::OpenedModel m;
+    REQUIRE(attnviz::open_model(spec, m).is_ok());
+    attnviz::GptResult r;
+    REQUIRE(m.model.forward({71}, req, r).is_ok());
+    // position 1 brings the key whose score against row 0's query (a masked cell of a reused row) overflows
+    REQUIRE(m.model.reusable({71, 72}, req, r) == 1);
+    CHECK(m.model.forward({71, 72}, req, r).error ==
+          "the result is not finite (raw scores): the inputs are too large for float32 arithmetic");
+    CHECK(r.layers.empty());
+  }
+}
+
+TEST_CASE("generated_text: complete characters kept, a cut one as U+FFFD, as the tokenizer decodes") {
+  attnviz::ModelSpec spec;
+  spec.model = kGpt + "/hf-folder";
+  attnviz::OpenedModel m;
+  REQUIRE(attnviz::open_model(spec, m).is_ok());
+  attnviz::GptResult r;
+  REQUIRE(m.model.forward({1, 2}, attnviz::GptRequest{}, r).is_ok());
+  attnviz::Bpe gpt2;
+  REQUIRE(attnviz::Bpe::load_dir(ATTNVIZ_GPT2_DIR, gpt2).is_ok());
+  std::vector<int> emoji;
+  REQUIRE(gpt2.encode(" \xF0\x9F\x98\x80 \xC3\xA9", emoji).is_ok());  // " 😀 é"
+  REQUIRE(emoji.size() == 3);  // " \xF0\x9F\x98", "\x80", " \xC3\xA9": the emoji is cut between two tokens
+  const std::string r_char = "\xEF\xBF\xBD";
+  const std::pair<std::vector<int>, std::string> cases[] = {
+      {{emoji[0]}, " " + r_char},                          // b" \xf0\x9f\x98": the cut tail
+      {{emoji[0], emoji[1]}, " \xF0\x9F\x98\x80"},         // whole again
+      {{emoji[1]}, r_char},                                // a lone continuation byte
+      {{emoji[0], emoji[2]}, " " + r_char + " \xC3\xA9"},  // cut, then a whole character
+      {{emoji[1], emoji[0]}, r_char + " " + r_char},       // b"\x80 \xf0\x9f\x98"
+      {{emoji[0], emoji[1], emoji[2]}, " \xF0\x9F\x98\x80 \xC3\xA9"}};
+  for (const auto& [ids, text] : cases) {
+    const json j = json::parse(attnviz::gpt_result_to_json(r, m.model.weights(), {}, gpt2, &ids));
+    CHECK(j.at("generated_text") == text);
+    REQUIRE(j.at("generated").size() == ids.size());
+  }
+}
+
+TEST_CASE("--layers: numbers past INT_MAX are out of range, never wrapped") {
+  const std::string folder = kGpt + "/hf-folder";
+  check_refused({"--model", folder, "--layers", "4294967297"},
+                "'4294967297' is outside the model's layers 0..1");
+  check_refused({"--model", folder, "--layers", "0-4294967297"},
+                "'0-4294967297' is outside the model's layers 0..1");
+  check_refused({"--model", folder, "--layers", "4294967296-1"}, "is outside the model's layers 0..1");
+  check_refused({"--model", folder, "--layers", "2147483648"}, "is outside the model's layers 0..1");
+  check_refused({"--model", folder, "--layers", "99999999999999999999999999"},
+                "is outside the model's layers");
+  check_refused({"--model", folder, "--layers", "-1"}, "'-1' is not a layer number");
+  check_refused({"--model", folder, "--layers", "1-0"}, "'1-0' is an empty range");
+  check_refused({"--model", folder, "--layers", "0-1-1"}, "'0-1-1' is not a layer number");
+  check_refused({"--model", folder, "--layers", "0x1"}, "'0x1' is not a layer number");
+  check_refused({"--model", folder, "--layers", "0,\n1"}, "'\\x0A1' is not a layer number");
+  bool all = true;
+  std::vector<int> layers;
+  REQUIRE(attnviz::parse_layers("1,00-1,1", 2, all, layers).is_ok());
+  CHECK_FALSE(all);
+  CHECK(layers == std::vector<int>{0, 1});
+  REQUIRE(attnviz::parse_layers("11,9-10,0", 12, all, layers).is_ok());
+  CHECK(layers == std::vector<int>{0, 9, 10, 11});
+  CHECK_FALSE(attnviz::parse_layers("1,", 2, all, layers).is_ok());
+  CHECK_FALSE(attnviz::parse_layers("4294967296", 2, all, layers).is_ok());
 }
 
 TEST_CASE("attnviz-cli --model: bad files, text and flags get one line and exit 1") {

@@ -61,3 +61,36 @@ TEST_CASE("input_from_text: tokens, rows, and the messages for empty and overlon
         "the text has 6 tokens, more than the context length 4");
   CHECK(in.tokens.size() == 6);  // unchanged by the failed calls
 }
+
+TEST_CASE("to_valid_utf8: one U+FFFD per maximal subpart, as bytes.decode('utf-8', errors='replace')") {
+  const std::string r = "\xEF\xBF\xBD";  // U+FFFD
+  struct Case {
+    std::string bytes, text;
+  };
+  // The expected text follows Unicode's substitution of maximal subparts (what Python gives).
+  const Case cases[] = {
+      {"", ""},
+      {"plain ascii", "plain ascii"},
+      {"caf\xC3\xA9 \xF0\x9F\x98\x80", "caf\xC3\xA9 \xF0\x9F\x98\x80"},  // valid text passes unchanged
+      {"\xF0\x9F", r},                                                   // a 4-byte character cut after 2
+      {"\xF0\x9F\x98", r},                                               // ... and after 3
+      {" \xF0\x9F\x98", " " + r},
+      {"a\xC3", "a" + r},
+      {"\x80", r},                                        // a lone continuation byte
+      {"\x80\xF0\x9F\x98", r + r},                        // then a cut character
+      {"\xF0\x9F\x98 \xC3\xA9", r + " \xC3\xA9"},         // the character cut, the rest kept
+      {"\xC0\xAF", r + r},                                // overlong: C0 can never start a sequence
+      {"\xE0\x80\xAF", r + r + r},                        // overlong: E0 takes A0..BF next
+      {"\xED\xA0\x80", r + r + r},                        // a surrogate: ED takes 80..9F next
+      {"\xF4\x90\x80\x80", r + r + r + r},                // past U+10FFFF: F4 takes 80..8F next
+      {"\xF5\x80", r + r},                                // F5..FF never start a sequence
+      {"\xE2\x82\xAC\xE2\x82", "\xE2\x82\xAC" + r},       // a euro sign, then one cut
+      {"\xE2\x82x", r + "x"},                             // cut by an ASCII byte, which is kept
+      {"\xF1\x80\x80\xE1\x80\xC0", r + r + r},            // two cut characters, then C0
+      {std::string("a\0b", 3), std::string("a\0b", 3)}};  // NUL is valid UTF-8
+  for (const Case& c : cases) {
+    CAPTURE(escape_controls(c.bytes));
+    CHECK(to_valid_utf8(c.bytes) == c.text);
+    CHECK(check_utf8(to_valid_utf8(c.bytes)).is_ok());
+  }
+}

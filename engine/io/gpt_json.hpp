@@ -3,14 +3,17 @@
 //   model      {vocab_size, context_length, d_model, n_heads, n_layers, drop_rate, qkv_bias, tied_head,
 //               parameters, source, seed (seeded models only), config and note (loaded weights only: the
 //               config.json used, or "none (...)"; what nothing could check, when something)}
-//   options    {train, dropout_rng}
+//   options    {train, dropout_rng}: train is the mode the pass ran in (dropout when drop_rate > 0)
 //   tokens     [{id, piece, label}]: piece is the token's text, or null with "bytes" when it holds part of
 //              a multi-byte character; label is the display form (bpe.hpp)
-//   layers     [{index, heads: [{weights, scores?, dropped?, context?}], resid_in?, resid_out?}]
+//   layers     [{index, heads: [{weights, scores?, dropped?, context?}], resid_in?, resid_out?}]: the kept
+//              layers
 //   logits     the last position's (vocab), or every position's (T x vocab) when they were kept
 //   next       [{id, piece, label, probability, logit}], most probable first
-//   generated  [{id, piece, label}] and generated_text, when tokens were generated
+//   generated  [{id, piece, label}] and generated_text (U+FFFD for each broken part of a character, as
+//              the tokenizer's decode with errors="replace"), when tokens were generated
 //   engine     {backend, isa, threads, ms, reused}
+// Every number is finite: the engine refuses a pass that is not.
 #pragma once
 
 #include <string>

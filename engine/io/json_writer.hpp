@@ -90,8 +90,14 @@ class JsonWriter {
  public:
   std::string out;
 
-  // The shortest decimal that reads back as the same float32.
+  // The shortest decimal that reads back as the same float32. JSON has no infinity or NaN: the engine refuses
+  // a result holding one (check_finite), and were one to reach here it is written as JavaScript's
+  // JSON.stringify writes it, null, never as a bare inf or nan that no JSON reader takes.
   void number(float x) {
+    if (!std::isfinite(x)) {
+      out += "null";
+      return;
+    }
     char buf[32];
 #if defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
     const auto res = std::to_chars(buf, buf + sizeof buf, x);

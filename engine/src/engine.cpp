@@ -233,6 +233,22 @@ Status begin_forward(const Config& config, const Params& p, const Input& in, Tor
   return Status::ok();
 }
 
+Status not_finite(const char* stage) {
+  return Status::fail(std::string("the result is not finite (") + stage +
+                      "): the inputs are too large for float32 arithmetic");
+}
+
+Status check_finite(const Result& r) {
+  // Raw scores may overflow in a masked cell only, where the weights are still exact: refused all the same.
+  // The scaled scores are -inf where masked by design, and finite elsewhere when the raw scores are.
+  const std::pair<const char*, const Tensor*> kept[] = {
+      {"q, k, v", &r.q},       {"q, k, v", &r.k},       {"q, k, v", &r.v},       {"raw scores", &r.scores},
+      {"weights", &r.weights}, {"dropped", &r.dropped}, {"context", &r.context}, {"output", &r.output}};
+  for (const auto& [name, t] : kept)
+    if (!all_finite(*t)) return not_finite(name);
+  return Status::ok();
+}
+
 Status end_forward(Result& r) {
   const Config& c = r.config;
   const Shape& s = r.shape;
@@ -242,17 +258,7 @@ Status end_forward(Result& r) {
   if (!(c.stages & kStageScores)) r.scores = Tensor();
   if (!(c.stages & kStageScaled)) r.scaled = Tensor();
   if (!(c.stages & kStageDropped)) r.dropped = Tensor();
-  // Every number kept must be finite: a NaN shows nothing, and JSON has no infinities. Raw scores may
-  // overflow in a masked cell only, where the weights are still exact. The scaled scores are -inf where
-  // masked by design, and finite elsewhere when the raw scores are.
-  const std::pair<const char*, const Tensor*> kept[] = {
-      {"q, k, v", &r.q},       {"q, k, v", &r.k},       {"q, k, v", &r.v},       {"raw scores", &r.scores},
-      {"weights", &r.weights}, {"dropped", &r.dropped}, {"context", &r.context}, {"output", &r.output}};
-  for (const auto& [name, t] : kept)
-    if (!all_finite(*t))
-      return Status::fail(std::string("the result is not finite (") + name +
-                          "): the inputs are too large for float32 arithmetic");
-  return Status::ok();
+  return check_finite(r);
 }
 
 Status forward(const Config& config, const Params& p, const Input& in, TorchGenerator& g, Result& out,

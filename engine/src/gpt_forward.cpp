@@ -128,6 +128,43 @@ class Spare {
   std::vector<std::vector<float>> bufs_;
 };
 
+// check_finite over what a fast layer computed in this pass, in its order and with its line, so that every
+// ISA refuses an input as the scalar path does: rows [P, T) of each stage (q, k, v, context and output
+// (T, d); the raw scores and dropped weights (H, T, T) per head), and the earlier rows' raw scores against
+// the new keys, which the incremental pass writes too. Of the weights, kept or not, each row's first cell
+// tells: the kernel writes a row all NaN when its scores overflowed, and finite otherwise (exp(s - max) <= 1
+// over a sum >= 1), which spares reading every layer's (H, T, T) weights again (600 MB at T = 1024 for
+// gpt2-small). A stage not computed is nullptr.
+struct FastLayerOut {
+  const float *q, *k, *v, *scores, *weights, *dropped, *context, *output;
+};
+Status check_finite_rows(const FastLayerOut& o, int T, int P, int d, int H) {
+  const auto rows = [&](const float* p) { return !p || all_finite(p + count(P, d), p + count(T, d)); };
+  const auto head = [&](const float* p, int h) { return p + count(h, T) * static_cast<std::size_t>(T); };
+  const auto square = [&](const float* p, bool earlier) {
+    for (int h = 0; p && h < H; ++h) {
+      const float* m = head(p, h);
+      if (!all_finite(m + count(P, T), m + count(T, T))) return false;
+      for (int i = 0; earlier && i < P; ++i)
+        if (!all_finite(m + count(i, T) + P, m + count(i, T) + T)) return false;
+    }
+    return true;
+  };
+  const auto first_cells = [&](const float* p) {
+    for (int h = 0; h < H; ++h)
+      for (int i = P; i < T; ++i)
+        if (!std::isfinite(head(p, h)[count(i, T)])) return false;
+    return true;
+  };
+  if (!rows(o.q) || !rows(o.k) || !rows(o.v)) return not_finite("q, k, v");
+  if (!square(o.scores, true)) return not_finite("raw scores");
+  if (!first_cells(o.weights)) return not_finite("weights");
+  if (!square(o.dropped, false)) return not_finite("dropped");
+  if (!rows(o.context)) return not_finite("context");
+  if (!rows(o.output)) return not_finite("output");
+  return Status::ok();
+}
+
 Linear plain(const PackedLinear& l) {
   return Linear{unpack(l.weight), l.bias};
 }
@@ -358,6 +395,13 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
         scratch = AlignedBuffer(simd::scratch_floats(job, simd::panel_width(isa), pool->size()));
       job.scratch = scratch.data();
       simd::run_layer(isa, job);
+      if (Status st = check_finite_rows(
+              {job.q, job.k, job.v, job.scores, job.weights, job.dropped, job.context, job.output}, T, P, d,
+              H);
+          !st.is_ok()) {
+        out = GptResult();  // its storage went into this pass
+        return st;
+      }
       if (keep_qkv) {
         a.inputs = h;
         a.q = q_scratch;

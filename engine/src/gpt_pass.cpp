@@ -145,6 +145,8 @@ Status end_gpt_forward(const GptRequest& request, GptResult& r) {
     Result& a = l.attention;
     if (a.config.stages & kStageDropped) a.dropped = a.weights;  // no dropout was drawn
   }
+  for (const GptLayer& l : r.layers)
+    if (Status st = check_finite(l.attention); !st.is_ok()) return st;
   const int rows = r.logits.shape[0], V = r.logits.shape[1];
   if (!all_finite(r.logits.ptr(), r.logits.ptr() + r.logits.size()))
     return Status::fail("the logits are not finite: the weights overflow float32");

@@ -77,6 +77,42 @@ std::string escape_controls(std::string_view s) {
   return out;
 }
 
+std::string to_valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    char32_t cp = 0;
+    if (const std::size_t n = decode_utf8(s, i, cp)) {
+      out.append(s.substr(i, n));
+      i += n;
+      continue;
+    }
+    // The maximal subpart (Unicode 3.9, U+FFFD substitution): the lead byte and the continuation bytes that
+    // can still follow it in a well-formed sequence (Table 3-7), one U+FFFD for all of them. A byte that
+    // cannot start a sequence is a subpart of its own.
+    const auto b0 = static_cast<unsigned char>(s[i]);
+    std::size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (b0 >= 0xC2 && b0 <= 0xDF) {
+      len = 2;
+    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+      len = 3;
+      lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+      len = 4;
+      lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+    }
+    std::size_t k = 1;
+    for (; k < len && i + k < s.size(); ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) break;
+    }
+    out += "\xEF\xBF\xBD";
+    i += k;
+  }
+  return out;
+}
+
 Status check_utf8(std::string_view s) {
   for (std::size_t i = 0; i < s.size();) {
     char32_t cp = 0;

@@ -79,8 +79,9 @@ TEST_CASE("model session: the HF folder's weights, logits and top 10 are PyTorch
   REQUIRE(ms.kinds().size() == 2);
   CHECK(ms.kinds()[0].size() == 4);
   CHECK(ms.describe().find("2 layers x 4 heads, d 64") != std::string::npos);
-  // and the config.json it was read with
-  CHECK(ms.describe().find("; config: hf-folder/config.json") != std::string::npos);
+  // a loaded model opens in eval mode (from_pretrained's), and the description says so, and the config.json
+  // it was read with
+  CHECK(ms.describe().find(", eval mode; config: hf-folder/config.json") != std::string::npos);
 }
 
 TEST_CASE("model session: typing reuses the prefix and gives the full pass's numbers") {

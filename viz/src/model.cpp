@@ -132,7 +132,7 @@ std::string ModelSession::describe() const {
   std::snprintf(buf, sizeof buf, "%s: %d layers x %d heads, d %d, context %d, %.1f M parameters%s",
                 source.c_str(), c.n_layers, c.n_heads, c.d_model, c.context_length,
                 static_cast<double>(parameter_count(c, choice_.kind == ModelKind::file)) / 1e6,
-                choice_.train ? ", train mode" : "");
+                choice_.train ? ", train mode" : ", eval mode");
   // A loaded file also says which config.json it was read with, and what nothing could check.
   const GptWeights& w = model_->model.weights();
   return buf + (w.config_from.empty() ? "" : "; config: " + w.config_from) +

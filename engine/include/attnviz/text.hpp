@@ -25,6 +25,10 @@ std::string escape_controls(std::string_view text);
 // Checks that `s` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
 Status check_utf8(std::string_view s);
 
+// `s` with each ill-formed part replaced by U+FFFD, one for each maximal subpart, as Python's
+// bytes.decode("utf-8", errors="replace") and so GPT-2's tokenizer decoder do: b"a\xf0\x9f" gives "a\ufffd".
+std::string to_valid_utf8(std::string_view s);
+
 // Splits on Unicode whitespace (ASCII spaces, tabs, newlines, NBSP, U+2000..U+200A, U+3000, ...).
 // Fails on invalid UTF-8; an empty or all-space text gives zero tokens (not an error here).
 Status split_words(std::string_view text, std::vector<std::string>& words);
