@@ -190,7 +190,6 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
 
   OpenedModel model;
   if (Status st = open_model(spec, model); !st.is_ok()) return fail(st);
-  if (!model.model.weights().note.empty()) err << "attnviz-cli: note: " << model.model.weights().note << "\n";
   const GptConfig& c = model.model.weights().config;
   if (Status st = parse_layers(m.layers.empty() ? (json ? "all" : "none") : m.layers, c.n_layers,
                                req.all_layers, req.layers);
@@ -227,6 +226,9 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   }
   out.flush();
   if (!out) return fail(Status::fail("cannot write the output"));
+  // What nothing could check (the layer count without a config.json), once the run is done: a refusal stays
+  // its one line.
+  if (!model.model.weights().note.empty()) err << "attnviz-cli: note: " << model.model.weights().note << "\n";
   return 0;
 }
 
