@@ -2,12 +2,14 @@
 // and every rule of the reference parser refused with one message that names the tensor and the problem.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #if !defined(__EMSCRIPTEN__)
 #include <sys/stat.h>
+#include <unistd.h>
 #endif
 
 #include "safetensors.hpp"
@@ -253,6 +255,60 @@ TEST_CASE("safetensors: the header must be a JSON object") {
         "model.safetensors: __metadata__ entry \"format\" is not a string");
   CHECK(error_of(R"({"__metadata__": ["pt"]})") == "model.safetensors: __metadata__ is not an object");
   CHECK(error_of(R"({"a": 5})") == "model.safetensors: tensor \"a\": entry is not an object");
+}
+
+namespace {
+
+// n empty tensors "t0", "t1", ... (all at data offset 0, so the data section is empty).
+std::string empty_tensors_header(std::size_t n) {
+  std::string h = "{";
+  for (std::size_t i = 0; i < n; ++i)
+    h += (i ? ",\"t" : "\"t") + std::to_string(i) + R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})";
+  return h + "}";
+}
+
+}  // namespace
+
+TEST_CASE("safetensors: the header's entries and values are capped, and parsing it is linear") {
+  // nlohmann's parser callback once made this quadratic: 25,000 entries took 9 s, 100,000 never ended.
+  // The largest header accepted parses in well under a second; the bound here is 20x that, for sanitizer
+  // builds on a loaded machine.
+  const std::size_t cap = SafetensorsFile::kMaxEntries;
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    SafetensorsFile f;
+    REQUIRE(parse(SafetensorsWriter::file(empty_tensors_header(cap), {}), f).is_ok());
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 20.0);
+    CHECK(f.tensors().size() == cap);
+    REQUIRE(f.find("t" + std::to_string(cap - 1)) != nullptr);
+    CHECK(f.find("t" + std::to_string(cap - 1))->shape == std::vector<std::uint64_t>{0});
+  }
+  CHECK(error_of(empty_tensors_header(cap + 1)) ==
+        "model.safetensors: header has " + std::to_string(cap + 1) + " entries, more than the limit of " +
+            std::to_string(cap) + " (models hold a few thousand tensors per file)");
+  // __metadata__ is an entry too.
+  CHECK(contains(error_of(R"({"__metadata__":{},)" + empty_tensors_header(cap).substr(1)),
+                 "header has " + std::to_string(cap + 1) + " entries"));
+
+  // Values: one shape of 2,000,000 dimensions of 1 (4 bytes of data) is 4 MB of header, refused before it
+  // is parsed; 1 member + 3 members + the dimensions + 2 offsets.
+  std::string dims = "1";
+  for (int i = 1; i < 2'000'000; ++i) dims += ",1";
+  CHECK(
+      error_of(R"({"a":{"dtype":"F32","shape":[)" + dims + R"(],"data_offsets":[0,4]}})", 4) ==
+      "model.safetensors: header holds 2000006 values (keys, numbers and strings), more than the limit of " +
+          std::to_string(SafetensorsFile::kMaxValues));
+
+  // Brackets, colons, commas and quotes inside a name are not structure, and an escaped backslash before
+  // the closing quote ends the name.
+  std::string json_name = "x", name = "x";
+  for (int i = 0; i < 12; ++i) json_name += R"({[:,\")", name += R"({[:,")";
+  json_name += R"(\\)", name += R"(\)";
+  SafetensorsFile f;
+  const std::string h = R"({")" + json_name + R"(":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  REQUIRE(parse(SafetensorsWriter::file(h, Bytes(4, 0)), f).is_ok());
+  REQUIRE(f.tensors().size() == 1);
+  CHECK(f.tensors()[0].name == name);
 }
 
 TEST_CASE("safetensors: dtypes other than F32, F16 and BF16 are refused by name") {
