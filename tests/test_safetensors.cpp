@@ -209,6 +209,42 @@ TEST_CASE("safetensors: a file on disk is mapped, and released pages read back t
   check_values(*copy.find("big"), v);
 }
 
+#if !defined(__EMSCRIPTEN__)
+TEST_CASE("safetensors: a mapped file that shrinks reads as zeros past its new end, and says so") {
+  // Another program truncating the file (a download restarting) would end the process with SIGBUS.
+  test::TempDir dir("shrink");
+  SafetensorsWriter w;
+  const auto v = test::known_values(50000, 5);  // 200 kB: dozens of pages
+  w.add("big", Dtype::f32, {50000}, v);
+  const std::string path = dir.write("m.safetensors", w.bytes());
+  SafetensorsFile f;
+  REQUIRE(SafetensorsFile::open(path, f).is_ok());
+  REQUIRE(f.mapped());
+  CHECK(f.intact().is_ok());
+  const SafeTensor& big = *f.find("big");
+  CHECK(load_element(big.data, big.dtype, 10) == v[10]);  // this page is read before the file shrinks
+
+  const std::size_t kept = f.data_start() + 4 * 1000;  // element 1000 on: gone, whole pages past the end
+  REQUIRE(truncate(path.c_str(), static_cast<off_t>(kept)) == 0);
+  CHECK(load_element(big.data, big.dtype, 49999) == 0.0f);  // not a SIGBUS
+  CHECK(load_element(big.data, big.dtype, 30000) == 0.0f);
+  CHECK(f.intact().error == path + ": the file shrank to " + std::to_string(kept) + " of its " +
+                                std::to_string(f.file_size()) + " bytes while it was being read");
+
+  // A file cut inside its last page raises no SIGBUS (the page reads as zeros past the end): its size says.
+  SafetensorsFile g;
+  const std::string other = dir.write("n.safetensors", w.bytes());
+  REQUIRE(SafetensorsFile::open(other, g).is_ok());
+  REQUIRE(truncate(other.c_str(), static_cast<off_t>(g.file_size() - 1)) == 0);
+  CHECK(g.intact().error == other + ": the file shrank to " + std::to_string(g.file_size() - 1) + " of its " +
+                                std::to_string(g.file_size()) + " bytes while it was being read");
+  // A file in memory cannot change.
+  SafetensorsFile m;
+  REQUIRE(parse(w.bytes(), m).is_ok());
+  CHECK(m.intact().is_ok());
+}
+#endif
+
 TEST_CASE("safetensors: an empty header is a valid file with no tensors") {
   SafetensorsFile f;
   REQUIRE(parse(SafetensorsWriter::file("{}  ", {}), f).is_ok());

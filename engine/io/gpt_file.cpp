@@ -14,6 +14,7 @@
 #include <limits>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 
@@ -353,6 +354,11 @@ PackedMatrix matrix_of(const SafeTensor& t, bool conv1d, Isa isa) {
       MatrixSource{t.data, t.dtype, static_cast<int>(t.shape[0]), static_cast<int>(t.shape[1])}, conv1d, isa);
 }
 
+// Thrown when the file shrank under the load, caught in load(): nothing leaves this file as an exception.
+struct FileChanged : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 std::string source_name(const std::string& path) {
   std::string p = path;
   while (p.size() > 1 && p.back() == '/') p.pop_back();
@@ -378,9 +384,11 @@ Status load(const SafetensorsFile& file, const std::optional<std::string>& confi
   w.config = c;
   w.isa = isa;
   w.source = source_name(file.name());
-  // Each tensor's file pages go back once it is packed, so the mapping never stays resident beside the copy.
+  // Each tensor's file pages go back once it is packed, so the mapping never stays resident beside the copy;
+  // a file that shrank while it was read stops the load there (its bytes past the new end read as zeros).
   const auto done = [&](const SafeTensor* t) {
     if (t) file.release(*t);
+    if (Status s = file.intact(); !s.is_ok()) throw FileChanged(s.error);
   };
   const auto linear = [&](const Linear& l) {
     PackedLinear p{matrix_of(*l.w, conv1d, isa), l.b ? vector_of(*l.b) : Tensor()};
@@ -439,7 +447,10 @@ Status load(const SafetensorsFile& file, const std::optional<std::string>& confi
   } catch (const std::bad_alloc&) {
     return Status::fail(file.name() + ": out of memory packing the weights (they need " +
                         format_bytes(plan.info.packed_bytes) + ")");
+  } catch (const FileChanged& e) {
+    return Status::fail(e.what());
   }
+  if (Status s = file.intact(); !s.is_ok()) return s;
   out = std::move(w);
   return Status::ok();
 }
@@ -454,6 +465,7 @@ Status inspect_gpt(const SafetensorsFile& file, const std::optional<std::string>
                    const GptLoadOptions& opts, GptFileInfo& out) {
   Plan plan;
   if (Status s = make_plan(file, config_json, "config.json", opts, plan); !s.is_ok()) return s;
+  if (Status s = file.intact(); !s.is_ok()) return s;  // the tie check read both embeddings
   out = plan.info;
   return Status::ok();
 }

@@ -69,6 +69,13 @@ class SafetensorsFile {
   std::size_t data_start() const { return data_start_; }  // 8 + header length
   bool mapped() const;
 
+  // Whether every byte read from the file so far was the file's. A mapped file that another program
+  // truncates reads as zeros past its new end (a SIGBUS guard maps zero pages there instead of letting the
+  // process die): this then fails, "PATH: the file shrank to N of its M bytes while it was being read", as it
+  // does when the file is now shorter than when it was opened. Loaders call it after each tensor and before
+  // handing out what they read. Always OK for bytes in memory.
+  Status intact() const;
+
   // Gives the pages that lie wholly inside `t`'s bytes back to the kernel (madvise MADV_DONTNEED on a
   // read-only private mapping: they are read from the file again if touched). Call once a tensor has been
   // packed, so the mapped file does not stay resident beside the packed copy. A no-op for bytes in memory.
