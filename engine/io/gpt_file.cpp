@@ -1,5 +1,6 @@
 #include "gpt_file.hpp"
 
+#include "attnviz/saturating.hpp"
 #include "files.hpp"
 
 #include <fcntl.h>
@@ -374,9 +375,12 @@ Status load(const SafetensorsFile& file, const std::optional<std::string>& confi
   Plan plan;
   if (Status s = make_plan(file, config_json, config_where, opts, plan); !s.is_ok()) return s;
   const GptConfig& c = plan.info.config;
-  if (opts.memory_budget && plan.info.packed_bytes > opts.memory_budget)
-    return Status::fail(file.name() + ": the weights need " + format_bytes(plan.info.packed_bytes) +
-                        " as float32, the budget is " + format_bytes(opts.memory_budget));
+  const std::uint64_t mapping = opts.count_mapping && file.mapped() ? file.file_size() : 0;
+  if (opts.memory_budget && sat_add(plan.info.packed_bytes, mapping) > opts.memory_budget)
+    return Status::fail(
+        file.name() + ": the weights need " + format_bytes(plan.info.packed_bytes) + " as float32" +
+        (mapping ? " and the mapped file " + format_bytes(mapping) + " of address space" : "") +
+        ", the budget is " + format_bytes(opts.memory_budget));
 
   const Isa isa = resolve(opts.isa);
   const bool conv1d = plan.conv1d;
