@@ -47,13 +47,14 @@ class SafetensorsFile {
  public:
   // Largest header the reference parser accepts.
   static constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
-  // Most entries (tensors and __metadata__) a header may hold. Models hold a few thousand tensors per file
-  // (gpt2-xl: 580, Llama-3-70B's largest shard: under 1,000); the cap keeps the largest accepted header's
-  // parse, checks and index well under a second.
-  static constexpr std::size_t kMaxEntries = 100'000;
-  // Most members and array elements the header may hold in all: 100,000 tensors of rank 4 fit (each is 6
+  // Most entries (tensors and __metadata__) a header may hold. Files hold a few thousand tensors at most
+  // (gpt2-xl: 580; a large shard of a sharded model: about 1,000; an unsharded mixture of experts: several
+  // thousand). The cap keeps the largest accepted header's parse, checks and index near a tenth of a second;
+  // a 100,000-entry header (minutes, when the parse was quadratic) is refused before it is parsed.
+  static constexpr std::size_t kMaxEntries = 50'000;
+  // Most members and array elements the header may hold in all: 50,000 tensors of rank 6 fit (each is 6
   // values plus its rank), a 100 MB header of one-digit numbers (50 million values, 15 s to parse) does not.
-  static constexpr std::size_t kMaxValues = 1'100'000;
+  static constexpr std::size_t kMaxValues = 600'000;
 
   // Maps `path` (a regular file) read-only and validates it. Messages start with `path`.
   static Status open(const std::string& path, SafetensorsFile& out);
