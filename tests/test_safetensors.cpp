@@ -237,6 +237,17 @@ TEST_CASE("safetensors: a mapped file that shrinks reads as zeros past its new e
   REQUIRE(truncate(other.c_str(), static_cast<off_t>(g.file_size() - 1)) == 0);
   CHECK(g.intact().error == other + ": the file shrank to " + std::to_string(g.file_size() - 1) + " of its " +
                                 std::to_string(g.file_size()) + " bytes while it was being read");
+  // Cut, read past the cut, then written again to its old size (a download restarting): the size is back,
+  // but what was read in between was zeros.
+  SafetensorsFile h;
+  const std::string third = dir.write("o.safetensors", w.bytes());
+  REQUIRE(SafetensorsFile::open(third, h).is_ok());
+  REQUIRE(truncate(third.c_str(), static_cast<off_t>(kept)) == 0);
+  CHECK(load_element(h.find("big")->data, Dtype::f32, 49999) == 0.0f);
+  dir.write("o.safetensors", w.bytes());
+  CHECK(h.intact().error == third +
+                                ": part of the file could not be read while it was being read (it was "
+                                "truncated and written again, or the disk failed)");
   // A file in memory cannot change.
   SafetensorsFile m;
   REQUIRE(parse(w.bytes(), m).is_ok());

@@ -191,7 +191,7 @@ struct HeaderShape {
   std::size_t values = 0;   // members of every object and elements of every array
 };
 
-// Brackets, commas and colons outside strings, in one pass. For any prefix the JSON parser accepts, the
+// Brackets and commas outside strings, in one pass. For any prefix the JSON parser accepts, the
 // depth found here is the parser's and the counts are its objects' members and arrays' elements; anything
 // else is invalid JSON that the parser refuses.
 HeaderShape scan_header(const char* p, std::size_t n) {
@@ -325,6 +325,10 @@ Status SafetensorsFile::intact() const {
   const bool faulted = g_guard[storage_->guard].faulted.load(std::memory_order_acquire);
   if (!faulted && stat_ok && static_cast<std::uintmax_t>(st.st_size) >= size_) return Status::ok();
   if (!stat_ok) return Status::fail(name_ + ": cannot stat the file while reading it (" + os_error() + ")");
+  if (static_cast<std::uintmax_t>(st.st_size) >= size_)  // cut and written again, or a disk error
+    return Status::fail(name_ +
+                        ": part of the file could not be read while it was being read (it was "
+                        "truncated and written again, or the disk failed)");
   return Status::fail(name_ + ": the file shrank to " + std::to_string(st.st_size) + " of its " +
                       std::to_string(size_) + " bytes while it was being read");
 #else
