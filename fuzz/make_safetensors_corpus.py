@@ -72,6 +72,18 @@ def raw(header, data=b""):
     return struct.pack("<Q", len(h)) + h + data
 
 
+def many_empty(n):
+    """n zero-size tensors, all at data offset 0: a valid file that is all header (the parse's cost)."""
+    return raw("{" + ",".join(f'"t{i}":{{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}' for i in range(n)) + "}")
+
+
+def many_tiled(n):
+    """n one-element F16 tensors tiling the data section, named like GPT-2 blocks."""
+    entries = [f'"h.{i}.ln_1.weight":{{"dtype":"F16","shape":[1],"data_offsets":[{2 * i},{2 * i + 2}]}}'
+               for i in range(n)]
+    return raw("{" + ",".join(entries) + "}", bytes(2 * n))
+
+
 FILES = {
     # valid models (the fuzzer passes __metadata__'s "config.json" as config.json)
     "hf_f32": safetensors(hf("F32")),
@@ -92,6 +104,13 @@ FILES = {
     "not_json": raw('{"a":{"dtype":"F32",'),
     "header_past_eof": struct.pack("<Q", 64) + b"{}",
     "missing_tensor": safetensors([t for t in hf("F32") if not t[0].endswith("mlp.c_fc.bias")]),
+    # big headers, where a parse that is not linear shows (17,000 entries took 4 s before it was)
+    "many_empty_tensors": many_empty(17000),  # under libFuzzer's 1 MB default -max_len
+    "many_tiled_tensors": many_tiled(5000),
+    "many_metadata": raw('{"__metadata__":{' + ",".join(f'"k{i}":"v"' for i in range(10000)) + "}}"),
+    "long_shape": raw('{"a":{"dtype":"F32","shape":[' + ",".join(["1"] * 20000) + '],"data_offsets":[0,4]}}',
+                      bytes(4)),
+    "names_with_structure": raw('{"a{[:,\\"]}\\\\":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', bytes(4)),
 }
 
 os.makedirs(OUT, exist_ok=True)

@@ -1,7 +1,9 @@
 // libFuzzer target: any bytes as a .safetensors file in memory; when the file is valid, every tensor's last
 // element is read and the file is loaded as a GPT-2 model under a small memory budget. A `config.json` entry
 // in __metadata__ is passed as config.json (so the fuzzer reaches that parser too); without one the head
-// count is 1. Seeds: fuzz/corpus/safetensors/ (fuzz/make_safetensors_corpus.py writes them).
+// count is 1. Seeds: fuzz/corpus/safetensors/ (fuzz/make_safetensors_corpus.py writes them; some have tens of
+// thousands of entries, where a parse that is not linear runs past scripts/fuzz's -timeout); dictionary:
+// fuzz/safetensors.dict.
 #include <cstddef>
 #include <cstdint>
 #include <memory>

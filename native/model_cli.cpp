@@ -201,13 +201,8 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   {
     const int T = static_cast<int>(
         std::min<std::int64_t>(static_cast<std::int64_t>(ids.size()) + m.generate, c.context_length));
-    const std::uint64_t pass = pass_bytes(c, T, req);
-    const std::uint64_t text = json ? pass / sizeof(float) * 16 : 0;  // up to ~16 characters a number
     const std::uint64_t budget = a.memory_budget ? a.memory_budget : available_memory_bytes();
-    if (Status st =
-            check_memory(pass > UINT64_MAX - text ? UINT64_MAX : pass + text, budget, a.memory_budget != 0,
-                         "the pass " + format_bytes(pass) + (json ? ", its JSON " + format_bytes(text) : ""));
-        !st.is_ok())
+    if (Status st = check_pass_memory(c, T, req, json, budget, a.memory_budget != 0); !st.is_ok())
       return fail(st);
   }
   GptResult r;

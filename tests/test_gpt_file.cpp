@@ -7,6 +7,10 @@
 #include <optional>
 #include <string>
 
+#if !defined(__EMSCRIPTEN__)
+#include <unistd.h>
+#endif
+
 #include "gpt_file.hpp"
 #include "safetensors_writer.hpp"
 
@@ -436,6 +440,58 @@ TEST_CASE("gpt file: the memory budget is checked before anything is packed") {
   CHECK(format_bytes(13'312) == "13.3 kB");
   CHECK(format_bytes(999) == "999 bytes");
 }
+
+TEST_CASE("gpt file: under an address-space limit the mapped file counts against the budget") {
+  // A sparse F16 gpt2-xl passed the 6.2 GB check under ulimit -v 8GB: its 3.1 GB mapping was not counted.
+  test::TempDir dir("gptmapping");
+  TinyGpt m;
+  m.build();
+  const std::string path = dir.write("model.safetensors", m.bytes());
+  SafetensorsFile file;
+  REQUIRE(SafetensorsFile::open(path, file).is_ok());
+  GptFileInfo info;
+  REQUIRE(inspect_gpt(file, kHeads2, {}, info).is_ok());
+  GptLoadOptions opts;
+  opts.memory_budget = info.packed_bytes + file.file_size() - 1;
+  GptWeights w;
+  REQUIRE(load_gpt(file, kHeads2, opts, w).is_ok());  // no address-space limit: the mapping is page cache
+  opts.count_mapping = true;
+  GptWeights v;
+  CHECK(load_gpt(file, kHeads2, opts, v).error ==
+        path + ": the weights need " + format_bytes(info.packed_bytes) + " as float32 and the mapped file " +
+            format_bytes(file.file_size()) + " of address space, the budget is " +
+            format_bytes(opts.memory_budget));
+  opts.memory_budget += 1;
+  REQUIRE(load_gpt(file, kHeads2, opts, v).is_ok());
+  // Bytes in memory are counted with the packed weights already (the page holds them).
+  opts.memory_budget = info.packed_bytes;
+  REQUIRE(load_bytes(m.bytes(), v, kHeads2, opts).is_ok());
+}
+
+#if !defined(__EMSCRIPTEN__)
+TEST_CASE("gpt file: a file that shrinks while it is loaded is refused, not a SIGBUS") {
+  test::TempDir dir("gptshrink");
+  TinyGpt m;
+  m.vocab = 1000;  // wte, the first tensor in the file: 1000 x 8 floats, 32 kB (whole pages)
+  m.build();
+  GptWeights w;
+  w.source = "untouched";
+  for (const std::size_t cut : {std::size_t{100}, std::size_t{0}}) {
+    const std::string path = dir.write("model.safetensors", m.bytes());
+    SafetensorsFile file;
+    REQUIRE(SafetensorsFile::open(path, file).is_ok());  // validated and mapped; nothing read yet
+    const std::size_t kept = cut ? file.data_start() + cut : file.file_size() - 1;
+    REQUIRE(truncate(path.c_str(), static_cast<off_t>(kept)) == 0);
+    INFO("cut to " << kept);
+    const Status s = load_gpt(file, kHeads2, {}, w);
+    CHECK(s.error == path + ": the file shrank to " + std::to_string(kept) + " of its " +
+                         std::to_string(file.file_size()) + " bytes while it was being read");
+    CHECK(w.source == "untouched");
+    GptFileInfo info;
+    CHECK_FALSE(inspect_gpt(file, kHeads2, {}, info).is_ok());
+  }
+}
+#endif
 
 TEST_CASE("gpt file: missing tensors, shape disagreements and unknown tensors are refused by name") {
   TinyGpt m;

@@ -11,6 +11,7 @@
 #include "attnviz/gpt.hpp"
 #include "cli_run.hpp"
 #include "config_args.hpp"
+#include "gpt_file.hpp"
 #include "gpt_json.hpp"
 #include "model_cli.hpp"
 #include "model_source.hpp"
@@ -359,6 +360,35 @@ TEST_CASE("attnviz-cli --model: the pass and its JSON are costed before anything
   check_refused({"--model", folder, "--text", "a", "--generate", "63", "--layers", "all", "--keep",
                  "scores,dropped,context", "--memory-budget", "700kB"},
                 "the pass");
+}
+
+TEST_CASE("attnviz-cli --model: the pass is costed with the app's estimate, to the token") {
+  const std::string folder = kGpt + "/hf-folder";
+  attnviz::GptWeights w;
+  REQUIRE(attnviz::load_gpt(folder, {}, w).is_ok());
+  attnviz::GptRequest req;
+  req.all_layers = true;  // what --json keeps by default: every layer's weights
+  const std::uint64_t budget = 2'000'000;
+  const int fit = attnviz::tokens_that_fit(w.config, req, true, budget, w.config.context_length);
+  REQUIRE(fit > 1);
+  REQUIRE(fit < w.config.context_length);
+  const auto words = [](int n) {  // n tokens (" the" is one in this vocabulary)
+    std::string s;
+    for (int i = 0; i < n; ++i) s += " the";
+    return s;
+  };
+  const Run ok = cli({"--model", folder, "--text", words(fit), "--json", "--memory-budget", "2MB"});
+  CAPTURE(ok.err);
+  REQUIRE(ok.status == 0);
+  REQUIRE(json::parse(ok.out).at("tokens").size() == static_cast<std::size_t>(fit));
+  const Run refused = cli({"--model", folder, "--text", words(fit + 1), "--json", "--memory-budget", "2MB"});
+  CHECK(refused.status == 1);
+  CHECK(refused.err ==
+        "attnviz-cli: " + attnviz::check_pass_memory(w.config, fit + 1, req, true, budget, true).error +
+            "\n");
+  CHECK(refused.err.find(std::to_string(fit + 1) + " tokens need ") != std::string::npos);
+  CHECK(refused.err.find("of --memory-budget: about " + std::to_string(fit) + " tokens fit") !=
+        std::string::npos);
 }
 
 TEST_CASE("pass_bytes: what a whole-model pass holds, from the table of docs/models.md") {

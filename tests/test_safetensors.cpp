@@ -8,6 +8,7 @@
 
 #if !defined(__EMSCRIPTEN__)
 #include <sys/stat.h>
+#include <unistd.h>
 #endif
 
 #include "safetensors.hpp"
@@ -207,6 +208,53 @@ TEST_CASE("safetensors: a file on disk is mapped, and released pages read back t
   check_values(*copy.find("big"), v);
 }
 
+#if !defined(__EMSCRIPTEN__)
+TEST_CASE("safetensors: a mapped file that shrinks reads as zeros past its new end, and says so") {
+  // Another program truncating the file (a download restarting) would end the process with SIGBUS.
+  test::TempDir dir("shrink");
+  SafetensorsWriter w;
+  const auto v = test::known_values(50000, 5);  // 200 kB: dozens of pages
+  w.add("big", Dtype::f32, {50000}, v);
+  const std::string path = dir.write("m.safetensors", w.bytes());
+  SafetensorsFile f;
+  REQUIRE(SafetensorsFile::open(path, f).is_ok());
+  REQUIRE(f.mapped());
+  CHECK(f.intact().is_ok());
+  const SafeTensor& big = *f.find("big");
+  CHECK(load_element(big.data, big.dtype, 10) == v[10]);  // this page is read before the file shrinks
+
+  const std::size_t kept = f.data_start() + 4 * 1000;  // element 1000 on: gone, whole pages past the end
+  REQUIRE(truncate(path.c_str(), static_cast<off_t>(kept)) == 0);
+  CHECK(load_element(big.data, big.dtype, 49999) == 0.0f);  // not a SIGBUS
+  CHECK(load_element(big.data, big.dtype, 30000) == 0.0f);
+  CHECK(f.intact().error == path + ": the file shrank to " + std::to_string(kept) + " of its " +
+                                std::to_string(f.file_size()) + " bytes while it was being read");
+
+  // A file cut inside its last page raises no SIGBUS (the page reads as zeros past the end): its size says.
+  SafetensorsFile g;
+  const std::string other = dir.write("n.safetensors", w.bytes());
+  REQUIRE(SafetensorsFile::open(other, g).is_ok());
+  REQUIRE(truncate(other.c_str(), static_cast<off_t>(g.file_size() - 1)) == 0);
+  CHECK(g.intact().error == other + ": the file shrank to " + std::to_string(g.file_size() - 1) + " of its " +
+                                std::to_string(g.file_size()) + " bytes while it was being read");
+  // Cut, read past the cut, then written again to its old size (a download restarting): the size is back,
+  // but what was read in between was zeros.
+  SafetensorsFile h;
+  const std::string third = dir.write("o.safetensors", w.bytes());
+  REQUIRE(SafetensorsFile::open(third, h).is_ok());
+  REQUIRE(truncate(third.c_str(), static_cast<off_t>(kept)) == 0);
+  CHECK(load_element(h.find("big")->data, Dtype::f32, 49999) == 0.0f);
+  dir.write("o.safetensors", w.bytes());
+  CHECK(h.intact().error == third +
+                                ": part of the file could not be read while it was being read (it was "
+                                "truncated and written again, or the disk failed)");
+  // A file in memory cannot change.
+  SafetensorsFile m;
+  REQUIRE(parse(w.bytes(), m).is_ok());
+  CHECK(m.intact().is_ok());
+}
+#endif
+
 TEST_CASE("safetensors: an empty header is a valid file with no tensors") {
   SafetensorsFile f;
   REQUIRE(parse(SafetensorsWriter::file("{}  ", {}), f).is_ok());
@@ -253,6 +301,60 @@ TEST_CASE("safetensors: the header must be a JSON object") {
         "model.safetensors: __metadata__ entry \"format\" is not a string");
   CHECK(error_of(R"({"__metadata__": ["pt"]})") == "model.safetensors: __metadata__ is not an object");
   CHECK(error_of(R"({"a": 5})") == "model.safetensors: tensor \"a\": entry is not an object");
+}
+
+namespace {
+
+// n empty tensors "t0", "t1", ... (all at data offset 0, so the data section is empty).
+std::string empty_tensors_header(std::size_t n) {
+  std::string h = "{";
+  for (std::size_t i = 0; i < n; ++i)
+    h += (i ? ",\"t" : "\"t") + std::to_string(i) + R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})";
+  return h + "}";
+}
+
+}  // namespace
+
+TEST_CASE("safetensors: the header's entries and values are capped before it is parsed") {
+  // nlohmann's parser callback once made the parse quadratic: 25,000 entries took 9 s, 100,000 never ended.
+  // Now one pass counts the entries and values and refuses a header over the caps before parsing it, so no
+  // accepted header is slow (the largest parses in about a tenth of a second: a figure, not a test).
+  const std::size_t cap = SafetensorsFile::kMaxEntries;
+  {
+    SafetensorsFile f;
+    REQUIRE(parse(SafetensorsWriter::file(empty_tensors_header(5000), {}), f).is_ok());
+    CHECK(f.tensors().size() == 5000);
+    REQUIRE(f.find("t4999") != nullptr);
+    CHECK(f.find("t4999")->shape == std::vector<std::uint64_t>{0});
+  }
+  CHECK(error_of(empty_tensors_header(100'000)) ==
+        "model.safetensors: header has 100000 entries, more than the limit of " + std::to_string(cap) +
+            " (models hold a few thousand tensors per file)");
+  CHECK(contains(error_of(empty_tensors_header(cap + 1)),
+                 "header has " + std::to_string(cap + 1) + " entries"));
+  // __metadata__ is an entry too.
+  CHECK(contains(error_of(R"({"__metadata__":{},)" + empty_tensors_header(cap).substr(1)),
+                 "header has " + std::to_string(cap + 1) + " entries"));
+
+  // Values: one shape of 2,000,000 dimensions of 1 (4 bytes of data) is 4 MB of header, refused before it
+  // is parsed; 1 member + 3 members + the dimensions + 2 offsets.
+  std::string dims = "1";
+  for (int i = 1; i < 2'000'000; ++i) dims += ",1";
+  CHECK(
+      error_of(R"({"a":{"dtype":"F32","shape":[)" + dims + R"(],"data_offsets":[0,4]}})", 4) ==
+      "model.safetensors: header holds 2000006 values (keys, numbers and strings), more than the limit of " +
+          std::to_string(SafetensorsFile::kMaxValues));
+
+  // Brackets, colons, commas and quotes inside a name are not structure, and an escaped backslash before
+  // the closing quote ends the name.
+  std::string json_name = "x", name = "x";
+  for (int i = 0; i < 12; ++i) json_name += R"({[:,\")", name += R"({[:,")";
+  json_name += R"(\\)", name += R"(\)";
+  SafetensorsFile f;
+  const std::string h = R"({")" + json_name + R"(":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  REQUIRE(parse(SafetensorsWriter::file(h, Bytes(4, 0)), f).is_ok());
+  REQUIRE(f.tensors().size() == 1);
+  CHECK(f.tensors()[0].name == name);
 }
 
 TEST_CASE("safetensors: dtypes other than F32, F16 and BF16 are refused by name") {

@@ -1,5 +1,6 @@
 #include "gpt_file.hpp"
 
+#include "attnviz/saturating.hpp"
 #include "files.hpp"
 #include "gpt_config.hpp"
 
@@ -15,6 +16,7 @@
 #include <limits>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 
@@ -328,6 +330,11 @@ PackedMatrix matrix_of(const SafeTensor& t, bool conv1d, Isa isa) {
       MatrixSource{t.data, t.dtype, static_cast<int>(t.shape[0]), static_cast<int>(t.shape[1])}, conv1d, isa);
 }
 
+// Thrown when the file shrank under the load, caught in load(): nothing leaves this file as an exception.
+struct FileChanged : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 std::string source_name(const std::string& path) {
   std::string p = path;
   while (p.size() > 1 && p.back() == '/') p.pop_back();
@@ -343,9 +350,12 @@ Status load(const SafetensorsFile& file, const std::optional<std::string>& confi
   Plan plan;
   if (Status s = make_plan(file, config_json, config_where, opts, plan); !s.is_ok()) return s;
   const GptConfig& c = plan.info.config;
-  if (opts.memory_budget && plan.info.packed_bytes > opts.memory_budget)
-    return Status::fail(file.name() + ": the weights need " + format_bytes(plan.info.packed_bytes) +
-                        " as float32, the budget is " + format_bytes(opts.memory_budget));
+  const std::uint64_t mapping = opts.count_mapping && file.mapped() ? file.file_size() : 0;
+  if (opts.memory_budget && sat_add(plan.info.packed_bytes, mapping) > opts.memory_budget)
+    return Status::fail(
+        file.name() + ": the weights need " + format_bytes(plan.info.packed_bytes) + " as float32" +
+        (mapping ? " and the mapped file " + format_bytes(mapping) + " of address space" : "") +
+        ", the budget is " + format_bytes(opts.memory_budget));
 
   const Isa isa = resolve(opts.isa);
   const bool conv1d = plan.conv1d;
@@ -355,9 +365,11 @@ Status load(const SafetensorsFile& file, const std::optional<std::string>& confi
   w.source = source_name(file.name());
   w.config_from = plan.info.config_from;
   w.note = plan.info.note;
-  // Each tensor's file pages go back once it is packed, so the mapping never stays resident beside the copy.
+  // Each tensor's file pages go back once it is packed, so the mapping never stays resident beside the copy;
+  // a file that shrank while it was read stops the load there (its bytes past the new end read as zeros).
   const auto done = [&](const SafeTensor* t) {
     if (t) file.release(*t);
+    if (Status s = file.intact(); !s.is_ok()) throw FileChanged(s.error);
   };
   const auto linear = [&](const Linear& l) {
     PackedLinear p{matrix_of(*l.w, conv1d, isa), l.b ? vector_of(*l.b) : Tensor()};
@@ -416,7 +428,10 @@ Status load(const SafetensorsFile& file, const std::optional<std::string>& confi
   } catch (const std::bad_alloc&) {
     return Status::fail(file.name() + ": out of memory packing the weights (they need " +
                         format_bytes(plan.info.packed_bytes) + ")");
+  } catch (const FileChanged& e) {
+    return Status::fail(e.what());
   }
+  if (Status s = file.intact(); !s.is_ok()) return s;
   out = std::move(w);
   return Status::ok();
 }
@@ -431,6 +446,7 @@ Status inspect_gpt(const SafetensorsFile& file, const std::optional<std::string>
                    const GptLoadOptions& opts, GptFileInfo& out) {
   Plan plan;
   if (Status s = make_plan(file, config_json, "config.json", opts, plan); !s.is_ok()) return s;
+  if (Status s = file.intact(); !s.is_ok()) return s;  // the tie check read both embeddings
   out = plan.info;
   return Status::ok();
 }

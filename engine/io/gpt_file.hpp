@@ -26,6 +26,9 @@ struct GptLoadOptions {
   Isa isa = Isa::automatic;         // the kernels whose panel width the matrices get
   int heads = 0;                    // overrides config.json and d_model / 64 (0: no override)
   std::uint64_t memory_budget = 0;  // bytes the packed weights may take (0: no limit)
+  // An address-space limit (ulimit -v) applies: the mapped file counts against the budget too. Its pages are
+  // given back as each tensor is packed, but its addresses are held until the load ends.
+  bool count_mapping = false;
 };
 
 enum class GptNaming { hugging_face, book };

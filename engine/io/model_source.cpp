@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "attnviz/saturating.hpp"
 #include "gpt_file.hpp"
 
 #if !defined(__EMSCRIPTEN__)
@@ -12,6 +13,19 @@
 #endif
 
 namespace attnviz {
+namespace {
+
+// Whether an address-space limit (ulimit -v) applies: then a mapped file counts against it as a whole.
+bool address_space_limited() {
+#if defined(__EMSCRIPTEN__)
+  return false;
+#else
+  struct rlimit limit {};
+  return getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+#endif
+}
+
+}  // namespace
 
 Status open_model(const ModelSpec& spec, OpenedModel& out) {
   OpenedModel m;
@@ -29,6 +43,7 @@ Status open_model(const ModelSpec& spec, OpenedModel& out) {
     opts.isa = spec.options.exec.isa;
     opts.heads = spec.heads;
     opts.memory_budget = spec.memory_budget;
+    opts.count_mapping = address_space_limited();
     auto w = std::make_shared<GptWeights>();
     if (Status st = load_gpt(spec.model, opts, *w); !st.is_ok()) return st;
     std::error_code ec;
@@ -85,6 +100,39 @@ std::uint64_t available_memory_bytes() {
   }
   return available;
 #endif
+}
+
+std::uint64_t pass_memory(const GptConfig& c, int tokens, const GptRequest& request, bool json) {
+  const std::uint64_t pass = pass_bytes(c, tokens, request);
+  return json ? sat_add(pass, sat_mul(pass / sizeof(float), 16)) : pass;
+}
+
+int tokens_that_fit(const GptConfig& c, const GptRequest& request, bool json, std::uint64_t budget,
+                    int max_tokens) {
+  // pass_memory grows with the tokens: the last count that fits, by bisection.
+  int lo = 0, hi = std::max(max_tokens, 0);
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (pass_memory(c, mid, request, json) <= budget)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+Status check_pass_memory(const GptConfig& c, int tokens, const GptRequest& request, bool json,
+                         std::uint64_t budget, bool given) {
+  const std::uint64_t need = pass_memory(c, tokens, request, json);
+  if (!budget || need <= budget) return Status::ok();
+  const std::uint64_t pass = pass_bytes(c, tokens, request);
+  const int fit = tokens_that_fit(c, request, json, budget, tokens);
+  return Status::fail(std::to_string(tokens) + (tokens == 1 ? " token needs " : " tokens need ") +
+                      format_bytes(need) + " of memory (the pass " + format_bytes(pass) +
+                      (json ? ", its JSON " + format_bytes(need - pass) : "") + "), more than the " +
+                      format_bytes(budget) + (given ? " of --memory-budget" : " available") +
+                      (fit ? ": about " + std::to_string(fit) + (fit == 1 ? " token fits" : " tokens fit")
+                           : ": not even 1 token fits"));
 }
 
 Status encode_for(const OpenedModel& m, const std::string& text, std::vector<int>& ids) {

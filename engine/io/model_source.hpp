@@ -38,6 +38,22 @@ Status open_model(const ModelSpec& spec, OpenedModel& out);
 // (ulimit -v) leaves less room (0 when unknown, or under WebAssembly, where the page checks its own heap).
 std::uint64_t available_memory_bytes();
 
+// The memory a whole-model pass over `tokens` tokens needs, checked before it runs. Both hosts check with
+// this, so the CLI and the app agree on what fits: pass_bytes (what the request keeps, every layer's keys and
+// values, the working buffers) and, when the result is written as JSON, that text (up to ~16 characters a
+// number).
+std::uint64_t pass_memory(const GptConfig& c, int tokens, const GptRequest& request, bool json);
+
+// The most tokens, 1 .. max_tokens, whose pass_memory fits `budget` (0 when not even one does).
+int tokens_that_fit(const GptConfig& c, const GptRequest& request, bool json, std::uint64_t budget,
+                    int max_tokens);
+
+// Fails when a pass over `tokens` tokens needs more than `budget` (0: no budget), in one line: "40 tokens
+// need 2.1 MB of memory (the pass 450.0 kB, its JSON 1.6 MB), more than the 1.0 MB available: about 20 tokens
+// fit" (`given`: "of --memory-budget" instead of "available").
+Status check_pass_memory(const GptConfig& c, int tokens, const GptRequest& request, bool json,
+                         std::uint64_t budget, bool given);
+
 // Token ids of `text` for `m`: the tokenizer's ids, refused when the model has no such id.
 Status encode_for(const OpenedModel& m, const std::string& text, std::vector<int>& ids);
 

@@ -6,10 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #if !defined(__EMSCRIPTEN__)
+#include <signal.h>
 #include <sys/mman.h>
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -20,17 +22,107 @@
 
 namespace attnviz {
 
+#if !defined(__EMSCRIPTEN__)
+namespace {
+
+// A mapped file that another program truncates (a download restarting, a checkpoint being rewritten) raises
+// SIGBUS on the first read of a page past its new end, which ends the process without a word. Reading with
+// pread instead reports the error, but the packing reads each matrix whole (a Conv1D weight's packed rows are
+// the file's columns), so it would need each matrix copied out first: gpt2's 154 MB wte beside its packed
+// copy is ~1.3x the packed weights at peak, against ~1.0x for the mapping whose pages are released as each
+// tensor is packed. So the mapping stays, guarded: while a file is mapped, a SIGBUS inside its mapping maps a
+// page of zeros over the faulting page and marks the file. The read goes on with zeros, and the loader, which
+// checks intact() after each tensor and before handing out its result, refuses it: never a crash, never a
+// silently wrong model. A SIGBUS anywhere else goes to the handler that was there before.
+struct GuardSlot {
+  std::atomic<bool> taken{false};
+  std::atomic<std::uintptr_t> begin{0}, end{0};  // the mapping, [begin, end); begin 0 while unset
+  std::atomic<bool> faulted{false};
+};
+constexpr int kGuardSlots = 64;  // files mapped at once; more are refused with a message
+GuardSlot g_guard[kGuardSlots];
+struct sigaction g_previous_sigbus {};
+std::uintptr_t g_page = 4096;
+
+void on_sigbus(int sig, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  for (GuardSlot& slot : g_guard) {
+    const std::uintptr_t begin = slot.begin.load(std::memory_order_acquire);
+    if (begin == 0 || addr < begin || addr >= slot.end.load(std::memory_order_acquire)) continue;
+    void* page = reinterpret_cast<void*>(addr / g_page * g_page);
+    if (mmap(page, g_page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+      slot.faulted.store(true, std::memory_order_release);
+      errno = saved_errno;
+      return;  // the read is retried, and reads zeros
+    }
+  }
+  errno = saved_errno;
+  if (g_previous_sigbus.sa_flags & SA_SIGINFO) {
+    if (g_previous_sigbus.sa_sigaction) g_previous_sigbus.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (g_previous_sigbus.sa_handler != SIG_DFL && g_previous_sigbus.sa_handler != SIG_IGN) {
+    g_previous_sigbus.sa_handler(sig);
+    return;
+  }
+  // Not a mapped weights file: the default action, as if this handler had never been installed.
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void install_sigbus_handler() {
+  static const bool installed = [] {
+    g_page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+    struct sigaction sa {};
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(SIGBUS, &sa, &g_previous_sigbus) == 0;
+  }();
+  (void)installed;
+}
+
+// A slot guarding [begin, begin + size), or -1 when every slot is taken.
+int guard_mapping(const void* begin, std::size_t size) {
+  install_sigbus_handler();
+  for (int i = 0; i < kGuardSlots; ++i) {
+    GuardSlot& slot = g_guard[i];
+    bool expected = false;
+    if (!slot.taken.compare_exchange_strong(expected, true)) continue;
+    slot.faulted.store(false);
+    slot.end.store(reinterpret_cast<std::uintptr_t>(begin) + size, std::memory_order_release);
+    slot.begin.store(reinterpret_cast<std::uintptr_t>(begin), std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+void unguard_mapping(int i) {
+  GuardSlot& slot = g_guard[i];
+  slot.begin.store(0, std::memory_order_release);
+  slot.end.store(0, std::memory_order_release);
+  slot.taken.store(false, std::memory_order_release);
+}
+
+}  // namespace
+#endif
+
 struct SafetensorsFile::Storage {
   std::shared_ptr<const std::vector<unsigned char>> owned;  // bytes in memory (the page, or a WASM read)
   void* map = nullptr;                                      // or a read-only private mapping of the file
   std::size_t map_size = 0;
+  int fd = -1;     // the mapped file, kept open to see its size shrink
+  int guard = -1;  // the SIGBUS guard's slot for the mapping
 
   Storage() = default;
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage() {
 #if !defined(__EMSCRIPTEN__)
+    if (guard >= 0) unguard_mapping(guard);
     if (map) munmap(map, map_size);
+    if (fd >= 0) ::close(fd);
 #endif
   }
 };
@@ -90,10 +182,52 @@ bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
   return false;
 }
 
-// Thrown by the JSON parser's callback and caught in parse(): nothing leaves this file as an exception.
-struct HeaderError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// A valid header nests three deep at most: {name: {"shape": [dims]}}.
+constexpr int kMaxDepth = 3;
+
+struct HeaderShape {
+  int depth = 0;            // the deepest nesting of objects and arrays (no more is read past kMaxDepth)
+  std::size_t entries = 0;  // members of the top-level object
+  std::size_t values = 0;   // members of every object and elements of every array
 };
+
+// Brackets and commas outside strings, in one pass. For any prefix the JSON parser accepts, the
+// depth found here is the parser's and the counts are its objects' members and arrays' elements; anything
+// else is invalid JSON that the parser refuses.
+HeaderShape scan_header(const char* p, std::size_t n) {
+  HeaderShape s;
+  int depth = 0;
+  bool in_string = false, opened = false;  // opened: a container began and its first value is not seen yet
+  for (std::size_t i = 0; i < n; ++i) {
+    const char c = p[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;  // the escaped character cannot end the string
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+    if (opened && c != '}' && c != ']') {
+      ++s.values;
+      if (depth == 1) ++s.entries;
+    }
+    opened = false;
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > s.depth) s.depth = depth;
+      if (depth > kMaxDepth) return s;  // refused: the rest need not be read
+      opened = true;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    } else if (c == ',') {
+      ++s.values;
+      if (depth == 1) ++s.entries;
+    }
+  }
+  return s;
+}
 
 // Checks one header entry on its own (the tiling needs every entry); an empty string when it is consistent.
 std::string check_entry(const std::string& key, const nlohmann::json& v, std::uint64_t data_size,
@@ -183,6 +317,25 @@ bool SafetensorsFile::mapped() const {
   return storage_ && storage_->map != nullptr;
 }
 
+Status SafetensorsFile::intact() const {
+#if !defined(__EMSCRIPTEN__)
+  if (!mapped()) return Status::ok();
+  struct stat st {};
+  const bool stat_ok = fstat(storage_->fd, &st) == 0;
+  const bool faulted = g_guard[storage_->guard].faulted.load(std::memory_order_acquire);
+  if (!faulted && stat_ok && static_cast<std::uintmax_t>(st.st_size) >= size_) return Status::ok();
+  if (!stat_ok) return Status::fail(name_ + ": cannot stat the file while reading it (" + os_error() + ")");
+  if (static_cast<std::uintmax_t>(st.st_size) >= size_)  // cut and written again, or a disk error
+    return Status::fail(name_ +
+                        ": part of the file could not be read while it was being read (it was "
+                        "truncated and written again, or the disk failed)");
+  return Status::fail(name_ + ": the file shrank to " + std::to_string(st.st_size) + " of its " +
+                      std::to_string(size_) + " bytes while it was being read");
+#else
+  return Status::ok();
+#endif
+}
+
 void SafetensorsFile::release([[maybe_unused]] const SafeTensor& t) const {
 #if !defined(__EMSCRIPTEN__)
   if (!mapped() || t.bytes() == 0) return;
@@ -253,6 +406,9 @@ Status SafetensorsFile::open(const std::string& path, SafetensorsFile& out) {
   if (map == MAP_FAILED) return fail("cannot map (" + os_error() + ")");
   storage->map = map;
   storage->map_size = size;
+  storage->fd = std::exchange(fd.fd, -1);
+  storage->guard = guard_mapping(map, size);
+  if (storage->guard < 0) return fail("cannot be read: too many weights files are open at once");
   f.bytes_ = static_cast<const unsigned char*>(map);
 #endif
   f.size_ = size;
@@ -278,21 +434,21 @@ Status SafetensorsFile::parse() {
   data_start_ = 8 + header_size;
   const std::uint64_t data_size = size_ - data_start_;
 
-  // A valid header nests three deep at most: {name: {"shape": [dims]}}. Deeper input is refused as it is
-  // read, before it costs memory or stack anywhere.
-  constexpr int kMaxDepth = 3;
-  const nlohmann::json::parser_callback_t limit_depth = [](int depth, nlohmann::json::parse_event_t event,
-                                                           nlohmann::json&) {
-    using E = nlohmann::json::parse_event_t;
-    if ((event == E::object_start || event == E::array_start) && depth >= kMaxDepth)
-      throw HeaderError("header nests deeper than a safetensors header can");
-    return true;
-  };
+  // One linear pass first: the nesting depth and the entry count are refused before the JSON is parsed.
+  // (nlohmann's parser callback could limit the depth as it reads, but with a callback its end_object takes
+  // a path that is quadratic in the entries: 25,000 took 9 s and 100,000 never finished.)
+  const HeaderShape shape = scan_header(reinterpret_cast<const char*>(header), header_size);
+  if (shape.depth > kMaxDepth) return fail("header nests deeper than a safetensors header can");
+  if (shape.entries > kMaxEntries)
+    return fail("header has " + std::to_string(shape.entries) + " entries, more than the limit of " +
+                std::to_string(kMaxEntries) + " (models hold a few thousand tensors per file)");
+  if (shape.values > kMaxValues)
+    return fail("header holds " + std::to_string(shape.values) +
+                " values (keys, numbers and strings), more " + "than the limit of " +
+                std::to_string(kMaxValues));
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(header, header + header_size, limit_depth);
-  } catch (const HeaderError& e) {
-    return fail(e.what());
+    j = nlohmann::json::parse(header, header + header_size);
   } catch (const nlohmann::json::exception& e) {
     return fail("header is not JSON (" + json_error_text(e) + ")");
   } catch (const std::bad_alloc&) {

@@ -47,6 +47,14 @@ class SafetensorsFile {
  public:
   // Largest header the reference parser accepts.
   static constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+  // Most entries (tensors and __metadata__) a header may hold. Files hold a few thousand tensors at most
+  // (gpt2-xl: 580; a large shard of a sharded model: about 1,000; an unsharded mixture of experts: several
+  // thousand). The cap keeps the largest accepted header's parse, checks and index near a tenth of a second;
+  // a 100,000-entry header (minutes, when the parse was quadratic) is refused before it is parsed.
+  static constexpr std::size_t kMaxEntries = 50'000;
+  // Most members and array elements the header may hold in all: 50,000 tensors of rank 6 fit (each is 6
+  // values plus its rank), a 100 MB header of one-digit numbers (50 million values, 15 s to parse) does not.
+  static constexpr std::size_t kMaxValues = 600'000;
 
   // Maps `path` (a regular file) read-only and validates it. Messages start with `path`.
   static Status open(const std::string& path, SafetensorsFile& out);
@@ -61,6 +69,13 @@ class SafetensorsFile {
   std::size_t file_size() const { return size_; }
   std::size_t data_start() const { return data_start_; }  // 8 + header length
   bool mapped() const;
+
+  // Whether every byte read from the file so far was the file's. A mapped file that another program
+  // truncates reads as zeros past its new end (a SIGBUS guard maps zero pages there instead of letting the
+  // process die): this then fails, "PATH: the file shrank to N of its M bytes while it was being read", as it
+  // does when the file is now shorter than when it was opened. Loaders call it after each tensor and before
+  // handing out what they read. Always OK for bytes in memory.
+  Status intact() const;
 
   // Gives the pages that lie wholly inside `t`'s bytes back to the kernel (madvise MADV_DONTNEED on a
   // read-only private mapping: they are read from the file again if touched). Call once a tensor has been

@@ -11,6 +11,7 @@
 
 #include "attnviz/viz/app.hpp"
 #include "attnviz/viz/model.hpp"
+#include "model_source.hpp"
 #include "ui_harness.hpp"
 #include "view_args.hpp"
 
@@ -102,6 +103,34 @@ TEST_CASE("model session: typing reuses the prefix and gives the full pass's num
   CHECK_FALSE(typed.layer(1)->scores.empty());
   CHECK_FALSE(typed.layer(1)->q.empty());
   CHECK(typed.layer(0)->scores.empty());
+}
+
+TEST_CASE("model session: the memory check is the CLI's estimate, to the token") {
+  ModelSession ms;
+  REQUIRE(ms.open(folder_choice()).is_ok());
+  const GptConfig& c = ms.config();
+  const std::uint64_t budget = 150'000;
+  ms.free_memory = [budget] { return budget; };
+  const int fit = tokens_that_fit(c, ms.request(), false, budget, c.context_length);
+  REQUIRE(fit > 1);
+  REQUIRE(fit < c.context_length);
+  const auto words = [](int n) {  // n tokens (" the" is one in this vocabulary)
+    std::string s;
+    for (int i = 0; i < n; ++i) s += " the";
+    return s;
+  };
+  REQUIRE(ms.recompute(words(fit)).is_ok());
+  REQUIRE(ms.ids().size() == static_cast<std::size_t>(fit));
+  // The pass just made holds its storage: one more token allocates anew beside it, so it must fit in what
+  // is free (counting the held storage as free let 3,200 tokens start and run out of memory).
+  const Status st = ms.recompute(words(fit + 1));
+  CHECK(st.error == check_pass_memory(c, fit + 1, ms.request(), false, budget, false).error);
+  CHECK(st.error.find("more than the " + format_bytes(budget) + " available: about " + std::to_string(fit) +
+                      " tokens fit") != std::string::npos);
+  CHECK(ms.ids().size() == static_cast<std::size_t>(fit));
+  // A pass no larger than the one held reuses its storage.
+  ms.free_memory = [] { return std::uint64_t{1000}; };
+  CHECK(ms.recompute(words(fit - 1)).is_ok());
 }
 
 TEST_CASE("model session: a refused edit keeps the last good pass, with one line") {

@@ -1,5 +1,6 @@
 #include "attnviz/viz/model.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -158,18 +159,16 @@ GptRequest ModelSession::request() const {
 Status ModelSession::check_memory(const std::vector<int>& ids) const {
   const GptConfig& c = config();
   const GptRequest request = this->request();
-  const std::uint64_t need = pass_bytes(c, static_cast<int>(ids.size()), request);
-  // The last pass's storage is taken over by this one.
-  const std::uint64_t held = has_result_ ? pass_bytes(c, static_cast<int>(result_.ids.size()), request) : 0;
+  const int T = static_cast<int>(ids.size());
   const std::uint64_t budget = free_memory ? free_memory() : available_memory_bytes();
-  if (budget && need > sat_add(budget, held)) {
-    int fit = static_cast<int>(ids.size());
-    while (fit > 1 && pass_bytes(c, fit, request) > sat_add(budget, held)) fit = fit * 7 / 8;
-    return Status::fail(std::to_string(ids.size()) + " tokens need " + format_bytes(need) +
-                        " for every head's weights, more than the " + format_bytes(sat_add(budget, held)) +
-                        " available: about " + std::to_string(fit) + " tokens fit");
-  }
-  return Status::ok();
+  // The last pass's storage serves a pass of about its size (the engine reuses a buffer of between the size
+  // it needs and twice that); a larger pass allocates anew while the last one's is still held, so it must
+  // fit in what is free now. (Counting the held storage as free let 3,200 tokens start and run out of
+  // memory.)
+  const std::uint64_t held = has_result_ ? pass_bytes(c, static_cast<int>(result_.ids.size()), request) : 0;
+  const std::uint64_t need = pass_memory(c, T, request, false);
+  const std::uint64_t room = budget && need <= held && need >= held / 2 ? std::max(budget, held) : budget;
+  return check_pass_memory(c, T, request, false, room, false);
 }
 
 Status ModelSession::run(const std::vector<int>& ids) {

@@ -61,9 +61,9 @@ class ModelSession {
   Exec exec;
   // When set, asked first for every pass (not shared with a session that share()s this one's model).
   ModelOffload* offload = nullptr;
-  // The bytes this process may still take, asked before opening a model and before each pass (a pass may
-  // also reuse what the last one holds). Null: what the machine has free natively (MemAvailable), no limit
-  // in WebAssembly; the page answers from its heap.
+  // The bytes this process may still take, asked before opening a model and before each pass (a pass about
+  // the size of the last one reuses what that one holds). Null: what the machine has free natively
+  // (MemAvailable), no limit in WebAssembly; the page answers from its heap.
   std::function<std::uint64_t()> free_memory;
 
   // Opens the model the choice names (a no-op for `layer`, which closes it). On failure the current model
@@ -114,8 +114,10 @@ class ModelSession {
   double last_ms() const { return last_ms_; }     // text to result, tokenizer included
   double open_ms() const { return open_ms_; }
 
- private:
+  // What a pass keeps: the request each recompute makes, and the one its memory check costs.
   GptRequest request() const;
+
+ private:
   Status check_memory(const std::vector<int>& ids) const;
   Status run(const std::vector<int>& ids);
   void adopt(double ms_since_request);  // result_ is the new pass: labels, head kinds, generation
