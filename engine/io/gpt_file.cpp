@@ -1,5 +1,6 @@
 #include "gpt_file.hpp"
 
+#include "attnviz/text.hpp"
 #include "files.hpp"
 
 #include <fcntl.h>
@@ -145,7 +146,9 @@ std::string names_list(const std::vector<std::string>& names) {
 
 // The head count and the sizes config.json states, checked against the weights'.
 Status read_config(const std::string& where, const std::string& text, const GptConfig& sizes, int& heads) {
-  const auto fail = [&](const std::string& m) { return Status::fail(where + ": " + m); };
+  const auto fail = [&](const std::string& m) {
+    return Status::fail(quote(where, kQuoteCap, '\0') + ": " + m);
+  };
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -195,18 +198,20 @@ Status read_config(const std::string& where, const std::string& text, const GptC
 
 Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& config_json,
                  const std::string& config_where, const GptLoadOptions& opts, Plan& plan) {
-  const auto fail = [&](const std::string& m) { return Status::fail(file.name() + ": " + m); };
+  const auto fail = [&](const std::string& m) {
+    return Status::fail(quote(file.name(), kQuoteCap, '\0') + ": " + m);
+  };
   if (opts.heads < 0) return Status::fail("the head count " + std::to_string(opts.heads) + " is negative");
 
   // Which naming scheme.
   const bool hf = file.find("wte.weight") || file.find("transformer.wte.weight");
   const bool book = file.find("tok_emb.weight") != nullptr;
-  if (hf && book) return fail("holds both \"wte.weight\" and \"tok_emb.weight\": not one GPT-2 model");
+  if (hf && book) return fail("holds both 'wte.weight' and 'tok_emb.weight': not one GPT-2 model");
   if (!hf && !book) {
     std::vector<std::string> some;
     for (const auto& t : file.tensors()) some.push_back(t.name);
     return fail(
-        "has neither \"wte.weight\" (Hugging Face GPT-2) nor \"tok_emb.weight\" (the book's GPTModel)" +
+        "has neither 'wte.weight' (Hugging Face GPT-2) nor 'tok_emb.weight' (the book's GPTModel)" +
         (some.empty() ? std::string(" (no tensors at all)") : " (it holds " + names_list(some) + ")"));
   }
   const Names n =
@@ -278,7 +283,7 @@ Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& 
         qkv[m]->w = look.need(b + names[m] + ".weight", {D, D});
         if (look.error.empty() && (file.find(bias) != nullptr) != qkv_bias)
           look.error = "tensor " + message_quote(bias) + (qkv_bias ? " is missing" : " is present") +
-                       " but \"trf_blocks.0.att.W_query.bias\" is " + (qkv_bias ? "present" : "not") +
+                       " but 'trf_blocks.0.att.W_query.bias' is " + (qkv_bias ? "present" : "not") +
                        " (the q, k and v biases go together)";
         if (qkv_bias) qkv[m]->b = look.need(bias, {D});
       }
@@ -318,9 +323,12 @@ Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& 
   if (config_json)
     if (Status s = read_config(config_where, *config_json, c, config_heads); !s.is_ok()) return s;
   std::string heads_from;
+  if (opts.heads > 0 && config_heads > 0 && opts.heads != config_heads)
+    return fail("the heads option (--heads) gives " + std::to_string(opts.heads) + " heads but " +
+                quote(config_where) + " gives " + std::to_string(config_heads) + ": leave the option out");
   if (opts.heads > 0) {
     c.n_heads = opts.heads;
-    heads_from = "the heads option";
+    heads_from = "the heads option, --heads";
   } else if (config_heads > 0) {
     c.n_heads = config_heads;
     heads_from = config_where;
@@ -369,8 +377,9 @@ Status load(const SafetensorsFile& file, const std::optional<std::string>& confi
   if (Status s = make_plan(file, config_json, config_where, opts, plan); !s.is_ok()) return s;
   const GptConfig& c = plan.info.config;
   if (opts.memory_budget && plan.info.packed_bytes > opts.memory_budget)
-    return Status::fail(file.name() + ": the weights need " + format_bytes(plan.info.packed_bytes) +
-                        " as float32, the budget is " + format_bytes(opts.memory_budget));
+    return Status::fail(quote(file.name(), kQuoteCap, '\0') + ": the weights need " +
+                        format_bytes(plan.info.packed_bytes) + " as float32, the budget is " +
+                        format_bytes(opts.memory_budget));
 
   const Isa isa = resolve(opts.isa);
   const bool conv1d = plan.conv1d;
@@ -437,7 +446,8 @@ Status load(const SafetensorsFile& file, const std::optional<std::string>& confi
       done(plan.head);
     }
   } catch (const std::bad_alloc&) {
-    return Status::fail(file.name() + ": out of memory packing the weights (they need " +
+    return Status::fail(quote(file.name(), kQuoteCap, '\0') +
+                        ": out of memory packing the weights (they need " +
                         format_bytes(plan.info.packed_bytes) + ")");
   }
   out = std::move(w);

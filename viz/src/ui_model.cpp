@@ -29,7 +29,8 @@ const Result* compare_result(const App& app) {
   const CompareState& cs = app.compare;
   if (cs.mode == CompareMode::off || !compare_available(app, cs.mode)) return nullptr;
   if (!model_mode(app)) return cs.b.has_result() ? &cs.b.result() : nullptr;
-  const int layer = cs.mode == CompareMode::layer ? cs.layer : app.model_view.layer;
+  const int layer = cs.mode == CompareMode::layer ? std::clamp(cs.layer, 0, app.model.config().n_layers - 1)
+                                                  : app.model_view.layer;
   if (app.model_view.layer < 0 || !cs.model_b.is_open() || !cs.model_b.has_result()) return nullptr;
   return cs.model_b.layer(layer);
 }
@@ -67,6 +68,7 @@ Status open_model(App& app, const ModelChoice& choice) {
   mv.wanted_file.clear();
   if (mv.layer >= app.model.config().n_layers) mv.layer = -1;
   if (app.view.enlarged >= app.model.config().n_heads) app.view.enlarged = -1;
+  if (app.compare.layer >= app.model.config().n_layers) app.compare.layer = 0;
   app.model.set_detail_layer(mv.layer);
   return app.model.recompute(app.session.text);
 }
@@ -202,9 +204,9 @@ void sync_model_compare(App& app) {
   ModelSession& b = cs.model_b;
   const int layer = app.model_view.layer;
   if (cs.mode == CompareMode::off || !compare_available(app, cs.mode) || layer < 0) return;
-  const int L = a.config().n_layers;
-  cs.layer = std::clamp(cs.layer, 0, L - 1);
-  const int layer_b = cs.mode == CompareMode::layer ? cs.layer : layer;
+  // A layer B past the last one is a flag's or a link's, which check_head_and_cell names; B shows the last.
+  const int layer_b =
+      cs.mode == CompareMode::layer ? std::clamp(cs.layer, 0, a.config().n_layers - 1) : layer;
   const std::string& text_b = cs.mode == CompareMode::text ? cs.text : app.session.text;
   std::string key = std::to_string(static_cast<int>(cs.mode)) + "/" + std::to_string(a.generation()) + "/" +
                     std::to_string(cs.seed) + "/" + std::to_string(layer_b) + "/" + text_b;
