@@ -376,3 +376,32 @@ TEST_CASE(
   REQUIRE(apply_state_args(written, other).is_ok());
   CHECK(state_args(other) == written);
 }
+
+TEST_CASE("model view: Generate appends one token a frame, stops when asked, and at the context length") {
+  // The sentence box has the keyboard from the first frame: each step's longer text must survive it.
+  Ui ui;
+  App app;
+  app.session.text = "the cat";
+  REQUIRE(open_model(app, folder_choice()).is_ok());
+  ui.frame(app);
+  const std::size_t start = app.model.ids().size();
+  app.model_view.generating = 5;
+  ui.frame(app);
+  CHECK(app.model_view.generating == 4);
+  CHECK(app.model.ids().size() == start + 1);
+  ui.frame(app);
+  CHECK(app.model.ids().size() == start + 2);
+  app.model_view.generating = 0;  // what the Stop button does
+  ui.frame(app);
+  ui.frame(app);
+  CHECK(app.model.ids().size() == start + 2);
+  // The steps field holds at most 200, and a run ends at the context length (64 here) with the reason.
+  app.model_view.generate_steps = 100000;
+  ui.frame(app);
+  CHECK(app.model_view.generate_steps == 200);
+  app.model_view.generating = 200;
+  for (int f = 0; f < 80 && app.model_view.generating > 0; ++f) ui.frame(app);
+  CHECK(app.model_view.generating == 0);
+  CHECK(app.model.ids().size() == 64u);
+  CHECK(app.model.error() == "the text fills the context length 64");
+}

@@ -2,6 +2,7 @@
 // BPE pieces, the grid of every layer's heads as thumbnails with what each head does, the next-token
 // candidates with Generate, and the bar of an opened layer (which the full chapter-3 view then shows).
 #include <imgui.h>
+#include <imgui_internal.h>
 #include <imgui_stdlib.h>
 
 #include <algorithm>
@@ -235,6 +236,9 @@ void step_generation(App& app) {
     return;
   }
   if (app.model.computing()) return;  // the next step starts from the pass in flight
+  // The sentence box holds its own copy of the text while it has the keyboard, and would write it back over
+  // the longer one: it lets go first, and takes the keyboard again on the next frame (focus_text).
+  if (ImGui::GetCurrentContext() && ImGui::GetInputTextState(ImGui::GetActiveID())) ImGui::ClearActiveID();
   --mv.generating;
   if (!app.model.generate(app.session.text, 1).is_ok()) mv.generating = 0;
   app.focus_text = true;  // the box shows the longer sentence, cursor at its end
