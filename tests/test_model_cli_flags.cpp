@@ -111,6 +111,20 @@ TEST_CASE("attnviz-cli --generate: a stop request ends it with the tokens so far
   REQUIRE(ids.size() + 19 == all_ids.size());
   CHECK(std::equal(ids.begin(), ids.end(), all_ids.begin()));
 
+  // On a terminal: a progress line rewritten in place, cleared at the end (stderr keeps only messages).
+  stop = false;
+  control.progress = true;
+  std::ostringstream out1, err1;
+  CHECK(attnviz::run_cli(args, out1, err1, control) == 0);
+  const std::string e = err1.str();
+  CHECK(e.rfind("\rattnviz-cli: generated 1 of 20 tokens in ", 0) == 0);
+  CHECK(e.find("\rattnviz-cli: generated 20 of 20 tokens in ") != std::string::npos);
+  CHECK(e.find("s left (Ctrl-C stops)\033[K") != std::string::npos);
+  CHECK(e.size() >= 4);
+  CHECK(e.substr(e.size() - 4) == "\r\033[K");
+  CHECK(e.find('\n') == std::string::npos);
+  control.progress = false;
+
   // Not pressed: the whole run, and no progress line on a stderr that is not a terminal.
   stop = false;
   std::ostringstream out2, err2;
