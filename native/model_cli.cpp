@@ -76,8 +76,11 @@ class Progress {
  public:
   Progress(std::ostream& err, bool shown, int prompt, int steps, int context_length, bool full_passes)
       : err_(err), shown_(shown), prompt_(prompt), steps_(steps), ctx_(context_length), full_(full_passes) {}
-  ~Progress() {
-    if (drawn_) err_ << "\r\033[K" << std::flush;  // the line goes: stderr keeps only real messages
+  ~Progress() { finish(); }
+  // The line goes, before any message: stderr keeps only real messages.
+  void finish() {
+    if (drawn_) err_ << "\r\033[K" << std::flush;
+    drawn_ = false;
   }
   void step(int done) {
     if (!shown_) return;
@@ -266,6 +269,7 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
     if (ctl.generating) ctl.generating->store(true);
     const Status st = model.model.generate(ids, m.generate, req, generated, r, step);
     if (ctl.generating) ctl.generating->store(false);
+    progress.finish();
     if (!st.is_ok()) return fail(st);
   } else if (Status st = model.model.forward(ids, req, r); !st.is_ok()) {
     return fail(st);
