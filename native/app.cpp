@@ -86,6 +86,8 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                              std::to_string(frames) + ")"));
   if (width < 320 || height < 240 || width > 8192 || height > 8192)
     return fail(Status::fail("--width and --height must be between 320x240 and 8192x8192"));
+  if (model_choice(v).kind != viz::ModelKind::layer)
+    if (Status st = refuse_layer_flags(cli, false); !st.is_ok()) return fail(st);
 
   viz::App app;
   if (Status st = config_from_args(a, app.session.config, app.session.exec); !st.is_ok()) return fail(st);
@@ -103,6 +105,9 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       return fail(Status::fail("--layer " + std::to_string(layer) +
                                " does not exist: the model has layers 0.." +
                                std::to_string(app.model.config().n_layers - 1)));
+    // Opening drops a head and a layer B the model lacks: check_view names them instead.
+    app.view.enlarged = v.head;
+    app.compare.layer = v.compare_layer;
   }
   if (!viz::compare_available(app, app.compare.mode))
     return fail(Status::fail(std::string("--compare ") + v.compare + ": " +
@@ -121,7 +126,7 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     Window::Image image;
     for (int f = 0; f < frames; ++f) window.frame(app, false, f + 1 == frames ? &image : nullptr);
     if (Status st = write_screenshot(screenshot, image); !st.is_ok()) return fail(st);
-    out << "attnviz: wrote " << screenshot << " (" << image.width << "x" << image.height << ")\n";
+    out << "attnviz: wrote " << quote(screenshot) << " (" << image.width << "x" << image.height << ")\n";
     return 0;
   }
   while (!window.should_close()) window.frame(app);

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -117,7 +118,8 @@ void print_text(std::ostream& out, const Result& r) {
 
 }  // namespace
 
-int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+            const GenerateControl& control) {
   CLI::App app{
       "attnviz-cli: multi-head causal self-attention, every intermediate tensor of every head.\n"
       "Numbers match PyTorch for the same seed (torch.manual_seed).",
@@ -132,32 +134,45 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   app.add_flag("--json", json, "print one JSON object with every tensor");
   bool tokenize = false;
   std::string vocab_dir;
-  app.add_flag("--tokenize", tokenize, "print the GPT-2 token ids of --text as a JSON array, and stop");
+  app.add_flag("--tokenize", tokenize,
+               "print the GPT-2 token ids of --text as a JSON array, and stop (with --model: its tokenizer)");
   app.add_option("--vocab", vocab_dir,
                  "folder with the vocabulary for --tokenize and --model (default: a model folder's own, else "
                  "$ATTNVIZ_VOCAB_DIR, else GPT-2's, installed beside attnviz-cli)");
 
   ModelArgs model;
+  model.control = control;
   add_model_options(app, model);
 
   if (const std::optional<int> done = parse_command_line(app, args, out, err)) return *done;
-  if (!model.model.empty()) return run_model_cli(app, a, model, vocab_dir, json, out, err);
-  for (const char* flag : {"--layers", "--keep", "--top-k", "--generate", "--train"})
-    if (app.count(flag) > 0) {
-      err << "attnviz-cli: " << flag << " needs --model\n";
-      return 1;
-    }
-
   const auto fail = [&err](const Status& st) {
     err << "attnviz-cli: " << st.error << "\n";
     return 1;
   };
+  constexpr const char* kModelFlags[] = {"--layers", "--keep", "--top-k", "--generate", "--train"};
+  if (tokenize) {
+    for (const char* flag : kModelFlags)
+      if (app.count(flag) > 0) return fail(Status::fail(std::string(flag) + " does not apply to --tokenize"));
+  } else if (!model.model.empty()) {
+    return run_model_cli(app, a, model, vocab_dir, json, out, err);
+  }
+  for (const char* flag : kModelFlags)
+    if (app.count(flag) > 0) return fail(Status::fail(std::string(flag) + " needs --model"));
 
   if (tokenize) {
+    // With --model, the model's own tokenizer, as --model takes it (--vocab, else a folder's own vocabulary,
+    // else GPT-2's), without loading its weights.
+    std::string dir = vocab_dir;
+    if (!model.model.empty() && !find_gpt_preset(model.model)) {
+      std::error_code ec;
+      if (!std::filesystem::exists(model.model, ec))
+        return fail(Status::fail("cannot read " + quote(model.model) + ": no such file or folder"));
+      if (dir.empty() && std::filesystem::is_directory(model.model, ec) && holds_vocabulary(model.model))
+        dir = model.model;
+    }
     Bpe bpe;
     std::vector<int> ids;
-    if (Status st = Bpe::load_dir(vocab_dir.empty() ? default_vocab_dir() : vocab_dir, bpe); !st.is_ok())
-      return fail(st);
+    if (Status st = Bpe::load_dir(dir.empty() ? default_vocab_dir() : dir, bpe); !st.is_ok()) return fail(st);
     if (Status st = bpe.encode(a.text, ids); !st.is_ok()) return fail(st);
     out << '[';
     for (std::size_t i = 0; i < ids.size(); ++i) out << (i ? "," : "") << ids[i];

@@ -1,6 +1,7 @@
 #include "model_cli.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string_view>
@@ -15,10 +16,6 @@ namespace {
 
 constexpr int kShown = 12;  // a terminal shows at most this many rows and columns of a head
 
-// Flags of the chapter-3 layer that a whole model takes from its preset or file instead.
-constexpr const char* kLayerOnly[] = {"--variant",        "--preset",  "--d-in",     "--d-out",
-                                      "--context-length", "--dropout", "--qkv-bias", "--no-mask"};
-
 void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r,
                 const std::vector<int>* generated) {
   const GptConfig& c = r.config;
@@ -27,12 +24,13 @@ void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r,
   if (r.options.train && c.drop_rate > 0)
     std::snprintf(mode, sizeof mode, "train (dropout %g, %s)", c.drop_rate, to_string(r.options.dropout_rng));
   char buf[400];
+  // The source is a file's name: escaped and capped, as every path the CLI prints.
+  out << "attnviz " << quote(w.source, kQuoteCap, '\0');
   std::snprintf(buf, sizeof buf,
-                "attnviz %s: %d layers, %d heads of dim %d, d_model %d, context %d, vocabulary %d, %s\n",
-                w.source.c_str(), c.n_layers, c.n_heads, c.d_model / c.n_heads, c.d_model, c.context_length,
-                c.vocab_size, mode);
+                ": %d layers, %d heads of dim %d, d_model %d, context %d, vocabulary %d, %s\n", c.n_layers,
+                c.n_heads, c.d_model / c.n_heads, c.d_model, c.context_length, c.vocab_size, mode);
   out << buf;
-  if (!w.config_from.empty()) out << "config: " << w.config_from << '\n';
+  if (!w.config_from.empty()) out << "config: " << quote(w.config_from, kQuoteCap, '\0') << '\n';
   std::snprintf(buf, sizeof buf, "computed with %s kernels on %d thread%s in %.1f ms\n", to_string(r.isa),
                 r.threads, r.threads == 1 ? "" : "s", r.seconds * 1e3);
   out << buf;
@@ -75,7 +73,62 @@ void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r,
   }
 }
 
+// One line on a terminal, rewritten in place: the tokens so far and an estimate of the time left, counted
+// in rows computed (one per token within the context, context_length per token past it).
+class Progress {
+ public:
+  Progress(std::ostream& err, bool shown, int prompt, int steps, int context_length, bool full_passes)
+      : err_(err), shown_(shown), prompt_(prompt), steps_(steps), ctx_(context_length), full_(full_passes) {}
+  ~Progress() { finish(); }
+  // The line goes, before any message: stderr keeps only real messages.
+  void finish() {
+    if (drawn_) err_ << "\r\033[K" << std::flush;
+    drawn_ = false;
+  }
+  void step(int done) {
+    if (!shown_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (drawn_ && now - last_ < std::chrono::milliseconds(200) && done < steps_) return;
+    last_ = now;
+    drawn_ = true;
+    const double spent = std::chrono::duration<double>(now - start_).count();
+    const double left = spent * (cost(done, steps_) / std::max(1.0, cost(0, done)));
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "\rattnviz-cli: generated %d of %d tokens in %.0f s, about %.0f s left (Ctrl-C "
+                  "stops)\033[K",
+                  done, steps_, spent, left);
+    err_ << buf << std::flush;
+  }
+
+ private:
+  // Rows computed by steps [from, to).
+  double cost(int from, int to) const {
+    double rows = 0;
+    for (int s = from; s < to; ++s) rows += full_ || prompt_ + s >= ctx_ ? std::min(prompt_ + s, ctx_) : 1;
+    return rows;
+  }
+  std::ostream& err_;
+  bool shown_;
+  int prompt_, steps_, ctx_;
+  bool full_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_;
+};
+
 }  // namespace
+
+Status check_generation(std::int64_t prompt, std::int64_t generate, int context_length) {
+  const std::int64_t most = std::int64_t{kGenerateContexts} * context_length;
+  if (prompt + generate <= most) return Status::ok();
+  return Status::fail(
+      "--generate " + std::to_string(generate) + " would make the text " + std::to_string(prompt + generate) +
+      " tokens long, more than " + std::to_string(kGenerateContexts) + " x the context length " +
+      std::to_string(context_length) + ": past " + std::to_string(context_length) +
+      " tokens each new one reruns the model over the last " + std::to_string(context_length) + ", " +
+      std::to_string(prompt + generate - context_length) + " full passes here; generate at most " +
+      std::to_string(std::max<std::int64_t>(0, most - prompt)));
+}
 
 void add_model_options(CLI::App& app, ModelArgs& m) {
   app.add_option(
@@ -143,11 +196,11 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
     err << "attnviz-cli: " << st.error << "\n";
     return 1;
   };
-  for (const char* flag : kLayerOnly)
-    if (app.count(flag) > 0)
-      return fail(Status::fail(std::string(flag) +
-                               " does not apply to --model: a model's sizes come from its preset "
-                               "or file"));
+  // --heads gives a weights file without config.json its head count; a seeded size has its preset's.
+  const bool seeded = find_gpt_preset(m.model).has_value();
+  if (Status st = refuse_layer_flags(app, !seeded); !st.is_ok()) return fail(st);
+  if (a.heads && *a.heads < 1)
+    return fail(Status::fail("--heads must be 1 or more (got " + std::to_string(*a.heads) + ")"));
   if (app.count("--inputs") > 0) return fail(Status::fail("--inputs does not apply to --model: give --text"));
   ModelSpec spec;
   spec.model = m.model;
@@ -165,6 +218,8 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   spec.memory_budget = a.memory_budget ? a.memory_budget : available_memory_bytes();
   if (m.top_k < 0) return fail(Status::fail("--top-k must be 0 or more"));
   if (m.generate < 0) return fail(Status::fail("--generate must be 0 or more"));
+  if (const std::optional<GptConfig> preset = find_gpt_preset(m.model))  // before its parameters are drawn
+    if (Status st = check_generation(1, m.generate, preset->context_length); !st.is_ok()) return fail(st);
 
   GptRequest req;
   req.top_k = m.top_k;
@@ -197,6 +252,9 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
     return fail(st);
   std::vector<int> ids;
   if (Status st = encode_for(model, a.text, ids); !st.is_ok()) return fail(st);
+  if (Status st = check_generation(static_cast<std::int64_t>(ids.size()), m.generate, c.context_length);
+      !st.is_ok())
+    return fail(st);
   // What the pass keeps (the longest one, when generating), and the JSON text of it, before anything runs.
   {
     const int T = static_cast<int>(
@@ -207,8 +265,22 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   }
   GptResult r;
   std::vector<int> generated;
+  bool stopped = false;
   if (m.generate > 0) {
-    if (Status st = model.model.generate(ids, m.generate, req, generated, r); !st.is_ok()) return fail(st);
+    const GenerateControl& ctl = m.control;
+    // Dropout makes every step a full pass (no rows are reused).
+    Progress progress(err, ctl.progress, static_cast<int>(ids.size()), m.generate, c.context_length,
+                      model.model.options().train && c.drop_rate > 0);
+    const auto step = [&](int done) {
+      progress.step(done);
+      stopped = ctl.stop && ctl.stop->load() && done < m.generate;
+      return !stopped;
+    };
+    if (ctl.generating) ctl.generating->store(true);
+    const Status st = model.model.generate(ids, m.generate, req, generated, r, step);
+    if (ctl.generating) ctl.generating->store(false);
+    progress.finish();
+    if (!st.is_ok()) return fail(st);
   } else if (Status st = model.model.forward(ids, req, r); !st.is_ok()) {
     return fail(st);
   }
@@ -221,6 +293,11 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   }
   out.flush();
   if (!out) return fail(Status::fail("cannot write the output"));
+  if (stopped) {
+    err << "attnviz-cli: stopped by Ctrl-C after " << generated.size() << " of " << m.generate
+        << " tokens: the output holds those\n";
+    return kStoppedStatus;
+  }
   // What nothing could check (the layer count without a config.json), once the run is done: a refusal stays
   // its one line.
   if (!model.model.weights().note.empty()) err << "attnviz-cli: note: " << model.model.weights().note << "\n";

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -10,6 +12,28 @@
 
 namespace attnviz {
 
+// What the program around the command line gives a long generation: a flag that Ctrl-C sets (generation
+// then stops and prints what it has), a flag saying that one runs (Ctrl-C at any other time ends the program
+// as usual), and whether stderr is a terminal (the progress is shown there).
+struct GenerateControl {
+  const std::atomic<bool>* stop = nullptr;
+  std::atomic<bool>* generating = nullptr;
+  bool progress = false;
+};
+
+// The exit status of a generation stopped by Ctrl-C: the shell's for SIGINT (128 + 2), so that a script can
+// tell the shorter text from a whole one; the output itself is whole (the text so far, its pass, its JSON).
+inline constexpr int kStoppedStatus = 130;
+
+// How far --generate may take the text: this many context lengths. Past one, each new token reruns the model
+// over the last context_length tokens (generate_text_simple's crop): gpt2-small's 100000 tokens would be
+// about 99000 full passes, some 40 hours.
+inline constexpr int kGenerateContexts = 4;
+
+// Fails when `prompt` tokens and `generate` more exceed kGenerateContexts x `context_length`, naming the
+// full passes it would take and the most that may be asked.
+Status check_generation(std::int64_t prompt, std::int64_t generate, int context_length);
+
 struct ModelArgs {
   std::string model;   // empty: the chapter-3 layer
   std::string layers;  // "all", "none", or a list such as "0,5,9-11"
@@ -17,6 +41,7 @@ struct ModelArgs {
   int top_k = 10;
   int generate = 0;
   bool train = false;  // --train: a loaded model in train mode (a seeded one is in train mode already)
+  GenerateControl control;
 };
 
 // Registers --model, --layers, --keep, --top-k, --generate and --train.

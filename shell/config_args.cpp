@@ -42,13 +42,6 @@ std::optional<int> parse_decimal_int(std::string_view s) {
   return negative ? static_cast<int>(-static_cast<std::int64_t>(v)) : static_cast<int>(v);
 }
 
-std::string quote_arg(std::string_view s) {
-  std::size_t end = std::min<std::size_t>(s.size(), 40);
-  while (end > 0 && end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80)
-    --end;  // whole chars
-  return "'" + escape_controls(s.substr(0, end)) + (end < s.size() ? "...'" : "'");
-}
-
 CLI::Validator decimal_int() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
@@ -190,7 +183,7 @@ std::optional<int> parse_command_line(CLI::App& app, const std::vector<std::stri
     out << app.help();
     return 0;
   } catch (const CLI::ParseError& e) {
-    err << app.get_name() << ": " << escape_controls(e.what()) << " (see --help)\n";
+    err << app.get_name() << ": " << quote(e.what(), kParserMessageCap, '\0') << " (see --help)\n";
     return 1;
   }
   if (const std::vector<std::string> extras = app.remaining(); !extras.empty()) {
@@ -206,6 +199,21 @@ std::optional<int> parse_command_line(CLI::App& app, const std::vector<std::stri
         return 1;
       }
   return std::nullopt;
+}
+
+Status refuse_layer_flags(const CLI::App& cli, bool heads_apply) {
+  const auto given = [&cli](const char* flag) {
+    const CLI::Option* o = cli.get_option_no_throw(flag);
+    return o && o->count() > 0;
+  };
+  for (const char* flag : kLayerOnlyFlags)
+    if (given(flag))
+      return Status::fail(std::string(flag) +
+                          " does not apply to --model: a model's sizes come from its preset or file");
+  if (!heads_apply && given("--heads"))
+    return Status::fail(
+        "--heads does not apply to --model: a model's head count comes from its preset or file");
+  return Status::ok();
 }
 
 Status config_from_args(const ConfigArgs& a, Config& c, Exec& exec) {

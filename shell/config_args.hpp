@@ -29,9 +29,14 @@ struct ConfigArgs {
   std::uint64_t memory_budget = 0;  // --memory-budget, for the hosts that register it (0: not given)
 };
 
-// A value as messages quote it: 'value', cut at 40 bytes, control bytes as \xNN so the message stays one
-// line.
-std::string quote_arg(std::string_view value);
+// A value as messages quote it (attnviz::quote): kept under this name for its many callers.
+inline std::string quote_arg(std::string_view value) {
+  return quote(value);
+}
+
+// CLI11's own messages hold the flag and its value: they go out through quote too, unmarked, with room for
+// both.
+inline constexpr std::size_t kParserMessageCap = 4 * kQuoteCap;
 
 // Registers --text and every configuration and execution flag on `app`.
 void add_config_options(CLI::App& app, ConfigArgs& a);
@@ -58,6 +63,16 @@ void add_memory_budget_option(CLI::App& app, ConfigArgs& a);
 // (`breakdown`: "parameters 8.6 GB, tensors 4.9 MB"), where the budget came from (--memory-budget when
 // `given`, else the memory available) and how to need less.
 Status check_memory(std::uint64_t needed, std::uint64_t budget, bool given, const std::string& breakdown);
+
+// The chapter-3 layer's flags that a whole model takes from its preset or file instead. Both hosts refuse
+// them beside --model; --heads is not among them, because attnviz-cli gives a weights file without
+// config.json its head count with it (the app and the page have no such use and refuse it too).
+inline constexpr const char* kLayerOnlyFlags[] = {"--variant",        "--preset",  "--d-in",     "--d-out",
+                                                  "--context-length", "--dropout", "--qkv-bias", "--no-mask"};
+
+// Fails naming the first of kLayerOnlyFlags given on `cli` (and --heads, unless `heads_apply`), in one line:
+// "--variant does not apply to --model: a model's sizes come from its preset or file".
+Status refuse_layer_flags(const CLI::App& cli, bool heads_apply);
 
 // Turns parsed flags into a configuration (not yet validated) and execution options. Fails with one line
 // naming the bad value.

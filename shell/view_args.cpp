@@ -149,22 +149,27 @@ std::vector<StateArg> state_args(const viz::App& app) {
   const Config& c = app.session.config;
   const Config d{};
   if (app.session.text != kDefaultText) out.emplace_back("text", app.session.text);
-  if (c.variant != d.variant) out.emplace_back("variant", to_string(c.variant));
+  const bool wanted = !app.model.is_open() && !app.model_view.wanted_file.empty();
+  // A whole model's sizes are its own: the chapter-3 layer's (which a link beside a model refuses) stay out.
+  const bool layer = !app.model.is_open() && !wanted;
+  if (layer && c.variant != d.variant) out.emplace_back("variant", to_string(c.variant));
   // The preset whose sizes match, else the book's sizes with the differences spelled out.
-  const Preset* matched = preset_of(c);
-  const Preset* preset = matched ? matched : find_preset("book");
-  if (std::string(preset->name) != "book") out.emplace_back("preset", preset->name);
-  if (c.d_in != preset->d_in) out.emplace_back("d-in", std::to_string(c.d_in));
-  if (c.d_out != preset->d_out) out.emplace_back("d-out", std::to_string(c.d_out));
-  if (c.num_heads != preset->num_heads) out.emplace_back("heads", std::to_string(c.num_heads));
-  if (c.context_length != preset->context_length)
-    out.emplace_back("context-length", std::to_string(c.context_length));
-  if (c.dropout != preset->dropout) out.emplace_back("dropout", shortest(c.dropout));
-  if (c.qkv_bias) out.emplace_back("qkv-bias", "");
+  if (layer) {
+    const Preset* matched = preset_of(c);
+    const Preset* preset = matched ? matched : find_preset("book");
+    if (std::string(preset->name) != "book") out.emplace_back("preset", preset->name);
+    if (c.d_in != preset->d_in) out.emplace_back("d-in", std::to_string(c.d_in));
+    if (c.d_out != preset->d_out) out.emplace_back("d-out", std::to_string(c.d_out));
+    if (c.num_heads != preset->num_heads) out.emplace_back("heads", std::to_string(c.num_heads));
+    if (c.context_length != preset->context_length)
+      out.emplace_back("context-length", std::to_string(c.context_length));
+    if (c.dropout != preset->dropout) out.emplace_back("dropout", shortest(c.dropout));
+    if (c.qkv_bias) out.emplace_back("qkv-bias", "");
+  }
   if (c.seed != d.seed) out.emplace_back("seed", std::to_string(c.seed));
   if (c.dropout_rng != d.dropout_rng) out.emplace_back("dropout-rng", to_string(c.dropout_rng));
   if (!c.train) out.emplace_back("eval", "");
-  if (!c.mask) out.emplace_back("no-mask", "");
+  if (layer && !c.mask) out.emplace_back("no-mask", "");
 
   const viz::ViewState& v = app.view;
   const viz::ViewState dv{};
@@ -184,7 +189,6 @@ std::vector<StateArg> state_args(const viz::App& app) {
     out.emplace_back("compare-seed", std::to_string(cs.seed));
   if (cs.mode == viz::CompareMode::layer && cs.layer != dc.layer)
     out.emplace_back("compare-layer", std::to_string(cs.layer));
-  const bool wanted = !app.model.is_open() && !app.model_view.wanted_file.empty();
   if (app.model.is_open() || wanted) {  // a link to a file not chosen yet keeps naming it
     const viz::ModelChoice& m = wanted ? app.model_view.choice : app.model.choice();
     out.emplace_back("model", m.kind == viz::ModelKind::seeded ? m.size : "file:" + file_name(m.path));
@@ -234,13 +238,15 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
   try {
     cli.parse(reversed);
   } catch (const CLI::ParseError& e) {
-    return Status::fail(escape_controls(e.what()));
+    return Status::fail(quote(e.what(), kParserMessageCap, '\0'));
   }
   if (const std::vector<std::string> extras = cli.remaining(); !extras.empty()) {
     const std::string& x = extras.front();
     return Status::fail("unknown setting " +
                         quote_arg(x.rfind("--", 0) == 0 ? x.substr(2, x.find('=') - 2) : x));
   }
+  if (model_choice(v).kind != viz::ModelKind::layer)
+    if (Status st = refuse_layer_flags(cli, false); !st.is_ok()) return st;
   Config config;
   Exec unused;
   if (Status st = config_from_args(a, config, unused); !st.is_ok()) return st;
@@ -284,6 +290,9 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
       viz::start(app);
       return st;
     }
+    // Opening drops a head and a layer B the model lacks: check_head_and_cell names them instead.
+    app.view.enlarged = fresh.view.enlarged;
+    app.compare.layer = fresh.compare.layer;
   }
   app.model_view.layer = fresh.model_view.layer;
   if (app.model.is_open()) {
@@ -301,11 +310,14 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
 
 Status check_head_and_cell(const viz::App& app) {
   if (viz::model_mode(app)) {
-    const int heads = app.model.config().n_heads;
+    const int heads = app.model.config().n_heads, layers = app.model.config().n_layers;
     if (app.view.enlarged >= heads)
       return Status::fail("--head " + std::to_string(app.view.enlarged) +
                           " is past the last head: the model has " + std::to_string(heads) + " heads (0 to " +
                           std::to_string(heads - 1) + "), and -1 shows them all");
+    if (app.compare.layer >= layers)
+      return Status::fail("--compare-layer " + std::to_string(app.compare.layer) +
+                          " does not exist: the model has layers 0.." + std::to_string(layers - 1));
   }
   const Result* shown = viz::shown_result(app);
   if (!shown || (!viz::model_mode(app) && !app.session.has_result())) return Status::ok();

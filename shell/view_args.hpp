@@ -49,8 +49,8 @@ Status apply_view(const ViewArgs& a, viz::App& app);
 // (a bad --compare-text is an error, as a bad --text is). Fails with one line naming the flag and the range.
 Status check_view(const viz::App& app);
 
-// The part of check_view a link needs (the page shows a B that cannot be computed in B's place): --head
-// and --lock against the view.
+// The part of check_view a link needs (the page shows a B that cannot be computed in B's place): --head,
+// --compare-layer and --lock against the view.
 Status check_head_and_cell(const viz::App& app);
 
 // One flag of the UI state: its long name without dashes, and its value ("" for a flag without one).

@@ -142,7 +142,7 @@ double Window::frame(viz::App& app, bool finish, Image* grab) {
       viz::read_pixels(x, y, cw, ch, h, px);
       st = viz::write_png(app.capture.path, cw, ch, px);
     }
-    app.message = st.is_ok() ? "wrote " + app.capture.path : "export failed: " + st.error;
+    app.message = st.is_ok() ? "wrote " + quote(app.capture.path) : "export failed: " + st.error;
     if (st.is_ok()) app.written.push_back(app.capture.path);
   }
   if (grab) {

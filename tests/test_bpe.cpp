@@ -230,17 +230,17 @@ TEST_CASE("bpe: every malformed vocabulary is refused with one line naming the p
     check_refused(load("{\"a\": 1", f.merges), "vocab is not valid JSON");
     check_refused(load("[1, 2]", f.merges), "vocab: expected a JSON object");
     check_refused(load("{}", f.merges), "vocab: expected a JSON object");
-    check_refused(load(with("xy", "7"), f.merges), "the id of \"xy\" is not an integer");
-    check_refused(load(with("xy", 7.5), f.merges), "the id of \"xy\" is not an integer");
-    check_refused(load(with("xy", -1), f.merges), "the id -1 of \"xy\" is outside [0, 1048576)");
-    check_refused(load(with("xy", 1 << 20), f.merges), "the id 1048576 of \"xy\" is outside");
+    check_refused(load(with("xy", "7"), f.merges), "the id of 'xy' is not an integer");
+    check_refused(load(with("xy", 7.5), f.merges), "the id of 'xy' is not an integer");
+    check_refused(load(with("xy", -1), f.merges), "the id -1 of 'xy' is outside [0, 1048576)");
+    check_refused(load(with("xy", 1 << 20), f.merges), "the id 1048576 of 'xy' is outside");
     check_refused(load(with("xy", 256), f.merges), "the id 256 is given to both");
-    check_refused(load(with("a b", 300), f.merges), "the token \"a b\" has a character outside GPT-2's byte");
-    check_refused(load(with("a\nb", 300), f.merges), "the token \"a\\x0Ab\" has a character outside");
+    check_refused(load(with("a b", 300), f.merges), "the token 'a b' has a character outside GPT-2's byte");
+    check_refused(load(with("a\nb", 300), f.merges), "the token 'a\\x0Ab' has a character outside");
     check_refused(load(with("\xe4\xb8\xad", 300), f.merges), "has a character outside GPT-2's byte alphabet");
     check_refused(load(with("", 300), f.merges), "vocab: a token is empty");
-    check_refused(load(without("!"), f.merges), "the byte token \"!\" (byte 0x21) is missing");
-    check_refused(load(without("\xc4\x80"), f.merges), "the byte token \"\xc4\x80\" (byte 0x00) is missing");
+    check_refused(load(without("!"), f.merges), "the byte token '!' (byte 0x21) is missing");
+    check_refused(load(without("\xc4\x80"), f.merges), "the byte token '\xc4\x80' (byte 0x00) is missing");
   }
   SUBCASE("merges") {
     check_refused(load(f.vocab, header + "\xc4\xa0t\n"),
@@ -250,16 +250,15 @@ TEST_CASE("bpe: every malformed vocabulary is refused with one line naming the p
     check_refused(load(f.vocab, header + " \xc4\xa0t\n"), "merges line 2: expected two tokens");
     check_refused(load(f.vocab, header + "\xc4\xa0 t\n\n\xc4\xa0 a\n"), "merges line 3 is empty");
     check_refused(load(f.vocab, header + "\xc4\xa0 t\nx\xe4\xb8\xad y\n"),
-                  "merges line 3: \"x\xe4\xb8\xad\" has a character outside GPT-2's byte alphabet");
+                  "merges line 3: 'x\xe4\xb8\xad' has a character outside GPT-2's byte alphabet");
     check_refused(load(f.vocab, header + "\xc4\xa0 t\nab c\n"),
-                  "merges line 3: \"ab\" is not in the vocabulary");
+                  "merges line 3: 'ab' is not in the vocabulary");
     check_refused(load(f.vocab, header + "\xc4\xa0 t\na b\n"),
-                  "merges line 3: the result \"ab\" is not in the");
+                  "merges line 3: the result 'ab' is not in the");
     check_refused(load(f.vocab, header + "\xc4\xa0 t\n\xc4\xa0 t\n"), "merges line 3 repeats merges line 2");
     // "Ġt" is used as a part (line 2) before a merge makes it (line 3).
-    check_refused(
-        load(with("\xc4\xa0tt", 300), header + "\xc4\xa0t t\n\xc4\xa0 t\n"),
-        "merges line 3 makes \"\xc4\xa0t\", which the earlier merges line 2 already uses as a part");
+    check_refused(load(with("\xc4\xa0tt", 300), header + "\xc4\xa0t t\n\xc4\xa0 t\n"),
+                  "merges line 3 makes '\xc4\xa0t', which the earlier merges line 2 already uses as a part");
     check_refused(load(f.vocab, "[\"\xc4\xa0 t\", 5]"), "merges entry 2: expected \"left right\" or");
     check_refused(load(f.vocab, "[[\"\xc4\xa0\", \"t\", \"x\"]]"), "merges entry 1: expected");
     check_refused(load(f.vocab, "[\"\xc4\xa0 t\""), "merges is not a valid JSON array of merges");
@@ -295,19 +294,19 @@ TEST_CASE("bpe: files and folders") {
   REQUIRE(Bpe::load_files((dir / "vocab.json").string(), (dir / "merges.txt").string(), bpe).is_ok());
   CHECK(bpe.size() == 261);
   check_refused(Bpe::load_files((dir / "nope.json").string(), (dir / "merges.txt").string(), bpe),
-                "nope.json: No such file or directory");
+                "nope.json': No such file or directory");
   check_refused(Bpe::load_files((dir / "sub").string(), (dir / "merges.txt").string(), bpe),
-                "sub: is a directory");
+                "sub': is a directory");
   check_refused(Bpe::load_dir((dir / "sub").string(), bpe), "no GPT-2 vocabulary in");
   check_refused(Bpe::load_dir("", bpe), "no vocabulary folder");
   // Errors name the file; a file over the cap is refused before it is read (a sparse file: no disk used).
   std::ofstream(dir / "bad.json", std::ios::binary) << "{\"a\": true}";
   check_refused(Bpe::load_files((dir / "bad.json").string(), (dir / "merges.txt").string(), bpe),
-                "bad.json: the id of \"a\" is not an integer");
+                "bad.json: the id of 'a' is not an integer");
   std::ofstream(dir / "huge.json", std::ios::binary) << "{";
   fs::resize_file(dir / "huge.json", attnviz::kMaxVocabFileBytes + 1);
   check_refused(Bpe::load_files((dir / "huge.json").string(), (dir / "merges.txt").string(), bpe),
-                "huge.json: 67.1 MB, more than the 67.1 MB limit");
+                "huge.json': 67.1 MB, more than the 67.1 MB limit");
   CHECK(bpe.size() == 261);  // a failed load leaves the tokenizer as it was
   fs::remove_all(dir);
 }

@@ -98,18 +98,18 @@ TEST_CASE("bad input: one clear line on stderr and exit status 1") {
   check_refused({"--bogus"}, "bogus");
   check_refused({"--text", "a", "--inputs", "x.json"}, "excludes");
   check_refused({"--inputs", "/nonexistent/in.json"},
-                "cannot read /nonexistent/in.json: No such file or directory");
+                "cannot read '/nonexistent/in.json': No such file or directory");
   // --inputs is untrusted: only a regular file, its size checked before reading
   const std::string dir = (std::filesystem::temp_directory_path() / "attnviz_test_inputs_dir").string();
   std::filesystem::create_directories(dir);
-  check_refused({"--inputs", dir}, "cannot read " + dir + ": is a directory");
+  check_refused({"--inputs", dir}, "cannot read '" + dir + "': is a directory");
   const std::string huge = temp_file("huge.json", "[");
   std::filesystem::resize_file(huge, std::uintmax_t{100} << 20);  // sparse: no disk used
   check_refused({"--inputs", huge}, "104.9 MB, more than the 67.1 MB limit");
   std::filesystem::remove(huge);
 #if !defined(__EMSCRIPTEN__)  // devices and /proc exist natively only
-  check_refused({"--inputs", "/dev/zero"}, "cannot read /dev/zero: is a character device");
-  check_refused({"--inputs", "/proc/self/mem"}, "cannot read /proc/self/mem: Input/output error");
+  check_refused({"--inputs", "/dev/zero"}, "cannot read '/dev/zero': is a character device");
+  check_refused({"--inputs", "/proc/self/mem"}, "cannot read '/proc/self/mem': Input/output error");
 #endif
   check_refused({"--inputs", temp_file("bad1.json", "[[1, 2], [3")}, "not valid JSON");
   check_refused({"--inputs", temp_file("bad2.json", "[[1, 2], [3]]")}, "input row 2 has 1 numbers");
@@ -155,7 +155,8 @@ TEST_CASE("--tokenize prints GPT-2's ids of --text as a JSON array") {
   CHECK(r.err.empty());
   CHECK(cli({"--tokenize", "--text", "", "--vocab", ATTNVIZ_GPT2_DIR}).out == "[]\n");
   check_refused({"--tokenize", "--text", "bad \xff", "--vocab", ATTNVIZ_GPT2_DIR}, "not valid UTF-8");
-  check_refused({"--tokenize", "--vocab", "/nonexistent/vocab"}, "no GPT-2 vocabulary in /nonexistent/vocab");
+  check_refused({"--tokenize", "--vocab", "/nonexistent/vocab"},
+                "no GPT-2 vocabulary in '/nonexistent/vocab'");
 }
 
 TEST_CASE("numbers are decimal and seeds are torch.manual_seed's") {
@@ -223,15 +224,15 @@ TEST_CASE("a value echoed in a message keeps it one line (fuzz/config_args found
                 "unknown variant 'c--\\x0Ae6' (simplified, self_v1, self_v2, causal, wrapper, mha)");
   check_refused({"--preset", "\x1b[2J"}, "unknown preset '\\x1B[2J'");
   // A 10-minute run found CLI11's own messages quoting a value as it came: a switch given a value.
-  check_refused({"--no-mask=of\xff\nf"}, "Could not convert: --no-mask = of\xff\\x0Af (see --help)");
+  check_refused({"--no-mask=of\xff\nf"}, "Could not convert: --no-mask = of\\xFF\\x0Af (see --help)");
   check_refused({"--isa", "a\rb"}, "unknown isa 'a\\x0Db'");
   check_refused({"--dropout-rng", "\n"}, "unknown dropout rng '\\x0A'");
   check_refused({"--model", "gpt2-small", "--keep", "a\nb"}, "--keep: unknown item 'a\\x0Ab'");
   check_refused({"--inputs", "/nonexistent/a\nb.json"},
-                "cannot read /nonexistent/a\\x0Ab.json: No such file");
-  check_refused(
-      {"--variant", std::string(39, 'x') + "\xc3\xa9" + "yz"},
-      "unknown variant '" + std::string(39, 'x') + "...'");  // cut at 40 bytes, never inside a character
+                "cannot read '/nonexistent/a\\x0Ab.json': No such file");
+  check_refused({"--variant", std::string(119, 'x') + "\xc3\xa9" + "yz"},
+                "unknown variant '" + std::string(119, 'x') +
+                    "...'");  // cut at kQuoteCap (120) bytes, never inside a character
 }
 
 TEST_CASE("the terminal view: cells apart, enough digits, -0 as 0, control characters escaped") {

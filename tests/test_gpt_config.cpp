@@ -118,10 +118,10 @@ TEST_CASE("gpt config: the activation must be GELU's tanh approximation") {
   for (const char* name : {"gelu_new", "gelu_pytorch_tanh", "gelu_fast"})
     CHECK(loaded(with(std::string(R"("activation_function": ")") + name + "\"")).config.n_heads == 2);
   CHECK(refused(with(R"("activation_function": "relu")")) ==
-        "config.json: activation_function is \"relu\": the engine computes GELU's tanh approximation only "
+        "config.json: activation_function is 'relu': the engine computes GELU's tanh approximation only "
         "(\"gelu_new\", \"gelu_pytorch_tanh\" or \"gelu_fast\")");
   CHECK(refused(with(R"("activation_function": "gelu")")) ==
-        "config.json: activation_function is \"gelu\" (GELU's exact erf form): the engine computes GELU's "
+        "config.json: activation_function is 'gelu' (GELU's exact erf form): the engine computes GELU's "
         "tanh approximation only (\"gelu_new\", \"gelu_pytorch_tanh\" or \"gelu_fast\")");
   CHECK(refused(with(R"("activation_function": 1)"))
             .rfind("config.json: activation_function is 1: the engine computes", 0) == 0);
@@ -133,7 +133,7 @@ TEST_CASE("gpt config: settings the engine has one form of are refused in any ot
   CHECK(refused(with(R"("layer_norm_epsilon": 1e-06)")) ==
         "config.json: layer_norm_epsilon is 1e-06: the engine's LayerNorm uses 1e-05");
   CHECK(refused(with(R"("layer_norm_epsilon": "1e-5")")) ==
-        "config.json: layer_norm_epsilon is \"1e-5\": the engine's LayerNorm uses 1e-05");
+        "config.json: layer_norm_epsilon is '1e-5': the engine's LayerNorm uses 1e-05");
   CHECK(
       refused(with(R"("scale_attn_weights": false)")) ==
       "config.json: scale_attn_weights is false: the engine always scales the scores by 1 / sqrt(head_dim)");
@@ -155,12 +155,12 @@ TEST_CASE("gpt config: settings the engine has one form of are refused in any ot
 TEST_CASE("gpt config: another architecture and unknown keys are refused by name") {
   CHECK(
       refused(R"({"model_type": "llama", "hidden_size": 8, "rope_theta": 10000.0, "rms_norm_eps": 1e-06})") ==
-      "config.json: model_type is \"llama\": the engine runs GPT-2 models (\"gpt2\") only");
+      "config.json: model_type is 'llama': the engine runs GPT-2 models (\"gpt2\") only");
   CHECK(refused(with(R"("rope_theta": 10000.0)")) ==
-        "config.json: key \"rope_theta\" is not one the engine knows for GPT-2 (refused rather than ignored: "
+        "config.json: key 'rope_theta' is not one the engine knows for GPT-2 (refused rather than ignored: "
         "it may change the model)");
   // a key with a control character is quoted, the message stays one line
-  CHECK(refused(with("\"a\\nb\": 1")).rfind("config.json: key \"a\\x0ab\" is not one", 0) == 0);
+  CHECK(refused(with("\"a\\nb\": 1")).rfind("config.json: key 'a\\x0Ab' is not one", 0) == 0);
 }
 
 TEST_CASE("gpt config: sizes must agree with the weights, n_inner and n_ctx included") {
@@ -229,10 +229,10 @@ TEST_CASE("gpt config: tie_word_embeddings must describe the file's output head"
 }
 
 TEST_CASE("gpt config: duplicate keys, deep nesting and a NUL are refused") {
-  CHECK(refused(R"({"n_head": 2, "n_head": 4})") == "config.json: key \"n_head\" appears twice");
+  CHECK(refused(R"({"n_head": 2, "n_head": 4})") == "config.json: key 'n_head' appears twice");
   CHECK(
       refused(with(R"("task_specific_params": {"text-generation": {"max_length": 50, "max_length": 9}})")) ==
-      "config.json: key \"max_length\" appears twice");
+      "config.json: key 'max_length' appears twice");
   // the same key in two objects is no duplicate
   CHECK(
       loaded(
@@ -252,7 +252,7 @@ TEST_CASE("gpt config: duplicate keys, deep nesting and a NUL are refused") {
   for (int i = 0; i < 60000; ++i) big += "\"key" + std::to_string(i) + "\": 0, ";
   big += "\"key7\": 1}}";
   REQUIRE(big.size() <= kMaxConfigBytes);
-  CHECK(refused(big) == "config.json: key \"key7\" appears twice");
+  CHECK(refused(big) == "config.json: key 'key7' appears twice");
   big.replace(big.size() - 10, 4, "last");
   CHECK(loaded(big).config.n_heads == 2);
 }

@@ -269,13 +269,16 @@ TEST_CASE("gpt file: the head count") {
       CHECK(w.config.n_heads == 4);
     }
   }
-  SUBCASE("the option wins over both") {
+  SUBCASE("the option gives the count a file lacks, and must agree with config.json's") {
     GptLoadOptions opts;
     opts.heads = 8;
-    REQUIRE(load_bytes(b, w, std::string(R"({"n_head": 4})"), opts).is_ok());
-    CHECK(w.config.n_heads == 8);
     REQUIRE(load_bytes(b, w, std::nullopt, opts).is_ok());
     CHECK(w.config.n_heads == 8);
+    REQUIRE(load_bytes(b, w, std::string(R"({"n_head": 8})"), opts).is_ok());
+    CHECK(w.config.n_heads == 8);
+    CHECK(error_of(b, std::string(R"({"n_head": 4})"), opts) ==
+          "model.safetensors: the heads option (--heads) gives 8 heads but 'config.json' gives 4: leave the "
+          "option out");
   }
   SUBCASE("d_model must split into the heads") {
     CHECK(error_of(b, std::string(R"({"n_head": 3})")) ==
@@ -283,7 +286,7 @@ TEST_CASE("gpt file: the head count") {
     GptLoadOptions opts;
     opts.heads = 5;
     CHECK(error_of(b, std::nullopt, opts) ==
-          "model.safetensors: d_model 128 does not split into 5 heads (from the heads option)");
+          "model.safetensors: d_model 128 does not split into 5 heads (from the heads option, --heads)");
     TinyGpt small;
     small.build();  // d_model 8
     CHECK(error_of(small.bytes(), std::nullopt) ==
@@ -356,7 +359,7 @@ TEST_CASE("gpt file: a weights file in a folder is read with the folder's config
   GptLoadOptions opts;
   opts.heads = 2;
   REQUIRE(load_gpt(file, opts, w).is_ok());
-  CHECK(w.config_from == "none (sizes from the tensors, heads from the heads option)");
+  CHECK(w.config_from == "none (sizes from the tensors, heads from the heads option, --heads)");
 
   dir.write("config.json", std::string(R"({"n_head": 4, "n_layer": 2})"));
   REQUIRE(load_gpt(file, {}, w).is_ok());
@@ -364,17 +367,16 @@ TEST_CASE("gpt file: a weights file in a folder is read with the folder's config
   CHECK(w.config_from == "attnviz_st_gptsibling/config.json");
   CHECK(w.note.empty());
   check_hf(m, w);
-  REQUIRE(load_gpt(file, opts, w).is_ok());
-  CHECK(w.config.n_heads == 2);
-  CHECK(w.config_from == "attnviz_st_gptsibling/config.json (heads from the heads option)");
+  // the heads option may not contradict the sibling's n_head
+  CHECK(load_gpt(file, opts, w).error.find("the heads option (--heads) gives 2 heads but '") !=
+        std::string::npos);
 
   // the sibling is checked like a folder's, and named by its path
   dir.write("config.json", std::string(R"({"n_head": 4, "activation_function": "relu"})"));
-  CHECK(
-      load_gpt(file, {}, w).error ==
-      dir.path.string() +
-          "/config.json: activation_function is \"relu\": the engine computes GELU's tanh approximation only "
-          "(\"gelu_new\", \"gelu_pytorch_tanh\" or \"gelu_fast\")");
+  CHECK(load_gpt(file, {}, w).error ==
+        dir.path.string() +
+            "/config.json: activation_function is 'relu': the engine computes GELU's tanh approximation only "
+            "(\"gelu_new\", \"gelu_pytorch_tanh\" or \"gelu_fast\")");
   // a missing weights file is reported before any config.json
   CHECK(load_gpt(dir.path.string() + "/absent.safetensors", {}, w).error ==
         dir.path.string() + "/absent.safetensors: cannot open (No such file or directory)");
@@ -398,7 +400,7 @@ TEST_CASE("gpt file: the layer count is confirmed by config.json, or the load sa
   opts.heads = 2;
   REQUIRE(load_bytes(two, g, std::nullopt, opts).is_ok());
   CHECK(g.note == "2 layers found in the file; no config.json to check the count against");
-  CHECK(g.config_from == "none (sizes from the tensors, heads from the heads option)");
+  CHECK(g.config_from == "none (sizes from the tensors, heads from the heads option, --heads)");
   // With the layer count stated, the missing block is refused.
   CHECK(error_of(two, std::string(R"({"n_head": 2, "n_layer": 3})")) ==
         "config.json: n_layer is 3 but the weights' layer count is 2");
@@ -408,13 +410,13 @@ TEST_CASE("gpt file: the layer count is confirmed by config.json, or the load sa
   // A block partly there, or one missing before another, names the first tensor not found (the note is for
   // the case no tensor can settle).
   CHECK(error_of(m.bytes("h.2.ln_2.bias"), std::nullopt, opts) ==
-        "model.safetensors: tensor \"h.2.ln_2.bias\" is missing");
+        "model.safetensors: tensor 'h.2.ln_2.bias' is missing");
   auto gap = m.writer();
   gap.entries.erase(std::remove_if(gap.entries.begin(), gap.entries.end(),
                                    [](const auto& e) { return e.name.rfind("h.1.", 0) == 0; }),
                     gap.entries.end());
   CHECK(error_of(gap.bytes(), std::nullopt, opts) ==
-        "model.safetensors: tensor \"h.1.ln_1.weight\" is missing");
+        "model.safetensors: tensor 'h.1.ln_1.weight' is missing");
 }
 
 TEST_CASE("gpt file: the memory budget is checked before anything is packed") {
@@ -498,43 +500,41 @@ TEST_CASE("gpt file: missing tensors, shape disagreements and unknown tensors ar
   m.build();
   SUBCASE("a missing tensor") {
     CHECK(error_of(m.bytes("h.1.mlp.c_fc.bias")) ==
-          "model.safetensors: tensor \"h.1.mlp.c_fc.bias\" is missing");
-    CHECK(error_of(m.bytes("ln_f.weight")) == "model.safetensors: tensor \"ln_f.weight\" is missing");
-    CHECK(error_of(m.bytes("wpe.weight")) == "model.safetensors: tensor \"wpe.weight\" is missing");
+          "model.safetensors: tensor 'h.1.mlp.c_fc.bias' is missing");
+    CHECK(error_of(m.bytes("ln_f.weight")) == "model.safetensors: tensor 'ln_f.weight' is missing");
+    CHECK(error_of(m.bytes("wpe.weight")) == "model.safetensors: tensor 'wpe.weight' is missing");
     // a block index with a gap before it
     auto w = m.writer();
     w.entries.erase(std::remove_if(w.entries.begin(), w.entries.end(),
                                    [](const auto& e) { return e.name.rfind("h.1.", 0) == 0; }),
                     w.entries.end());
     w.add("h.2.ln_1.weight", Dtype::f32, {8}, test::known_values(8, 5));
-    CHECK(error_of(w.bytes()) == "model.safetensors: tensor \"h.1.ln_1.weight\" is missing");
+    CHECK(error_of(w.bytes()) == "model.safetensors: tensor 'h.1.ln_1.weight' is missing");
   }
   SUBCASE("no blocks at all") {
     test::SafetensorsWriter w;
     w.add("wte.weight", Dtype::f32, {3, 4}, test::known_values(12, 1));
-    CHECK(error_of(w.bytes()) == "model.safetensors: tensor \"wpe.weight\" is missing");
+    CHECK(error_of(w.bytes()) == "model.safetensors: tensor 'wpe.weight' is missing");
     w.add("wpe.weight", Dtype::f32, {2, 4}, test::known_values(8, 1));
-    CHECK(error_of(w.bytes()) == "model.safetensors: tensor \"h.0.ln_1.weight\" is missing");
+    CHECK(error_of(w.bytes()) == "model.safetensors: tensor 'h.0.ln_1.weight' is missing");
   }
   SUBCASE("a shape that disagrees between layers") {
     m.tensors["h.1.mlp.c_fc.weight"] = {{8, 30}, test::known_values(240, 3)};
     CHECK(error_of(m.bytes()) ==
-          "model.safetensors: tensor \"h.1.mlp.c_fc.weight\" has shape [8, 30], expected [8, 32]");
+          "model.safetensors: tensor 'h.1.mlp.c_fc.weight' has shape [8, 30], expected [8, 32]");
   }
   SUBCASE("position embedding of another width") {
     m.tensors["wpe.weight"] = {{5, 6}, test::known_values(30, 3)};
-    CHECK(error_of(m.bytes()) ==
-          "model.safetensors: tensor \"wpe.weight\" has shape [5, 6], expected [5, 8]");
+    CHECK(error_of(m.bytes()) == "model.safetensors: tensor 'wpe.weight' has shape [5, 6], expected [5, 8]");
   }
   SUBCASE("an embedding that is not a matrix") {
     m.tensors["wte.weight"] = {{88}, test::known_values(88, 3)};
-    CHECK(
-        error_of(m.bytes()) ==
-        "model.safetensors: tensor \"wte.weight\" has shape [88], not (vocab, d_model) with sizes the engine "
-        "can hold");
+    CHECK(error_of(m.bytes()) ==
+          "model.safetensors: tensor 'wte.weight' has shape [88], not (vocab, d_model) with sizes the engine "
+          "can hold");
     m.tensors["wte.weight"] = {{0, 8}, {}};
     CHECK(error_of(m.bytes()) ==
-          "model.safetensors: tensor \"wte.weight\" has shape [0, 8], not (vocab, d_model) with sizes the "
+          "model.safetensors: tensor 'wte.weight' has shape [0, 8], not (vocab, d_model) with sizes the "
           "engine "
           "can hold");
   }
@@ -543,23 +543,21 @@ TEST_CASE("gpt file: missing tensors, shape disagreements and unknown tensors ar
     m.build();
     m.tensors["lm_head.weight"] = {{10, 8}, test::known_values(80, 3)};
     CHECK(error_of(m.bytes()) ==
-          "model.safetensors: tensor \"lm_head.weight\" has shape [10, 8], expected [11, 8]");
+          "model.safetensors: tensor 'lm_head.weight' has shape [10, 8], expected [11, 8]");
   }
   SUBCASE("unknown tensors") {
     auto w = m.writer();
     w.add("h.0.attn.q_proj.weight", Dtype::f32, {8, 8}, test::known_values(64, 1));
-    CHECK(
-        error_of(w.bytes()) ==
-        "model.safetensors: tensor \"h.0.attn.q_proj.weight\" is not part of a GPT-2 model in Hugging Face's "
-        "naming (another architecture?)");
+    CHECK(error_of(w.bytes()) ==
+          "model.safetensors: tensor 'h.0.attn.q_proj.weight' is not part of a GPT-2 model in Hugging Face's "
+          "naming (another architecture?)");
     for (const char* extra : {"h.00.ln_1.weight", "h.x.ln_1.weight", "lm_head.bias", "wte.bias", "h.0.",
                               "h.1234567890.ln_1.weight"})
       w.add(extra, Dtype::f32, {1}, {0.5f});
-    CHECK(
-        error_of(w.bytes()) ==
-        "model.safetensors: 7 tensors \"h.0.attn.q_proj.weight\", \"h.00.ln_1.weight\", \"h.x.ln_1.weight\", "
-        "\"lm_head.bias\", ... (7 in all) are not part of a GPT-2 model in Hugging Face's naming (another "
-        "architecture?)");
+    CHECK(error_of(w.bytes()) ==
+          "model.safetensors: 7 tensors 'h.0.attn.q_proj.weight', 'h.00.ln_1.weight', 'h.x.ln_1.weight', "
+          "'lm_head.bias', ... (7 in all) are not part of a GPT-2 model in Hugging Face's naming (another "
+          "architecture?)");
   }
   SUBCASE("names without the prefix beside prefixed ones") {
     m.prefix = "transformer.";
@@ -567,30 +565,30 @@ TEST_CASE("gpt file: missing tensors, shape disagreements and unknown tensors ar
     auto w = m.writer();
     w.add("ln_f.weight", Dtype::f32, {8}, test::known_values(8, 1));
     CHECK(error_of(w.bytes()) ==
-          "model.safetensors: tensor \"ln_f.weight\" is not part of a GPT-2 model in Hugging Face's naming "
+          "model.safetensors: tensor 'ln_f.weight' is not part of a GPT-2 model in Hugging Face's naming "
           "(another architecture?)");
   }
   SUBCASE("neither scheme, or both") {
     test::SafetensorsWriter w;
     w.add("embed.weight", Dtype::f32, {2, 2}, {1, 2, 3, 4});
     CHECK(error_of(w.bytes()) ==
-          "model.safetensors: has neither \"wte.weight\" (Hugging Face GPT-2) nor \"tok_emb.weight\" (the "
+          "model.safetensors: has neither 'wte.weight' (Hugging Face GPT-2) nor 'tok_emb.weight' (the "
           "book's "
-          "GPTModel) (it holds \"embed.weight\")");
+          "GPTModel) (it holds 'embed.weight')");
     CHECK(error_of(test::SafetensorsWriter::file("{}", {})) ==
-          "model.safetensors: has neither \"wte.weight\" (Hugging Face GPT-2) nor \"tok_emb.weight\" (the "
+          "model.safetensors: has neither 'wte.weight' (Hugging Face GPT-2) nor 'tok_emb.weight' (the "
           "book's "
           "GPTModel) (no tensors at all)");
     auto both = m.writer();
     both.add("tok_emb.weight", Dtype::f32, {11, 8}, test::known_values(88, 1));
     CHECK(error_of(both.bytes()) ==
-          "model.safetensors: holds both \"wte.weight\" and \"tok_emb.weight\": not one GPT-2 model");
+          "model.safetensors: holds both 'wte.weight' and 'tok_emb.weight': not one GPT-2 model");
   }
   SUBCASE("a file the safetensors rules refuse never reaches the loader") {
     auto w = m.writer();
     w.add_raw("h.0.extra", "F64", {1}, Bytes(8, 0));
     CHECK(error_of(w.bytes()) ==
-          "model.safetensors: tensor \"h.0.extra\": dtype F64 is not supported (only F32, F16 and BF16 are)");
+          "model.safetensors: tensor 'h.0.extra': dtype F64 is not supported (only F32, F16 and BF16 are)");
   }
 }
 
@@ -600,15 +598,15 @@ TEST_CASE("gpt file: the book's q, k and v biases go together") {
   m.qkv_bias = true;
   m.build();
   CHECK(error_of(m.bytes("trf_blocks.1.att.W_key.bias")) ==
-        "model.safetensors: tensor \"trf_blocks.1.att.W_key.bias\" is missing but "
-        "\"trf_blocks.0.att.W_query.bias\" is present (the q, k and v biases go together)");
+        "model.safetensors: tensor 'trf_blocks.1.att.W_key.bias' is missing but "
+        "'trf_blocks.0.att.W_query.bias' is present (the q, k and v biases go together)");
   CHECK(error_of(m.bytes("trf_blocks.0.att.W_query.bias")) ==
-        "model.safetensors: tensor \"trf_blocks.0.att.W_key.bias\" is present but "
-        "\"trf_blocks.0.att.W_query.bias\" is not (the q, k and v biases go together)");
-  CHECK(error_of(m.bytes("out_head.weight")) == "model.safetensors: tensor \"out_head.weight\" is missing");
+        "model.safetensors: tensor 'trf_blocks.0.att.W_key.bias' is present but "
+        "'trf_blocks.0.att.W_query.bias' is not (the q, k and v biases go together)");
+  CHECK(error_of(m.bytes("out_head.weight")) == "model.safetensors: tensor 'out_head.weight' is missing");
   m.tensors["trf_blocks.0.ff.layers.2.weight"] = {{8, 30}, test::known_values(240, 3)};
   CHECK(error_of(m.bytes()) ==
-        "model.safetensors: tensor \"trf_blocks.0.ff.layers.2.weight\" has shape [8, 30], expected [8, 32]");
+        "model.safetensors: tensor 'trf_blocks.0.ff.layers.2.weight' has shape [8, 30], expected [8, 32]");
 }
 
 TEST_CASE("gpt file: sizes the engine refuses are refused with its reason") {

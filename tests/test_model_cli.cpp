@@ -130,7 +130,7 @@ TEST_CASE("attnviz-cli --model --generate: the book's greedy generate_text_simpl
   REQUIRE(r.status == 0);
   const json j = json::parse(r.out);
   // A bare file: the output says which configuration was used, and that nothing checked the layer count.
-  CHECK(j.at("model").at("config") == "none (sizes from the tensors, heads from the heads option)");
+  CHECK(j.at("model").at("config") == "none (sizes from the tensors, heads from the heads option, --heads)");
   CHECK(j.at("model").at("note") == "2 layers found in the file; no config.json to check the count against");
   CHECK(r.err ==
         "attnviz-cli: note: 2 layers found in the file; no config.json to check the count against\n");

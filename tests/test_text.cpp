@@ -89,8 +89,30 @@ TEST_CASE("to_valid_utf8: one U+FFFD per maximal subpart, as bytes.decode('utf-8
       {"\xF1\x80\x80\xE1\x80\xC0", r + r + r},            // two cut characters, then C0
       {std::string("a\0b", 3), std::string("a\0b", 3)}};  // NUL is valid UTF-8
   for (const Case& c : cases) {
-    CAPTURE(escape_controls(c.bytes));
+    CAPTURE(quote(c.bytes));
     CHECK(to_valid_utf8(c.bytes) == c.text);
     CHECK(check_utf8(to_valid_utf8(c.bytes)).is_ok());
   }
+}
+
+TEST_CASE("quote: one line, nothing a terminal acts on, cut at a whole character") {
+  CHECK(quote("gpt2-small") == "'gpt2-small'");
+  // C0 controls, DEL and the bytes of C1 controls as \xNN, uppercase.
+  CHECK(quote("a\nb\x1b[2J\x7f") == "'a\\x0Ab\\x1B[2J\\x7F'");
+  CHECK(quote("csi \xc2\x9b"
+              "31m") == "'csi \\xC2\\x9B31m'");
+  // Broken UTF-8 byte by byte; whole characters kept.
+  CHECK(quote("caf\xc3\xa9 \xff\xc3") == "'caf\xc3\xa9 \\xFF\\xC3'");
+  // A backslash and the mark are escaped, so \x0A in the output is always an escape.
+  CHECK(quote("a\\x0A 'b'") == "'a\\\\x0A \\'b\\''");
+  // No marks: for a path that begins a message.
+  CHECK(quote("/tmp/a\nb", kQuoteCap, '\0') == "/tmp/a\\x0Ab");
+  // The cap counts the piece's bytes and never splits a character.
+  CHECK(quote(std::string(200, 'x')) == "'" + std::string(kQuoteCap, 'x') + "...'");
+  CHECK(quote("ab\xc3\xa9", 3) == "'ab...'");
+  CHECK(quote("ab\xc3\xa9", 4) == "'ab\xc3\xa9'");
+  CHECK(quote("\n\n\n", 2, '\0') == "\\x0A\\x0A...");
+  CHECK(quote("") == "''");
+  // A piece of any size gives a message of bounded size.
+  CHECK(quote(std::string(1 << 20, '\x1b')).size() <= 4 * kQuoteCap + 5);
 }

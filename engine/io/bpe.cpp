@@ -104,25 +104,24 @@ std::string to_alphabet(std::string_view raw) {
   return s;
 }
 
-// Appends `s` with nothing invisible: as a token label (spaces, newlines and tabs as symbols, broken UTF-8 as
-// <0xNN>), or for an error message (every control character and broken byte as \xNN).
-void append_visible(std::string& out, std::string_view s, bool as_label) {
+// Appends `s` as a token label, with nothing invisible: spaces, newlines and tabs as symbols, other control
+// characters as \xNN, broken UTF-8 as <0xNN>.
+void append_label(std::string& out, std::string_view s) {
   char buf[8];
   for (std::size_t i = 0; i < s.size();) {
     char32_t cp = 0;
     const std::size_t n = decode_utf8(s, i, cp);
     if (n == 0) {
-      std::snprintf(buf, sizeof buf, as_label ? "<0x%02X>" : "\\x%02X",
-                    static_cast<unsigned>(static_cast<unsigned char>(s[i])));
+      std::snprintf(buf, sizeof buf, "<0x%02X>", static_cast<unsigned>(static_cast<unsigned char>(s[i])));
       out += buf;
       ++i;
       continue;
     }
-    if (as_label && cp == ' ') {
+    if (cp == ' ') {
       out += "\u00B7";
-    } else if (as_label && cp == '\n') {
+    } else if (cp == '\n') {
       out += "\u21B5";
-    } else if (as_label && cp == '\t') {
+    } else if (cp == '\t') {
       out += "\u2192";
     } else if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
       std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned>(cp));
@@ -132,19 +131,6 @@ void append_visible(std::string& out, std::string_view s, bool as_label) {
     }
     i += n;
   }
-}
-
-// A token or line quoted for an error message, cut at 40 bytes.
-std::string shown(std::string_view s) {
-  std::string out = "\"";
-  const bool cut = s.size() > 40;
-  if (cut) {
-    std::size_t end = 40;
-    while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
-    s = s.substr(0, end);
-  }
-  append_visible(out, s, false);
-  return out + (cut ? "...\"" : "\"");
 }
 
 std::uint64_t pair_key(int left, int right) {
@@ -288,7 +274,7 @@ int Bpe::size() const {
 
 std::string token_label(std::string_view bytes) {
   std::string out;
-  append_visible(out, bytes, true);
+  append_label(out, bytes);
   return out;
 }
 
@@ -304,7 +290,7 @@ Status split_merge(std::string_view line, const std::string& where, MergeText& m
   const std::size_t space = line.find(' ');
   if (space == std::string_view::npos || space == 0 || space + 1 == line.size() ||
       line.find(' ', space + 1) != std::string_view::npos) {
-    return Status::fail(where + ": expected two tokens separated by one space, got " + shown(line));
+    return Status::fail(where + ": expected two tokens separated by one space, got " + quote(line));
   }
   m.left = std::string(line.substr(0, space));
   m.right = std::string(line.substr(space + 1));
@@ -355,8 +341,11 @@ Status read_merges(std::string_view text, const std::string& name, std::vector<M
 
 }  // namespace
 
-Status Bpe::load(std::string_view vocab_json, std::string_view merges_text, const std::string& vocab_name,
-                 const std::string& merges_name, Bpe& out) {
+Status Bpe::load(std::string_view vocab_json, std::string_view merges_text, const std::string& vocab_file,
+                 const std::string& merges_file, Bpe& out) {
+  // The files' paths begin its messages: escaped and capped, so that a message stays one line.
+  const std::string vocab_name = quote(vocab_file, kQuoteCap, '\0');
+  const std::string merges_name = quote(merges_file, kQuoteCap, '\0');
   if (vocab_json.size() > kMaxVocabFileBytes) return Status::fail(vocab_name + " is larger than 64 MB");
   if (merges_text.size() > kMaxVocabFileBytes) return Status::fail(merges_name + " is larger than 64 MB");
 
@@ -373,21 +362,21 @@ Status Bpe::load(std::string_view vocab_json, std::string_view merges_text, cons
     const std::string& key = entry.key();
     const nlohmann::json& value = entry.value();
     if (!value.is_number_integer())
-      return Status::fail(vocab_name + ": the id of " + shown(key) + " is not an integer");
+      return Status::fail(vocab_name + ": the id of " + quote(key) + " is not an integer");
     const std::int64_t id = value.get<std::int64_t>();
     if (id < 0 || id >= kMaxTokenId) {
-      return Status::fail(vocab_name + ": the id " + std::to_string(id) + " of " + shown(key) +
+      return Status::fail(vocab_name + ": the id " + std::to_string(id) + " of " + quote(key) +
                           " is outside [0, " + std::to_string(kMaxTokenId) + ")");
     }
     if (key.empty()) return Status::fail(vocab_name + ": a token is empty");
     if (!from_alphabet(key, raw))
-      return Status::fail(vocab_name + ": the token " + shown(key) +
+      return Status::fail(vocab_name + ": the token " + quote(key) +
                           " has a character outside GPT-2's byte alphabet");
     const auto index = static_cast<std::size_t>(id);
     if (index >= key_of.size()) key_of.resize(index + 1, nullptr);
     if (key_of[index]) {
       return Status::fail(vocab_name + ": the id " + std::to_string(id) + " is given to both " +
-                          shown(*key_of[index]) + " and " + shown(key));
+                          quote(*key_of[index]) + " and " + quote(key));
     }
     key_of[index] = &key;
     id_of.emplace(raw, static_cast<int>(id));
@@ -400,7 +389,7 @@ Status Bpe::load(std::string_view vocab_json, std::string_view merges_text, cons
       char buf[16];
       std::snprintf(buf, sizeof buf, "0x%02X", static_cast<unsigned>(b));
       return Status::fail(vocab_name + ": the byte token " +
-                          shown(to_alphabet(std::string(1, static_cast<char>(b)))) + " (byte " + buf +
+                          quote(to_alphabet(std::string(1, static_cast<char>(b)))) + " (byte " + buf +
                           ") is missing");
     }
     impl->byte_id[b] = it->second;
@@ -415,13 +404,13 @@ Status Bpe::load(std::string_view vocab_json, std::string_view merges_text, cons
     const MergeText& m = texts[rank];
     for (const std::string* part : {&m.left, &m.right}) {
       if (!from_alphabet(*part, part == &m.left ? left : right))
-        return Status::fail(m.where + ": " + shown(*part) + " has a character outside GPT-2's byte alphabet");
+        return Status::fail(m.where + ": " + quote(*part) + " has a character outside GPT-2's byte alphabet");
       if (!id_of.count(part == &m.left ? left : right))
-        return Status::fail(m.where + ": " + shown(*part) + " is not in the vocabulary");
+        return Status::fail(m.where + ": " + quote(*part) + " is not in the vocabulary");
     }
     const auto result = id_of.find(left + right);
     if (result == id_of.end())
-      return Status::fail(m.where + ": the result " + shown(m.left + m.right) + " is not in the vocabulary");
+      return Status::fail(m.where + ": the result " + quote(m.left + m.right) + " is not in the vocabulary");
     const int l = id_of[left], r = id_of[right];
     const auto [it, fresh] =
         impl->merges.emplace(pair_key(l, r), Impl::Merge{static_cast<int>(rank), result->second});
@@ -429,7 +418,7 @@ Status Bpe::load(std::string_view vocab_json, std::string_view merges_text, cons
       return Status::fail(m.where + " repeats " + texts[static_cast<std::size_t>(it->second.rank)].where);
     const int made = first_use[static_cast<std::size_t>(result->second)];
     if (made >= 0) {
-      return Status::fail(m.where + " makes " + shown(m.left + m.right) + ", which the earlier " +
+      return Status::fail(m.where + " makes " + quote(m.left + m.right) + ", which the earlier " +
                           texts[static_cast<std::size_t>(made)].where +
                           " already uses as a part (a part must be made by an earlier merge)");
     }
@@ -466,7 +455,7 @@ Status Bpe::load_dir(const std::string& dir, Bpe& out) {
     return load_files((d / "vocab.json").string(), (d / "merges.txt").string(), out);
   if (holds_vocab(d, "encoder.json", "vocab.bpe"))
     return load_files((d / "encoder.json").string(), (d / "vocab.bpe").string(), out);
-  return Status::fail("no GPT-2 vocabulary in " + dir +
+  return Status::fail("no GPT-2 vocabulary in " + quote(dir) +
                       " (expected vocab.json + merges.txt, or encoder.json + vocab.bpe)");
 }
 

@@ -23,7 +23,7 @@ std::string file_kind(unsigned mode) {
 
 Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::string& out) {
   const auto fail = [&path](const std::string& why) {
-    return Status::fail("cannot read " + escape_controls(path) + ": " + why);
+    return Status::fail("cannot read " + quote(path) + ": " + why);
   };
   if (path.empty()) return Status::fail("cannot read a file with an empty name");
   // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
@@ -74,7 +74,7 @@ Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::
 
 Status write_file(const std::string& path, std::string_view bytes) {
   const auto fail = [&path](int error) {
-    return Status::fail("cannot write " + escape_controls(path) + ": " + std::strerror(error));
+    return Status::fail("cannot write " + quote(path) + ": " + std::strerror(error));
   };
   if (path.empty()) return Status::fail("cannot write a file with an empty name");
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

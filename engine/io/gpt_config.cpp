@@ -7,6 +7,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "attnviz/text.hpp"
 #include "safetensors.hpp"
 
 namespace attnviz {
@@ -352,7 +353,9 @@ constexpr Default kGpt2Defaults[] = {{kVocab, "vocab_size", 50257},
 
 Status read_gpt_config(const std::string& where, std::string_view text, const GptWeightFacts& weights,
                        GptConfigStated& out) {
-  const auto fail = [&](const std::string& m) { return Status::fail(where + ": " + m); };
+  const auto fail = [&](const std::string& m) {
+    return Status::fail(quote(where, kQuoteCap, '\0') + ": " + m);
+  };
   out = GptConfigStated{};
   if (text.size() > kMaxConfigBytes)
     return fail("holds " + std::to_string(text.size()) + " bytes, more than a config.json's " +

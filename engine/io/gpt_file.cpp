@@ -1,6 +1,7 @@
 #include "gpt_file.hpp"
 
 #include "attnviz/saturating.hpp"
+#include "attnviz/text.hpp"
 #include "files.hpp"
 #include "gpt_config.hpp"
 
@@ -156,18 +157,20 @@ std::string short_path(const std::string& path) {
 
 Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& config_json,
                  const std::string& config_where, const GptLoadOptions& opts, Plan& plan) {
-  const auto fail = [&](const std::string& m) { return Status::fail(file.name() + ": " + m); };
+  const auto fail = [&](const std::string& m) {
+    return Status::fail(quote(file.name(), kQuoteCap, '\0') + ": " + m);
+  };
   if (opts.heads < 0) return Status::fail("the head count " + std::to_string(opts.heads) + " is negative");
 
   // Which naming scheme.
   const bool hf = file.find("wte.weight") || file.find("transformer.wte.weight");
   const bool book = file.find("tok_emb.weight") != nullptr;
-  if (hf && book) return fail("holds both \"wte.weight\" and \"tok_emb.weight\": not one GPT-2 model");
+  if (hf && book) return fail("holds both 'wte.weight' and 'tok_emb.weight': not one GPT-2 model");
   if (!hf && !book) {
     std::vector<std::string> some;
     for (const auto& t : file.tensors()) some.push_back(t.name);
     return fail(
-        "has neither \"wte.weight\" (Hugging Face GPT-2) nor \"tok_emb.weight\" (the book's GPTModel)" +
+        "has neither 'wte.weight' (Hugging Face GPT-2) nor 'tok_emb.weight' (the book's GPTModel)" +
         (some.empty() ? std::string(" (no tensors at all)") : " (it holds " + names_list(some) + ")"));
   }
   const Names n =
@@ -239,7 +242,7 @@ Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& 
         qkv[m]->w = look.need(b + names[m] + ".weight", {D, D});
         if (look.error.empty() && (file.find(bias) != nullptr) != qkv_bias)
           look.error = "tensor " + message_quote(bias) + (qkv_bias ? " is missing" : " is present") +
-                       " but \"trf_blocks.0.att.W_query.bias\" is " + (qkv_bias ? "present" : "not") +
+                       " but 'trf_blocks.0.att.W_query.bias' is " + (qkv_bias ? "present" : "not") +
                        " (the q, k and v biases go together)";
         if (qkv_bias) qkv[m]->b = look.need(bias, {D});
       }
@@ -284,9 +287,12 @@ Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& 
 
   // Heads: the option, else config.json, else d_model / 64.
   std::string heads_from;
+  if (opts.heads > 0 && stated.heads > 0 && !stated.heads_default && opts.heads != stated.heads)
+    return fail("the heads option (--heads) gives " + std::to_string(opts.heads) + " heads but " +
+                quote(config_where) + " gives " + std::to_string(stated.heads) + ": leave the option out");
   if (opts.heads > 0) {
     c.n_heads = opts.heads;
-    heads_from = "the heads option";
+    heads_from = "the heads option, --heads";
   } else if (stated.heads > 0) {
     c.n_heads = stated.heads;
     heads_from = config_where + (stated.heads_default ? " (GPT2Config's default n_head)" : "");
@@ -353,7 +359,8 @@ Status load(const SafetensorsFile& file, const std::optional<std::string>& confi
   const std::uint64_t mapping = opts.count_mapping && file.mapped() ? file.file_size() : 0;
   if (opts.memory_budget && sat_add(plan.info.packed_bytes, mapping) > opts.memory_budget)
     return Status::fail(
-        file.name() + ": the weights need " + format_bytes(plan.info.packed_bytes) + " as float32" +
+        quote(file.name(), kQuoteCap, '\0') + ": the weights need " + format_bytes(plan.info.packed_bytes) +
+        " as float32" +
         (mapping ? " and the mapped file " + format_bytes(mapping) + " of address space" : "") +
         ", the budget is " + format_bytes(opts.memory_budget));
 
@@ -426,7 +433,8 @@ Status load(const SafetensorsFile& file, const std::optional<std::string>& confi
       done(plan.head);
     }
   } catch (const std::bad_alloc&) {
-    return Status::fail(file.name() + ": out of memory packing the weights (they need " +
+    return Status::fail(quote(file.name(), kQuoteCap, '\0') +
+                        ": out of memory packing the weights (they need " +
                         format_bytes(plan.info.packed_bytes) + ")");
   } catch (const FileChanged& e) {
     return Status::fail(e.what());

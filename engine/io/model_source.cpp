@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "attnviz/saturating.hpp"
+#include "attnviz/text.hpp"
 #include "gpt_file.hpp"
 
 #if !defined(__EMSCRIPTEN__)
@@ -59,12 +60,9 @@ Status open_model(const ModelSpec& spec, OpenedModel& out) {
   if (Status st = Bpe::load_dir(vocab_dir, m.bpe); !st.is_ok()) return st;
   const int V = m.model.weights().config.vocab_size;
   if (m.bpe.size() > V) {
-    char buf[300];
-    std::snprintf(buf, sizeof buf,
-                  "the tokenizer in %s makes ids up to %d but the model has %d tokens: give the model's own "
-                  "vocabulary with --vocab DIR",
-                  vocab_dir.c_str(), m.bpe.size() - 1, V);
-    return Status::fail(buf);
+    return Status::fail("the tokenizer in " + quote(vocab_dir) + " makes ids up to " +
+                        std::to_string(m.bpe.size() - 1) + " but the model has " + std::to_string(V) +
+                        " tokens: give the model's own vocabulary with --vocab DIR");
   }
   m.vocab_from = vocab_dir;
   out = std::move(m);

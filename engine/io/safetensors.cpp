@@ -1,5 +1,6 @@
 #include "safetensors.hpp"
 
+#include "attnviz/text.hpp"
 #include "files.hpp"
 
 #include <fcntl.h>
@@ -150,24 +151,7 @@ constexpr DtypeName kDtypes[] = {
 }  // namespace
 
 std::string message_quote(std::string_view s) {
-  constexpr std::size_t kMax = 120;
-  std::string out = "\"";
-  for (std::size_t i = 0; i < s.size() && i < kMax; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
-      static const char hex[] = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else if (c == '"' || c == '\\') {
-      out += '\\';
-      out += s[i];
-    } else {
-      out += s[i];
-    }
-  }
-  if (s.size() > kMax) out += "...";
-  return out + "\"";
+  return quote(s);
 }
 
 namespace {
@@ -300,11 +284,13 @@ std::string json_error_text(const std::exception& e) {
 }
 
 std::string shape_string(const std::vector<std::uint64_t>& shape) {
+  constexpr std::size_t kShown = 8;  // a header may give millions of dimensions: the message stays short
   std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
+  for (std::size_t i = 0; i < shape.size() && i < kShown; ++i) {
     if (i) s += ", ";
     s += std::to_string(shape[i]);
   }
+  if (shape.size() > kShown) s += ", ... (" + std::to_string(shape.size()) + " dims)";
   return s + "]";
 }
 
@@ -364,7 +350,9 @@ Status SafetensorsFile::from_memory(std::shared_ptr<const std::vector<unsigned c
 }
 
 Status SafetensorsFile::open(const std::string& path, SafetensorsFile& out) {
-  const auto fail = [&](const std::string& m) { return Status::fail(path + ": " + m); };
+  const auto fail = [&](const std::string& m) {
+    return Status::fail(quote(path, kQuoteCap, '\0') + ": " + m);
+  };
   // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
   Fd fd{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
   if (fd.fd < 0) return fail("cannot open (" + os_error() + ")");
@@ -419,7 +407,9 @@ Status SafetensorsFile::open(const std::string& path, SafetensorsFile& out) {
 }
 
 Status SafetensorsFile::parse() {
-  const auto fail = [&](const std::string& m) { return Status::fail(name_ + ": " + m); };
+  const auto fail = [&](const std::string& m) {
+    return Status::fail(quote(name_, kQuoteCap, '\0') + ": " + m);
+  };
   if (size_ < 8) return fail("is " + std::to_string(size_) + " bytes, shorter than the 8-byte header length");
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | bytes_[i];

@@ -488,7 +488,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
 }
 
 Status GptModel::generate(std::vector<int> ids, int steps, const GptRequest& request,
-                          std::vector<int>& generated, GptResult& out) {
+                          std::vector<int>& generated, GptResult& out, const std::function<bool(int)>& step) {
   if (!weights_) return Status::fail("no model is loaded");
   if (steps < 0 || steps > 100000)
     return Status::fail("the number of tokens to generate must be in 0..100000");
@@ -507,6 +507,7 @@ Status GptModel::generate(std::vector<int> ids, int steps, const GptRequest& req
     const int next = static_cast<int>(std::max_element(last, last + out.logits.shape[1]) - last);
     ids.push_back(next);
     generated.push_back(next);
+    if (step && !step(s + 1)) break;
   }
   // The pass over the final text (in train mode from the state after construction, as forward() gives it).
   TorchGenerator fresh = after_init_;

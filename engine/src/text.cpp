@@ -1,5 +1,6 @@
 #include "attnviz/text.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cmath>
@@ -62,18 +63,34 @@ std::size_t decode_utf8(std::string_view s, std::size_t i, char32_t& cp) {
   return len;
 }
 
-std::string escape_controls(std::string_view s) {
+std::string quote(std::string_view s, std::size_t cap, char mark) {
   std::string out;
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", c);
-      out += buf;
+  if (mark) out += mark;
+  const auto hex = [&out](unsigned char c) {
+    static const char digits[] = "0123456789ABCDEF";
+    out += "\\x";
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  };
+  std::size_t i = 0;
+  while (i < s.size()) {
+    char32_t cp = 0;
+    const std::size_t n = decode_utf8(s, i, cp);
+    if (i + std::max<std::size_t>(n, 1) > cap) break;  // whole characters only
+    if (n == 0) {
+      hex(static_cast<unsigned char>(s[i++]));
+    } else if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
+      for (std::size_t k = 0; k < n; ++k) hex(static_cast<unsigned char>(s[i + k]));
+    } else if (cp == '\\' || (mark && cp == static_cast<unsigned char>(mark))) {
+      out += '\\';
+      out += static_cast<char>(cp);
     } else {
-      out += ch;
+      out.append(s.substr(i, n));
     }
+    i += n;
   }
+  if (i < s.size()) out += "...";
+  if (mark) out += mark;
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "app.hpp"
+#include "config_args.hpp"
 #include "window.hpp"
 
 #define STB_IMAGE_IMPLEMENTATION
@@ -196,6 +197,48 @@ TEST_CASE("the model view: every layer's heads of a GPT-2 file, and one layer op
   }
 }
 
+TEST_CASE("the model view: flags it would ignore, and heads or layers it lacks, are refused by name") {
+  const std::string folder = std::string(ATTNVIZ_FIXTURES_DIR) + "/gpt/hf-folder";  // 2 layers, 4 heads
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  std::vector<Case> cases = {
+      {{"--layer", "0", "--head", "99"},
+       "--head 99 is past the last head: the model has 4 heads (0 to 3), and -1 shows them all"},
+      {{"--head", "4"}, "--head 4 is past the last head: the model has 4 heads (0 to 3)"},
+      {{"--layer", "1", "--compare", "layer", "--compare-layer", "99"},
+       "--compare-layer 99 does not exist: the model has layers 0..1"},
+      {{"--compare-layer", "2"}, "--compare-layer 2 does not exist: the model has layers 0..1"},
+      {{"--heads", "2"},
+       "--heads does not apply to --model: a model's head count comes from its preset or file"},
+  };
+  for (const char* flag : attnviz::kLayerOnlyFlags) {
+    const bool value = std::string(flag) != "--qkv-bias" && std::string(flag) != "--no-mask";
+    const std::string v = std::string(flag) == "--variant"   ? "causal"
+                          : std::string(flag) == "--preset"  ? "book"
+                          : std::string(flag) == "--dropout" ? "0.5"
+                                                             : "8";
+    cases.push_back(
+        {value ? std::vector<std::string>{flag, v} : std::vector<std::string>{flag},
+         std::string(flag) + " does not apply to --model: a model's sizes come from its preset or file"});
+  }
+  for (Case& c : cases) {
+    c.args.insert(c.args.begin(), {"--model", folder});
+    CAPTURE(c.args);
+    std::ostringstream out, err;
+    CHECK(attnviz::run_app(c.args, out, err) == 1);
+    const std::string e = err.str();
+    CAPTURE(e);
+    CHECK(e.rfind("attnviz: " + c.says, 0) == 0);
+    CHECK(std::count(e.begin(), e.end(), '\n') == 1);
+    CHECK(out.str().empty());
+  }
+  // The last head and layer are fine, and without --model the layer's flags are the layer's.
+  CHECK(distinct_colours(shoot("model_edges.png", {"--model", folder, "--layer", "1", "--head", "3",
+                                                   "--compare", "layer", "--compare-layer", "1"})) > 50);
+}
+
 TEST_CASE("flags the first view cannot show are refused in one line naming them") {
   struct Case {
     std::vector<std::string> args;
@@ -245,11 +288,11 @@ TEST_CASE("flags the first view cannot show are refused in one line naming them"
 TEST_CASE("a screenshot that cannot be written is an error, not a short file") {
   std::ostringstream out, err;
   CHECK(attnviz::run_app({"--screenshot", "/dev/full", "--frames", "1"}, out, err) == 1);
-  CHECK(err.str() == "attnviz: cannot write /dev/full: No space left on device\n");
+  CHECK(err.str() == "attnviz: cannot write '/dev/full': No space left on device\n");
   CHECK(out.str().empty());
   std::ostringstream out2, err2;
   CHECK(attnviz::run_app({"--screenshot", "/nonexistent/dir/a.png", "--frames", "1"}, out2, err2) == 1);
-  CHECK(err2.str() == "attnviz: cannot write /nonexistent/dir/a.png: No such file or directory\n");
+  CHECK(err2.str() == "attnviz: cannot write '/nonexistent/dir/a.png': No such file or directory\n");
 }
 
 TEST_CASE("the PNG view export captures the heatmap area as rendered") {
@@ -264,7 +307,7 @@ TEST_CASE("the PNG view export captures the heatmap area as rendered") {
   app.capture.path = out_path("view.png");
   std::filesystem::remove(app.capture.path);
   w.frame(app);
-  CHECK(app.message == "wrote " + app.capture.path);
+  CHECK(app.message == "wrote " + attnviz::quote(app.capture.path));
   const Png p = load(app.capture.path);
   CHECK(p.width == static_cast<int>(app.capture.w));
   CHECK(p.height == static_cast<int>(app.capture.h));

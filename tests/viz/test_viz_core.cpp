@@ -441,7 +441,7 @@ TEST_CASE("exports: a PNG that cannot be written is an error, not a short file")
   // stbi_write_png ignored failed writes: onto /dev/full (a full disk) the Export panel said "wrote ...".
   const std::vector<std::uint32_t> rgba(64 * 64, 0xFF336699u);
   const Status full = write_png("/dev/full", 64, 64, rgba);
-  CHECK(full.error == "cannot write /dev/full: No space left on device");
+  CHECK(full.error == "cannot write '/dev/full': No space left on device");
   CHECK_FALSE(write_png("/nonexistent-folder/a.png", 64, 64, rgba).is_ok());
   const std::string path = (std::filesystem::temp_directory_path() / "attnviz_write_png.png").string();
   REQUIRE(write_png(path, 64, 64, rgba).is_ok());

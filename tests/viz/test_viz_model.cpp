@@ -339,7 +339,7 @@ TEST_CASE(
   // The state fuzzer's first find: a name holding a line break came back in CLI11's two-line message.
   App app;
   Status st = apply_state_args({{"te&t\xff\n", "one step"}, {"variant", "mha"}}, app);
-  CHECK(st.error == "unknown setting 'te&t\xff\\x0A'");
+  CHECK(st.error == "unknown setting 'te&t\\xFF\\x0A'");
   st = apply_state_args({{"heads", "2"}, {"bogus", "x"}}, app);
   CHECK(st.error == "unknown setting 'bogus'");
   st = apply_state_args({{"text=hello", ""}}, app);  // a name can't smuggle a value in
@@ -364,4 +364,76 @@ TEST_CASE(
   apply_state_args({{"text", ""}}, other);
   CHECK(other.session.text.empty());
   CHECK(state_args(other) == std::vector<StateArg>{{"text", ""}});
+}
+
+TEST_CASE(
+    "state args: beside a model the layer's flags are refused, and heads or layers it lacks are named") {
+  App app;
+  app.model_view.files_dir = std::string(ATTNVIZ_FIXTURES_DIR) + "/gpt";
+  // Refused before anything changes (the page then keeps its view and shows the line).
+  Status st = apply_state_args({{"model", "file:hf-folder"}, {"variant", "causal"}}, app);
+  CHECK(st.error == "--variant does not apply to --model: a model's sizes come from its preset or file");
+  CHECK_FALSE(app.model.is_open());
+  st = apply_state_args({{"heads", "2"}, {"model", "file:hf-folder"}}, app);
+  CHECK(st.error == "--heads does not apply to --model: a model's head count comes from its preset or file");
+  st = apply_state_args({{"model", "gpt2-small"}, {"no-mask", "1"}}, app);
+  CHECK(st.error == "--no-mask does not apply to --model: a model's sizes come from its preset or file");
+  CHECK_FALSE(app.model.is_open());
+  // A head the model lacks survives its opening, for check_head_and_cell to name (the page then puts the
+  // previous state back).
+  REQUIRE(apply_state_args({{"model", "file:hf-folder"}, {"layer", "0"}, {"head", "99"}}, app).is_ok());
+  REQUIRE(app.model.is_open());
+  CHECK(check_head_and_cell(app).error ==
+        "--head 99 is past the last head: the model has 4 heads (0 to 3), and -1 shows them all");
+  REQUIRE(
+      apply_state_args(
+          {{"model", "file:hf-folder"}, {"layer", "1"}, {"compare", "layer"}, {"compare-layer", "99"}}, app)
+          .is_ok());
+  CHECK(check_head_and_cell(app).error == "--compare-layer 99 does not exist: the model has layers 0..1");
+  REQUIRE(apply_state_args({{"model", "file:hf-folder"},
+                            {"layer", "1"},
+                            {"head", "3"},
+                            {"compare", "layer"},
+                            {"compare-layer", "1"}},
+                           app)
+              .is_ok());
+  CHECK(check_head_and_cell(app).is_ok());
+  // A state with a model open leaves the layer's sizes out, so the link it writes reads back.
+  app.session.config.variant = Variant::causal;
+  app.session.config.num_heads = 1;
+  const std::vector<StateArg> written = state_args(app);
+  for (const auto& [name, value] : written) CHECK((name != "variant" && name != "heads"));
+  App other;
+  other.model_view.files_dir = app.model_view.files_dir;
+  REQUIRE(apply_state_args(written, other).is_ok());
+  CHECK(state_args(other) == written);
+}
+
+TEST_CASE("model view: Generate appends one token a frame, stops when asked, and at the context length") {
+  // The sentence box has the keyboard from the first frame: each step's longer text must survive it.
+  Ui ui;
+  App app;
+  app.session.text = "the cat";
+  REQUIRE(open_model(app, folder_choice()).is_ok());
+  ui.frame(app);
+  const std::size_t start = app.model.ids().size();
+  app.model_view.generating = 5;
+  ui.frame(app);
+  CHECK(app.model_view.generating == 4);
+  CHECK(app.model.ids().size() == start + 1);
+  ui.frame(app);
+  CHECK(app.model.ids().size() == start + 2);
+  app.model_view.generating = 0;  // what the Stop button does
+  ui.frame(app);
+  ui.frame(app);
+  CHECK(app.model.ids().size() == start + 2);
+  // The steps field holds at most 200, and a run ends at the context length (64 here) with the reason.
+  app.model_view.generate_steps = 100000;
+  ui.frame(app);
+  CHECK(app.model_view.generate_steps == 200);
+  app.model_view.generating = 200;
+  for (int f = 0; f < 80 && app.model_view.generating > 0; ++f) ui.frame(app);
+  CHECK(app.model_view.generating == 0);
+  CHECK(app.model.ids().size() == 64u);
+  CHECK(app.model.error() == "the text fills the context length 64");
 }

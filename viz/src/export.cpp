@@ -17,7 +17,7 @@ namespace {
 Status make_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::fail("cannot create folder " + dir + ": " + ec.message());
+  if (ec) return Status::fail("cannot create folder " + quote(dir) + ": " + ec.message());
   return Status::ok();
 }
 
@@ -43,7 +43,7 @@ std::string head_file(const std::string& dir, const std::string& prefix, StageId
 Status write_png(const std::string& path, int width, int height, const std::vector<std::uint32_t>& rgba) {
   if (width <= 0 || height <= 0 ||
       rgba.size() < static_cast<std::size_t>(width) * static_cast<std::size_t>(height))
-    return Status::fail("no image to write to " + path);
+    return Status::fail("no image to write to " + quote(path));
   // Encoded in memory, then written with every error reported: stbi_write_png ignores failed writes, so a
   // full disk left a short file and "wrote ...". Texels are R in the low byte, so on a little-endian machine
   // the bytes are already R, G, B, A.
@@ -53,7 +53,7 @@ Status write_png(const std::string& path, int width, int height, const std::vect
                                                static_cast<std::size_t>(size));
   };
   if (!stbi_write_png_to_func(append, &png, width, height, 4, rgba.data(), width * 4))
-    return Status::fail("cannot encode the PNG for " + path);
+    return Status::fail("cannot encode the PNG for " + quote(path));
   return write_file(path, png);
 }
 

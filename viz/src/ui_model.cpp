@@ -2,6 +2,7 @@
 // BPE pieces, the grid of every layer's heads as thumbnails with what each head does, the next-token
 // candidates with Generate, and the bar of an opened layer (which the full chapter-3 view then shows).
 #include <imgui.h>
+#include <imgui_internal.h>
 #include <imgui_stdlib.h>
 
 #include <algorithm>
@@ -29,7 +30,8 @@ const Result* compare_result(const App& app) {
   const CompareState& cs = app.compare;
   if (cs.mode == CompareMode::off || !compare_available(app, cs.mode)) return nullptr;
   if (!model_mode(app)) return cs.b.has_result() ? &cs.b.result() : nullptr;
-  const int layer = cs.mode == CompareMode::layer ? cs.layer : app.model_view.layer;
+  const int layer = cs.mode == CompareMode::layer ? std::clamp(cs.layer, 0, app.model.config().n_layers - 1)
+                                                  : app.model_view.layer;
   if (app.model_view.layer < 0 || !cs.model_b.is_open() || !cs.model_b.has_result()) return nullptr;
   return cs.model_b.layer(layer);
 }
@@ -67,6 +69,7 @@ Status open_model(App& app, const ModelChoice& choice) {
   mv.wanted_file.clear();
   if (mv.layer >= app.model.config().n_layers) mv.layer = -1;
   if (app.view.enlarged >= app.model.config().n_heads) app.view.enlarged = -1;
+  if (app.compare.layer >= app.model.config().n_layers) app.compare.layer = 0;
   app.model.set_detail_layer(mv.layer);
   return app.model.recompute(app.session.text);
 }
@@ -202,9 +205,9 @@ void sync_model_compare(App& app) {
   ModelSession& b = cs.model_b;
   const int layer = app.model_view.layer;
   if (cs.mode == CompareMode::off || !compare_available(app, cs.mode) || layer < 0) return;
-  const int L = a.config().n_layers;
-  cs.layer = std::clamp(cs.layer, 0, L - 1);
-  const int layer_b = cs.mode == CompareMode::layer ? cs.layer : layer;
+  // A layer B past the last one is a flag's or a link's, which check_head_and_cell names; B shows the last.
+  const int layer_b =
+      cs.mode == CompareMode::layer ? std::clamp(cs.layer, 0, a.config().n_layers - 1) : layer;
   const std::string& text_b = cs.mode == CompareMode::text ? cs.text : app.session.text;
   std::string key = std::to_string(static_cast<int>(cs.mode)) + "/" + std::to_string(a.generation()) + "/" +
                     std::to_string(cs.seed) + "/" + std::to_string(layer_b) + "/" + text_b;
@@ -233,6 +236,9 @@ void step_generation(App& app) {
     return;
   }
   if (app.model.computing()) return;  // the next step starts from the pass in flight
+  // The sentence box holds its own copy of the text while it has the keyboard, and would write it back over
+  // the longer one: it lets go first, and takes the keyboard again on the next frame (focus_text).
+  if (ImGui::GetCurrentContext() && ImGui::GetInputTextState(ImGui::GetActiveID())) ImGui::ClearActiveID();
   --mv.generating;
   if (!app.model.generate(app.session.text, 1).is_ok()) mv.generating = 0;
   app.focus_text = true;  // the box shows the longer sentence, cursor at its end

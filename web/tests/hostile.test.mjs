@@ -173,6 +173,9 @@ test('a refused link names the value, opens on the defaults and says why', async
     ['#lock=100,100', /--lock 100 100 is outside the weights matrix: rows 0 to 5, columns 0 to 5/],
     ['#lock=-1,-1', /--lock -1 -1 is outside the weights matrix/],
     ['#variant=causal&head=1', /--head 1 is past the last head: there is 1 head \(0\)/],
+    // A model takes its sizes from its preset or file: the layer's flags beside it are refused, not ignored.
+    ['#model=gpt2-small&variant=causal', /--variant does not apply to --model: a model's sizes come from its preset or file/],
+    ['#model=gpt2-small&heads=3', /--heads does not apply to --model/],
   ];
   for (const [hash, why] of cases) {
     assert.equal(await open(page, env.url + hash), 'ready', hash);

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -241,9 +242,11 @@ class GptModel {
   Status forward(const std::vector<int>& ids, const GptRequest& request, GptResult& out);
   // The book's generate_text_simple: `steps` times, append argmax of the last position's logits (stopping at
   // the context length). In train mode each step draws dropout from the continuing generator, as repeated
-  // model(x) calls do. `out` receives the last step's pass; `generated` the new ids.
+  // model(x) calls do. `out` receives the last step's pass; `generated` the new ids. `step`, when given, is
+  // called after each token with the count so far; returning false stops there (Ctrl-C on the command line),
+  // and `out` is then the pass over the text generated so far.
   Status generate(std::vector<int> ids, int steps, const GptRequest& request, std::vector<int>& generated,
-                  GptResult& out);
+                  GptResult& out, const std::function<bool(int done)>& step = {});
   void forget();  // drops the cache: the next pass is full
   // The rows forward(ids, request, out) would take from `out` instead of computing them (its incremental
   // path; 0 for a full pass).

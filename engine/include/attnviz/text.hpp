@@ -19,8 +19,17 @@ inline constexpr const char* kDefaultText = "Your journey starts with one step";
 // not well-formed UTF-8 (also for a truncated sequence).
 std::size_t decode_utf8(std::string_view s, std::size_t i, char32_t& cp);
 
-// Text with its control bytes as \xNN, so that a message holding it stays one line.
-std::string escape_controls(std::string_view text);
+// How many bytes of a piece a message quotes: a long path stays whole, a 1 MB argument does not make a 1 MB
+// line.
+inline constexpr std::size_t kQuoteCap = 120;
+
+// A piece of outside text (a flag's value, a path, a tensor name, a parser's message) as a message shows it,
+// always one line and nothing a terminal acts on: between `mark`s ('\0': no marks, for a path that starts
+// a message), control bytes (C0, DEL, and the bytes of C1 controls U+0080..U+009F) and bytes that are not
+// well-formed UTF-8 as \xNN (uppercase hex), a backslash and the mark behind a backslash so that the piece
+// reads back unambiguously, and cut after `cap` bytes of the piece, at a whole character, with "...". Every
+// message of the engine and of both hosts quotes through this one function.
+std::string quote(std::string_view piece, std::size_t cap = kQuoteCap, char mark = '\'');
 
 // Checks that `s` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
 Status check_utf8(std::string_view s);
