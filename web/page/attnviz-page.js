@@ -128,12 +128,8 @@
   // Lets the browser paint (the progress panel) before the module blocks the thread.
   const painted = () => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
 
-  function formatBytes(n) {
-    if (n >= 1e9) return (n / 1e9).toFixed(1) + ' GB';
-    if (n >= 1e6) return (n / 1e6).toFixed(1) + ' MB';
-    if (n >= 1e3) return (n / 1e3).toFixed(1) + ' kB';
-    return n + ' bytes';
-  }
+  // A number of bytes as the module's messages write it ("12.3 MB"): the engine's format_bytes.
+  const formatBytes = (n) => Module.UTF8ToString(Module._attnviz_format_bytes(n));
 
   let opening = Promise.resolve('');
   // One model operation at a time: a second waits for the first.

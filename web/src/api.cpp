@@ -224,6 +224,19 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_set_message(const char* text) {
   });
 }
 
+// A number of bytes as the page's messages write it (the engine's format_bytes: "12.3 MB"), for the page
+// script's own messages. A count that is not a number or negative is "an unknown number of bytes"; one past
+// what 64 bits hold is the most they hold.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_format_bytes(double bytes) {
+  return guarded([&]() -> std::string {
+    if (!(bytes >= 0)) return "an unknown number of bytes";
+    constexpr double kMost = 18446744073709551615.0;  // 2^64 as a double: past the last uint64_t
+    const std::uint64_t n =
+        bytes >= kMost ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(bytes);
+    return attnviz::format_bytes(n);
+  });
+}
+
 // The whole model's last pass in attnviz-cli --model --json's format (every layer's weights, the top 10);
 // "" when no model is open.
 EMSCRIPTEN_KEEPALIVE const char* attnviz_model_json() {
