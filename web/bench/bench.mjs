@@ -75,7 +75,8 @@ const browser = await chromium.launch({ executablePath: chromiumPath, headless: 
 
 // 2. Size.
 {
-  const files = ['attnviz.wasm', 'attnviz.js', 'index.html', 'attnviz-page.js', 'attnviz-gpu.js'];
+  const files = ['attnviz.wasm', 'attnviz.js', 'index.html', 'attnviz-page.js', 'module.js', 'url-state.js',
+                 'model-files.js', 'downloads.js', 'api.js', 'attnviz-gpu.js'];
   const sizes = Object.fromEntries(files.map((f) => {
     const b = readFileSync(join(web, 'site', f));
     return [f, { bytes: b.length, gzip: gzipSync(b, { level: 9 }).length }];

@@ -21,38 +21,9 @@ struct Rows {
 @group(0) @binding(4) var<storage, read> keep : array<u32>;          // (H, T, T) bits, all heads
 @group(0) @binding(5) var<uniform> r : Rows;
 
-const WG = 64u;
-var<workgroup> red : array<f32, 64>;
+const WG = 64u;  // reduce_max and reduce_sum (common.wgsl) over the row
 
-fn reduce_max(x : f32, li : u32) -> f32 {
-  red[li] = x;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (li < s) {
-      red[li] = max(red[li], red[li + s]);
-    }
-    workgroupBarrier();
-  }
-  let m = red[0];
-  workgroupBarrier();
-  return m;
-}
-
-fn reduce_sum(x : f32, li : u32) -> f32 {
-  red[li] = x;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (li < s) {
-      red[li] = red[li] + red[li + s];
-    }
-    workgroupBarrier();
-  }
-  let m = red[0];
-  workgroupBarrier();
-  return m;
-}
-
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg : vec3u, @builtin(local_invocation_index) li : u32) {
   let T = r.T;
   let row = wg.x;

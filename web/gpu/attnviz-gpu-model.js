@@ -24,7 +24,7 @@
   const LN1 = 0, WQ = 2, WK = 4, WV = 6, WO = 8, LN2 = 10, FC = 12, PROJ = 14;
   const STAGING_BYTES = 64 << 20;  // read-back gathered per submission (more when one copy is larger)
   const FETCH_BYTES = 16 << 20;    // weights taken from the module per call while uploading
-  const MiB = (b) => (b < 1048576 ? (b / 1024).toFixed(1) + ' KiB' : (b / 1048576).toFixed(1) + ' MiB');
+  const MiB = AttnvizGpu.MiB;
   const align16 = (b) => Math.max(16, Math.ceil(b / 16) * 16);
 
   function matName(i) {
@@ -46,15 +46,8 @@
     async modelPipelines() {
       if (this.modelPipes && this.modelPipes.device === this.device) return this.modelPipes;
       const device = this.device;
-      const make = async (name) => {
-        const m = device.createShaderModule({ label: name, code: ATTNVIZ_WGSL[name] });
-        const info = await m.getCompilationInfo();
-        const errors = info.messages.filter((x) => x.type === 'error');
-        if (errors.length)
-          throw new Error(`${name}.wgsl does not compile: ` +
-                          errors.map((x) => `${x.lineNum}: ${x.message}`).join('; '));
-        return device.createComputePipelineAsync({ layout: 'auto', compute: { module: m, entryPoint: 'main' } });
-      };
+      const make = async (name) => device.createComputePipelineAsync(
+          { layout: 'auto', compute: { module: await AttnvizGpu.compile(device, name), entryPoint: 'main' } });
       const [norm, gelu, residual, embedding] =
           await Promise.all(['layernorm', 'gelu', 'residual', 'embedding'].map(make));
       this.modelPipes = { device, norm, gelu, residual, embedding };
@@ -134,16 +127,12 @@
       const pipes = await this.modelPipelines();
       const { T, d, heads: H, layers: L, vocab: V } = job;
       const hd = d / H, limit = this.perBufferBytes();
-      const need = [
+      AttnvizGpu.checkFits([
         ['the Q, K and V of ' + T + ' tokens', 3 * T * d * 4],
         ["the feed-forward's activations (T x 4d)", T * 4 * d * 4],
         ['the logits kept', job.logits.rows * V * 4],
         ["one head's scores (T x T)", T * T * 4],
-      ];
-      for (const [what, bytes] of need)
-        if (bytes > limit)
-          throw new Error(`${what} need ${MiB(bytes)}, more than this GPU's ${MiB(limit)} per buffer: ` +
-                          'too large for WebGPU here');
+      ], limit);
       const m = this.model;
       if (!m || m.id !== job.weightsId || m.device !== device || m.limit !== limit)
         await this.uploadModel(job, fetchRows, limit);

@@ -44,6 +44,29 @@ class AttnvizGpu {
     return 32 << 20;
   }
 
+  // A size for the layer's messages: 31.6 KiB, 154.4 MiB.
+  static MiB(b) {
+    return b < 1048576 ? (b / 1024).toFixed(1) + ' KiB' : (b / 1048576).toFixed(1) + ' MiB';
+  }
+
+  // Refuses a job that needs a buffer past `limit` bytes: need is [[what, bytes], ...].
+  static checkFits(need, limit) {
+    const MiB = AttnvizGpu.MiB;
+    for (const [what, bytes] of need)
+      if (bytes > limit)
+        throw new Error(`${what} need ${MiB(bytes)}, more than this GPU's ${MiB(limit)} per buffer: too large for WebGPU here`);
+  }
+
+  // Kernel `name`'s shader module on `device` (its text is ATTNVIZ_WGSL[name]), or why it does not compile.
+  static async compile(device, name) {
+    const m = device.createShaderModule({ label: name, code: ATTNVIZ_WGSL[name] });
+    const info = await m.getCompilationInfo();
+    const errors = info.messages.filter((x) => x.type === 'error');
+    if (errors.length)
+      throw new Error(`${name}.wgsl does not compile: ` + errors.map((x) => `${x.lineNum}: ${x.message}`).join('; '));
+    return m;
+  }
+
   async init() {
     if (this.device) return this.adapterInfo;
     if (!navigator.gpu) throw new Error('this browser has no WebGPU (navigator.gpu is missing)');
@@ -63,15 +86,7 @@ class AttnvizGpu {
       }
     });
     device.onuncapturederror = (e) => console.error('attnviz WebGPU: ' + e.error.message);
-    const module = async (name) => {
-      const m = device.createShaderModule({ label: name, code: ATTNVIZ_WGSL[name] });
-      const info = await m.getCompilationInfo();
-      const errors = info.messages.filter((x) => x.type === 'error');
-      if (errors.length)
-        throw new Error(`${name}.wgsl does not compile: ` + errors.map((x) => `${x.lineNum}: ${x.message}`).join('; '));
-      return m;
-    };
-    const gemm = await module('gemm'), attention = await module('attention');
+    const gemm = await AttnvizGpu.compile(device, 'gemm'), attention = await AttnvizGpu.compile(device, 'attention');
     const pipeline = (m, constants) =>
       device.createComputePipelineAsync({ layout: 'auto', compute: { module: m, entryPoint: 'main', constants } });
     [this.gemmT, this.gemmN, this.rows] = await Promise.all([
@@ -132,18 +147,14 @@ class AttnvizGpu {
     await this.ensureDevice();
     const device = this.device;
     const { T, dIn, heads: H, headDim: hd, width: W, outWidth: OW } = job;
-    const MiB = (b) => (b < 1048576 ? (b / 1024).toFixed(1) + ' KiB' : (b / 1048576).toFixed(1) + ' MiB');
     const limit = this.perBufferBytes();
-    const need = [
+    AttnvizGpu.checkFits([
       ['the Q, K and V of ' + T + ' tokens', 3 * T * W * 4],
       ['the query, key and value weights', job.hasWeights ? 3 * W * dIn * 4 : 0],
       ['the output projection', job.outProj ? OW * W * 4 : 0],
       ['the dropout mask', job.dropout ? job.keep.byteLength : 0],
       ["one head's scores (T x T)", T * T * 4],
-    ];
-    for (const [what, bytes] of need)
-      if (bytes > limit)
-        throw new Error(`${what} need ${MiB(bytes)}, more than this GPU's ${MiB(limit)} per buffer: too large for WebGPU here`);
+    ], limit);
     const headsPerChunk = Math.max(1, Math.min(H, Math.floor(Math.min(limit, AttnvizGpu.CHUNK_BYTES) / (T * T * 4))));
 
     const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;

@@ -18,10 +18,12 @@ struct Embed {
 @group(0) @binding(2) var<storage, read_write> X : array<f32>;
 @group(0) @binding(3) var<uniform> e : Embed;
 
-@compute @workgroup_size(256)
+const WG = 256u;
+
+@compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid : vec3u, @builtin(num_workgroups) groups : vec3u) {
   let n = e.T * e.d;
-  for (var i = gid.x; i < n; i += groups.x * 256u) {
+  for (var i = gid.x; i < n; i += stride(groups)) {
     let t = i / e.d;
     let c = i % e.d;
     var row = t;

@@ -12,10 +12,12 @@ struct Span {
 @group(0) @binding(0) var<storage, read_write> X : array<f32>;
 @group(0) @binding(1) var<uniform> s : Span;
 
-@compute @workgroup_size(256)
+const WG = 256u;
+
+@compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid : vec3u, @builtin(num_workgroups) groups : vec3u) {
   let c = 0.7978845608028654;  // sqrt(2 / pi)
-  for (var i = gid.x; i < s.n; i += groups.x * 256u) {
+  for (var i = gid.x; i < s.n; i += stride(groups)) {
     let x = X[s.off + i];
     // tanh is exactly +-1 in f32 well before |u| = 10; clamping keeps every implementation's tanh finite
     let u = clamp(c * (x + 0.044715 * x * x * x), -10.0, 10.0);

@@ -28,6 +28,7 @@ override TRANSPOSE_B : bool = true;
 const TM = 64u;
 const TN = 64u;
 const TK = 16u;
+const WG = 256u;  // 16 x 16 invocations
 var<workgroup> As : array<f32, 1024>;  // As[k * TM + m]
 var<workgroup> Bs : array<f32, 1024>;  // Bs[k * TN + n]
 
@@ -69,7 +70,7 @@ fn main(@builtin(workgroup_id) wg : vec3u, @builtin(local_invocation_id) lid : v
   var acc3 = vec4f(0.0);
   for (var k0 = 0u; k0 < k_end; k0 += TK) {
     for (var i = 0u; i < 4u; i++) {
-      let e = li + i * 256u;
+      let e = li + i * WG;
       // A: 64 rows x 16 columns, consecutive invocations along a row.
       let am = e / TK;
       let ak = e % TK;

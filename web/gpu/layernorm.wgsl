@@ -19,24 +19,9 @@ struct Norm {
 @group(0) @binding(3) var<storage, read_write> Y : array<f32>;
 @group(0) @binding(4) var<uniform> n : Norm;
 
-const WG = 256u;
-var<workgroup> red : array<f32, 256>;
+const WG = 256u;  // reduce_sum (common.wgsl) over the row
 
-fn reduce_sum(x : f32, li : u32) -> f32 {
-  red[li] = x;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (li < s) {
-      red[li] = red[li] + red[li + s];
-    }
-    workgroupBarrier();
-  }
-  let total = red[0];
-  workgroupBarrier();
-  return total;
-}
-
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg : vec3u, @builtin(local_invocation_index) li : u32) {
   let row = wg.x;
   if (row >= n.rows) {

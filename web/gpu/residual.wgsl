@@ -12,9 +12,11 @@ struct Span {
 @group(0) @binding(1) var<storage, read> Y : array<f32>;
 @group(0) @binding(2) var<uniform> s : Span;
 
-@compute @workgroup_size(256)
+const WG = 256u;
+
+@compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid : vec3u, @builtin(num_workgroups) groups : vec3u) {
-  for (var i = gid.x; i < s.n; i += groups.x * 256u) {
+  for (var i = gid.x; i < s.n; i += stride(groups)) {
     X[i] = X[i] + Y[i];
   }
 }

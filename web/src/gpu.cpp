@@ -56,17 +56,10 @@ EM_JS(void, gpu_start, (int ticket, const attnviz::web::JobDesc* desc), {
   const F = (i) => HEAPF32[w + i];
   const f32 = (ptr, n) => (ptr ? HEAPF32.slice(ptr >> 2, (ptr >> 2) + n) : null);
   const T = I(0), dIn = I(1), H = I(2), hd = I(3), W = I(4), OW = I(5), flags = I(6), paramsId = I(7);
-  const report = (ok, message, ms) => {
-    const s = String(message || "");
-    const n = lengthBytesUTF8(s) + 1;
-    const p = _malloc(n);
-    stringToUTF8(s, p, n);
-    _attnviz_gpu_done(ticket, ok, p, ms);
-    _free(p);
-  };
+  const done = (ok, message, ms) => _attnviz_gpu_done(ticket, ok, message, ms);
   const gpu = Module.attnvizGpu;
   if (!gpu) {
-    setTimeout(() => report(0, "WebGPU: the page has no WebGPU layer (attnviz-gpu.js)", 0));
+    attnvizReport(done, "WebGPU: the page has no WebGPU layer (attnviz-gpu.js)");
     return;
   }
   const job = {
@@ -84,18 +77,12 @@ EM_JS(void, gpu_start, (int ticket, const attnviz::web::JobDesc* desc), {
   const sink = (name, data, offset) => {
     if (dest[name]) HEAPF32.set(data, (dest[name] >> 2) + offset);
   };
-  gpu.run(job, sink).then((ms) => report(1, "", ms), (e) => report(0, "WebGPU: " + (e && e.message || e), 0));
+  attnvizReport(done, gpu.run(job, sink));
 });
 
 EM_JS(void, gpu_init, (), {
   const gpu = Module.attnvizGpu;
-  const say = (f, s) => {
-    const n = lengthBytesUTF8(s) + 1;
-    const p = _malloc(n);
-    stringToUTF8(s, p, n);
-    f(p);
-    _free(p);
-  };
+  const say = (f, s) => attnvizWithString(s, f);
   if (!gpu) {
     setTimeout(() => say(_attnviz_gpu_unavailable, "the page has no WebGPU layer (attnviz-gpu.js)"));
     return;

@@ -144,17 +144,10 @@ EM_JS(void, gpu_model_start, (int ticket, const std::int32_t* desc), {
   const w = desc >> 2;
   const I = (i) => HEAP32[w + i];
   const T = I(0), d = I(1), H = I(2), L = I(3), V = I(4), weightsId = I(5), idsAt = I(6), logitsAt = I(7);
-  const report = (ok, message, ms) => {
-    const s = String(message || "");
-    const n = lengthBytesUTF8(s) + 1;
-    const p = _malloc(n);
-    stringToUTF8(s, p, n);
-    _attnviz_gpu_model_done(ticket, ok, p, ms);
-    _free(p);
-  };
+  const done = (ok, message, ms) => _attnviz_gpu_model_done(ticket, ok, message, ms);
   const gpu = Module.attnvizGpu;
   if (!gpu || !gpu.runModel) {
-    setTimeout(() => report(0, "WebGPU: the page has no WebGPU layer for models (attnviz-gpu.js)", 0));
+    attnvizReport(done, "WebGPU: the page has no WebGPU layer for models (attnviz-gpu.js)");
     return;
   }
   const names = ["weights", "scores", "scaled", "inputs", "q", "k", "v", "context", "output", "residIn", "residOut"];
@@ -177,8 +170,7 @@ EM_JS(void, gpu_model_start, (int ticket, const std::int32_t* desc), {
     const a = layer < 0 ? logitsAt : dest[layer][names.indexOf(name)];
     if (a) HEAPF32.set(data, (a >> 2) + offset);
   };
-  gpu.runModel(job, fetchRows, sink).then((ms) => report(1, "", ms),
-                                          (e) => report(0, "WebGPU: " + (e && e.message || e), 0));
+  attnvizReport(done, gpu.runModel(job, fetchRows, sink));
 });
 // clang-format on
 

@@ -1,0 +1,199 @@
+// Models: GPT-2's vocabulary, the progress panel, opening a model, and a model's files read into the
+// module (chosen, dropped, or asked for by a link that names them).
+import { $, call, formatBytes, needModule, started, wake } from './module.js';
+
+// GPT-2's vocabulary (site/gpt2/, same origin), fetched once, before the first model opens.
+let vocabFiles = null;
+function fetchVocab() {
+  if (!vocabFiles)
+    vocabFiles = Promise.all(['encoder.json', 'vocab.bpe'].map(async (f) => {
+      const r = await fetch('gpt2/' + f);
+      if (!r.ok) throw new Error(`gpt2/${f}: HTTP ${r.status}`);
+      return [f, new Uint8Array(await r.arrayBuffer())];
+    }));
+  return vocabFiles;
+}
+let vocabWritten = false;
+export async function ensureVocab() {
+  const files = await fetchVocab();
+  if (vocabWritten) return;
+  try { Module.FS.mkdir('/gpt2'); } catch (e) { /* there already */ }
+  for (const [f, data] of files) Module.FS.writeFile('/gpt2/' + f, data);
+  vocabWritten = true;
+}
+
+// The progress panel of a long operation (reading a model, drawing a seeded one), with Cancel.
+let cancelled = false;
+function showBusy(text, fraction, cancellable) {
+  $('busy-text').textContent = text;
+  const bar = $('busy-progress');
+  if (fraction === null) bar.removeAttribute('value'); else bar.value = fraction;
+  $('busy-cancel').hidden = !cancellable;
+  $('busy').hidden = false;
+}
+const hideBusy = () => { $('busy').hidden = true; };
+$('busy-cancel').addEventListener('click', () => { cancelled = true; });
+// Lets the browser paint (the progress panel) before the module blocks the thread.
+const painted = () => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+
+let opening = Promise.resolve('');
+// One model operation at a time: a second waits for the first.
+function serially(job) {
+  opening = opening.then(job, job);
+  return opening;
+}
+
+export async function openModel(choice) {
+  needModule();
+  return serially(async () => {
+    try {
+      if (choice.kind !== 'layer') await ensureVocab();
+    } catch (e) {
+      return 'GPT-2\'s vocabulary did not load: ' + e.message;
+    }
+    const what = choice.kind === 'seeded' ? `${choice.size} (seed ${choice.seed})` : choice.kind === 'file'
+      ? choice.path.replace(/^\/models\//, '') : 'the chapter-3 layer';
+    if (choice.kind !== 'layer') {
+      showBusy(`Opening ${what}…` + (choice.kind === 'seeded' ? ' (drawing every weight as PyTorch does)' : ''),
+               null, false);
+      await painted();
+    }
+    try {
+      return call('attnviz_open_model', JSON.stringify(choice));
+    } finally {
+      hideBusy();
+      wake();
+    }
+  });
+}
+
+// The model's files, read into the module's file system in pieces (a progress bar and Cancel), after the
+// header says the weights fit. `files`: File objects, each with an optional relPath; `folder`: the dropped
+// folder's name.
+let readChunk = 16 << 20;
+export function setReadChunk(bytes) {
+  readChunk = Math.max(1024, bytes | 0);
+}
+export const loads = [];
+const TOKENIZER = new Set(['vocab.json', 'merges.txt', 'encoder.json', 'vocab.bpe', 'config.json']);
+export async function loadModelFiles(files, folder) {
+  needModule();
+  return serially(async () => {
+    const list = Array.from(files || []);
+    const weights = list.filter((f) => f.name.toLowerCase().endsWith('.safetensors'));
+    if (weights.length !== 1)
+      return refuse(`give one .safetensors file (with its tokenizer files, or a folder): got ${weights.length}`);
+    const file = weights[0];
+    const name = (folder || file.name).replace(/[\/\0]/g, '_');
+    // The header first: u64 N, then N bytes of JSON. Too large is refused before anything is read.
+    if (file.size < 8) return refuse(`${name} is not a safetensors file: ${file.size} bytes`);
+    const n = Number(new DataView(await file.slice(0, 8).arrayBuffer()).getBigUint64(0, true));
+    if (!(n >= 2 && n <= 100e6 && 8 + n <= file.size))
+      return refuse(`${name} is not a safetensors file: its header length ${n} does not fit its ${file.size} bytes`);
+    let header;
+    try {
+      header = JSON.parse(new TextDecoder().decode(await file.slice(8, 8 + n).arrayBuffer()));
+    } catch (e) {
+      return refuse(`${name} is not a safetensors file: its header is not JSON (${e.message})`);
+    }
+    let numel = 0;
+    for (const [key, t] of Object.entries(header || {}))
+      if (key !== '__metadata__' && t && Array.isArray(t.shape)) numel += t.shape.reduce((a, b) => a * Number(b), 1);
+    const floats = numel * 4, need = floats + file.size;  // packed float32, and the file while it is read
+    const free = attnviz.status().memory.free;
+    if (!(need <= free))
+      return refuse(`${name} needs ${formatBytes(floats)} as float32 (${formatBytes(need)} while it loads): ` +
+                    `the page can hold ${formatBytes(free)}; use the desktop app (attnviz --model PATH)`);
+    await ensureVocab().catch(() => {});  // a file without its own vocabulary uses GPT-2's
+    const dir = '/models/' + name;
+    const FS = Module.FS;
+    const remove = () => {
+      try {
+        for (const entry of FS.readdir(dir)) if (entry !== '.' && entry !== '..') FS.unlink(dir + '/' + entry);
+        FS.rmdir(dir);
+      } catch (e) { /* nothing there */ }
+    };
+    remove();
+    try { FS.mkdir('/models'); } catch (e) { /* there already */ }
+    FS.mkdir(dir);
+    for (const f of list)
+      if (TOKENIZER.has(f.name)) FS.writeFile(dir + '/' + f.name, new Uint8Array(await f.arrayBuffer()));
+    cancelled = false;
+    const path = dir + '/model.safetensors';
+    const stream = FS.open(path, 'w');
+    try {
+      FS.truncate(path, file.size);  // one allocation, not one per piece
+      for (let at = 0; at < file.size; at += readChunk) {
+        const piece = new Uint8Array(await file.slice(at, Math.min(file.size, at + readChunk)).arrayBuffer());
+        if (cancelled) {
+          FS.close(stream);
+          remove();
+          hideBusy();
+          return refuse(`reading ${name} was cancelled`);
+        }
+        FS.write(stream, piece, 0, piece.length, at);
+        const loaded = at + piece.length;
+        showBusy(`Reading ${name}: ${formatBytes(loaded)} of ${formatBytes(file.size)}`, loaded / file.size, true);
+        loads.push({ name, loaded, total: file.size, visible: !$('busy').hidden });
+        await painted();
+      }
+      FS.close(stream);
+    } catch (e) {
+      try { FS.close(stream); } catch (e2) { /* closed */ }
+      remove();
+      hideBusy();
+      return refuse(`reading ${name} failed: ${e.message}`);
+    }
+    showBusy(`Opening ${name}…`, null, false);
+    await painted();
+    let error;
+    try {
+      error = call('attnviz_open_model', JSON.stringify({ kind: 'file', path: dir, seed: 123, train: false }));
+    } finally {
+      // The weights are packed in the module now: the file's bytes are not needed again.
+      try { FS.unlink(path); } catch (e) { /* gone */ }
+      hideBusy();
+      wake();
+    }
+    if (!error) $('ask').hidden = true;
+    return error;
+  });
+}
+function refuse(why) {
+  call('attnviz_set_message', why);
+  wake();
+  return why;
+}
+
+// A link naming a weights file (#model=file:NAME) asks for it.
+export function askForWanted() {
+  const wanted = started ? attnviz.status().model.wanted_file : '';
+  $('ask-text').textContent = wanted ? `This link shows the weights file "${wanted}": choose it (and its tokenizer files).` : '';
+  $('ask').hidden = !wanted;
+}
+$('ask-choose').addEventListener('click', () => $('model-files').click());
+for (const id of ['model-files', 'model-folder'])
+  $(id).addEventListener('change', async (e) => {
+    const input = e.target;
+    const files = Array.from(input.files);
+    const rel = files[0] && files[0].webkitRelativePath;
+    const folder = rel && rel.includes('/') ? rel.slice(0, rel.indexOf('/')) : '';
+    input.value = '';
+    await loadModelFiles(files, folder);
+  });
+// Drag and drop: files, or a folder (its files, one level down).
+window.addEventListener('dragover', (e) => e.preventDefault());
+window.addEventListener('drop', async (e) => {
+  e.preventDefault();
+  if (!started) return;
+  const items = Array.from(e.dataTransfer.items || []);
+  const entries = items.map((i) => i.webkitGetAsEntry && i.webkitGetAsEntry()).filter(Boolean);
+  const dirEntry = entries.find((en) => en.isDirectory);
+  if (dirEntry) {
+    const children = await new Promise((resolve, reject) => dirEntry.createReader().readEntries(resolve, reject));
+    const files = await Promise.all(children.filter((c) => c.isFile).map((c) => new Promise((res, rej) => c.file(res, rej))));
+    await loadModelFiles(files, dirEntry.name);
+  } else {
+    await loadModelFiles(Array.from(e.dataTransfer.files || []), '');
+  }
+});

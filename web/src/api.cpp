@@ -1,0 +1,378 @@
+// The functions the page script calls (web/page/api.js and its neighbours), through Module._attnviz_*.
+// Every one runs its body guarded (guard.hpp): a C++ exception becomes a message and the view stays; a
+// string argument that is a null pointer is "".
+#include <emscripten/emscripten.h>
+#include <emscripten/heap.h>
+
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "attnviz/engine.hpp"
+#include "budget.hpp"
+#include "gpt_json.hpp"
+#include "guard.hpp"
+#include "json_io.hpp"
+#include "page.hpp"
+#include "view_args.hpp"
+
+namespace attnviz::web {
+namespace {
+
+// Figures for tests and benchmarks (attnviz_status).
+std::string status_json() {
+  const Page& p = *page;
+  const attnviz::viz::Session& s = p.app.session;
+  nlohmann::json heatmaps = nlohmann::json::array();
+  for (const attnviz::viz::HeatmapRect& r : p.app.layout)
+    heatmaps.push_back({{"slot", r.slot},
+                        {"x0", r.x0},
+                        {"y0", r.y0},
+                        {"x1", r.x1},
+                        {"y1", r.y1},
+                        {"origin_x", r.origin_x},
+                        {"origin_y", r.origin_y},
+                        {"cell", r.cell},
+                        {"rows", r.rows},
+                        {"cols", r.cols}});
+  const attnviz::viz::Cell& hover = p.app.view.hover;
+  const attnviz::viz::ModelSession& m = p.app.model;
+  const attnviz::viz::ModelView& mv = p.app.model_view;
+  nlohmann::json model = {
+      {"open", m.is_open()},         {"choice", choice_json(mv.choice)}, {"error", m.error()},
+      {"open_error", mv.open_error}, {"wanted_file", mv.wanted_file},    {"generation", m.generation()},
+      {"layer", mv.layer},           {"thumbs", mv.thumbs.size()},       {"thumb_px", mv.thumb_px},
+      {"generating", mv.generating}};
+  if (m.is_open()) {
+    model["source"] = choice_json(m.choice());
+    model["layers"] = m.config().n_layers;
+    model["heads"] = m.config().n_heads;
+    model["ids"] = m.ids();
+    model["pieces"] = m.pieces();
+    model["ms"] = m.last_ms();
+    model["pass_ms"] = m.result().seconds * 1e3;
+    model["reused"] = m.result().reused;
+    model["open_ms"] = m.open_ms();
+    nlohmann::json next = nlohmann::json::array();
+    for (const attnviz::TopToken& t : m.result().next)
+      next.push_back({{"id", t.id}, {"probability", t.probability}});
+    model["next"] = next;
+    nlohmann::json kinds = nlohmann::json::array();
+    for (const auto& layer : m.kinds()) {
+      nlohmann::json row = nlohmann::json::array();
+      for (const attnviz::viz::HeadScores& k : layer) row.push_back(attnviz::viz::to_string(k.kind));
+      kinds.push_back(row);
+    }
+    model["kinds"] = kinds;
+  }
+  nlohmann::json thumbs = nlohmann::json::array();
+  for (const auto& t : mv.thumbs)
+    thumbs.push_back(
+        {{"layer", t.layer}, {"head", t.head}, {"x0", t.x0}, {"y0", t.y0}, {"x1", t.x1}, {"y1", t.y1}});
+  model["thumb_rects"] = thumbs;
+  const attnviz::viz::CompareState& cs = p.app.compare;
+  return nlohmann::json{
+      {"generation", view_generation(p.app)},
+      {"model", model},
+      {"memory",
+       {{"heap_max", heap_max()}, {"heap_size", emscripten_get_heap_size()}, {"free", heap_free()}}},
+      {"compute", p.gpu.status()},
+      {"error", s.error()},
+      {"message", p.app.message},
+      {"view_note", p.app.view_note},
+      {"text_pending", p.app.text_pending},
+      {"compare",
+       {{"on", cs.mode != attnviz::viz::CompareMode::off},
+        {"error", cs.mode == attnviz::viz::CompareMode::off ? std::string() : cs.b.error()},
+        {"tokens", cs.b.result().tokens_count()}}},
+      {"tokens", s.result().tokens_count()},
+      {"compute_ms", s.last_ms()},
+      {"engine_ms", s.result().seconds * 1e3},
+      {"frame_ms", p.app.frame_ms},
+      {"frames", p.frames},
+      {"drawn_generation", p.drawn_generation},
+      {"drawn_at", p.drawn_at},
+      {"first_heatmap_at", p.first_heatmap_at},
+      {"heatmaps", heatmaps},
+      {"hover", hover.active ? nlohmann::json{{"head", hover.head}, {"row", hover.row}, {"col", hover.col}}
+                             : nlohmann::json(nullptr)}}
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+}  // namespace attnviz::web
+
+// The exports are C functions, outside the namespace.
+using attnviz::Status;
+using namespace attnviz::web;
+
+extern "C" {
+
+// Replaces the sentence (as if typed); "" when it was computed, else why the last good result stays. A text
+// longer than the page takes changes nothing.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_set_text(const char* text) {
+  return guarded([&]() -> std::string {
+    attnviz::viz::App& app = page->app;
+    const std::string t = text_arg(text);
+    if (Status st = check_text_size(t.size(), "the text"); !st.is_ok()) {
+      app.message = st.error;
+      wake();
+      return st.error;
+    }
+    release_keyboard();
+    app.session.text = t;
+    attnviz::viz::start(app);  // recomputes, and brings the compare session up to date
+    draw_now();
+    return app.model.is_open() ? app.model.error() : app.session.error();
+  });
+}
+
+// Text the browser gives the box that has the keyboard: a paste, or text inserted without key events
+// (keyboard.insertText, an input method). Typed as it arrives; a text that would grow the sentence past
+// what the page takes is refused whole. Returns "" or why.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_insert_text(const char* text) {
+  return guarded([&]() -> std::string {
+    std::string t;
+    for (const char* c = text_arg(text); *c; ++c) {
+      if (*c == '\r') {
+        if (c[1] != '\n') t += '\n';  // CR LF and a lone CR are a newline
+      } else {
+        t += *c == '\t' ? ' ' : *c;  // the box takes no tab: a tab is a space between words there
+      }
+    }
+    const std::size_t total = page->app.session.text.size() + page->paste.size() + t.size();
+    if (Status st = check_text_size(total, "the text with what was pasted"); !st.is_ok()) {
+      page->app.message = st.error;
+      wake();
+      return st.error;
+    }
+    page->paste += t;
+    render_safe();  // at once, as a key
+    return std::string();
+  });
+}
+
+// The current result in attnviz-cli --json's format, or why not (then it does not start with '{'): its
+// text must fit in the heap, and in a JavaScript string.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_result_json() {
+  return guarded([&]() -> std::string {
+    const attnviz::viz::Session& s = page->app.session;
+    const std::uint64_t bytes = result_json_bytes(s.result());
+    const std::uint64_t free = heap_free();
+    if (bytes + kHeapReserve > free)
+      return "the result's JSON would be up to " + attnviz::format_bytes(bytes) + ", more than the " +
+             attnviz::format_bytes(free) + " the page has left";
+    std::string json =
+        attnviz::result_to_json(s.result(), attnviz::state_dict(s.result().config, s.params()));
+    constexpr std::size_t kMaxJsString = (1u << 29) - 24;  // V8's longest string, in UTF-16 units
+    if (json.size() > kMaxJsString)
+      return "the result's JSON is " + attnviz::format_bytes(json.size()) +
+             ", more than a JavaScript string holds (" + attnviz::format_bytes(kMaxJsString) +
+             "): export it as a file (exportFiles('json'))";
+    return json;
+  });
+}
+
+// The state as [name, value] pairs (the desktop app's flags), defaults left out.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_state() {
+  return guarded([] { return state_json(page->app); });
+}
+
+// Sets the whole state from [name, value] pairs (missing names take their defaults). "" when it was
+// computed, else why: a bad setting changes nothing, and a state that cannot be computed is kept with the
+// last good view.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_apply_state(const char* json) {
+  return guarded([&]() -> std::string {
+    release_keyboard();
+    wake();
+    const Applied a = apply_state_json(text_arg(json), page->app);
+    if (a.refused) page->app.message = "link: " + a.status.error;
+    draw_now();
+    if (a.refused) return a.status.error;
+    return page->app.model.is_open() ? page->app.model.error() : page->app.session.error();
+  });
+}
+
+// Opens a model: {"kind": "layer" | "seeded" | "file", "size", "seed", "path", "train"} (the page has put a
+// file's bytes under /models first). Returns "" or why not (the view keeps what it had).
+EMSCRIPTEN_KEEPALIVE const char* attnviz_open_model(const char* json) {
+  return guarded([&]() -> std::string {
+    release_keyboard();
+    wake();
+    const nlohmann::json j = nlohmann::json::parse(text_arg(json), nullptr, false);
+    attnviz::viz::ModelChoice c;
+    if (j.is_discarded() || !j.is_object() || !j.value("kind", nlohmann::json()).is_string() ||
+        !attnviz::viz::parse_model_kind(j["kind"].get<std::string>(), c.kind))
+      return "the model choice is not {kind: layer | seeded | file, ...}";
+    if (j.contains("size") && j["size"].is_string()) c.size = j["size"].get<std::string>();
+    if (j.contains("seed") && j["seed"].is_number_unsigned()) c.seed = j["seed"].get<std::uint64_t>();
+    if (j.contains("path") && j["path"].is_string()) c.path = j["path"].get<std::string>();
+    if (j.contains("train") && j["train"].is_boolean()) c.train = j["train"].get<bool>();
+    const Status st = attnviz::viz::open_model(page->app, c);
+    return st.is_ok() ? page->app.model.error() : st.error;
+  });
+}
+
+// Shows a message in the control column (the page's refusals of model files).
+EMSCRIPTEN_KEEPALIVE const char* attnviz_set_message(const char* text) {
+  return guarded([&]() -> std::string {
+    page->app.message = text_arg(text);
+    wake();
+    return std::string();
+  });
+}
+
+// A number of bytes as the page's messages write it (the engine's format_bytes: "12.3 MB"), for the page
+// script's own messages. A count that is not a number or negative is "an unknown number of bytes"; one past
+// what 64 bits hold is the most they hold.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_format_bytes(double bytes) {
+  return guarded([&]() -> std::string {
+    if (!(bytes >= 0)) return "an unknown number of bytes";
+    constexpr double kMost = 18446744073709551615.0;  // 2^64 as a double: past the last uint64_t
+    const std::uint64_t n =
+        bytes >= kMost ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(bytes);
+    return attnviz::format_bytes(n);
+  });
+}
+
+// The whole model's last pass in attnviz-cli --model --json's format (every layer's weights, the top 10);
+// "" when no model is open.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_model_json() {
+  return guarded([]() -> std::string {
+    const attnviz::viz::ModelSession& m = page->app.model;
+    if (!m.is_open() || !m.has_result()) return std::string();
+    attnviz::GptJsonModel jm;
+    jm.seeded = m.choice().kind == attnviz::viz::ModelKind::seeded;
+    jm.source = jm.seeded ? m.choice().size : m.choice().path;
+    jm.seed = m.choice().seed;
+    return attnviz::gpt_result_to_json(m.result(), m.weights(), jm, m.tokenizer());
+  });
+}
+
+// Figures for tests and benchmarks.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_status() {
+  return guarded([] { return status_json(); });
+}
+
+// What the export panel's buttons do: "png" (the view on screen), "heads" (a PNG per head), "json", "csv".
+// The files download once written. Returns "" (the outcome is the message, as for the buttons), or why the
+// kind is unknown.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_export(const char* kind) {
+  return guarded([&]() -> std::string {
+    using attnviz::viz::ExportKind;
+    const std::string k = text_arg(kind);
+    wake();
+    ExportKind e;
+    if (k == "png")
+      e = ExportKind::view_png;
+    else if (k == "heads")
+      e = ExportKind::heads_png;
+    else if (k == "json")
+      e = ExportKind::json;
+    else if (k == "csv")
+      e = ExportKind::csv;
+    else
+      return "unknown export " + attnviz::quote_arg(k) + " (png, heads, json, csv)";
+    attnviz::viz::run_export(page->app, e);  // its outcome, a refusal too, is the message
+    return std::string();
+  });
+}
+
+// The compute backend: "auto", "wasm" or "webgpu". Returns "" or why not.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_set_backend(const char* name) {
+  return guarded([&]() -> std::string {
+    const std::optional<Backend> b = parse_backend(text_arg(name));
+    wake();
+    if (!b) return "unknown backend " + attnviz::quote_arg(text_arg(name)) + " (auto, wasm, webgpu)";
+    page->gpu.choose(*b);
+    return std::string();
+  });
+}
+
+// A tensor of the view's result (the chapter-3 layer's, or a model's opened layer), for tests that compare
+// backends: "[address, float count]" ([0, 0] when there is no such tensor, or no layer in view). Names:
+// inputs q k v scores scaled weights dropped context output.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_tensor_json(const char* name) {
+  return guarded([&]() -> std::string {
+    static const attnviz::Result none;
+    const attnviz::Result* shown = attnviz::viz::shown_result(page->app);
+    const attnviz::Result& r = shown ? *shown : none;
+    const std::string n = text_arg(name);
+    const attnviz::Tensor* t = n == "inputs"    ? &r.inputs
+                               : n == "q"       ? &r.q
+                               : n == "k"       ? &r.k
+                               : n == "v"       ? &r.v
+                               : n == "scores"  ? &r.scores
+                               : n == "scaled"  ? &r.scaled
+                               : n == "weights" ? &r.weights
+                               : n == "dropped" ? &r.dropped
+                               : n == "context" ? &r.context
+                               : n == "output"  ? &r.output
+                                                : nullptr;
+    const bool has = t && !t->empty();
+    return "[" + std::to_string(has ? reinterpret_cast<std::uintptr_t>(t->ptr()) : 0) + "," +
+           std::to_string(has ? t->size() : 0) + "]";
+  });
+}
+
+// The WebGPU layer's answers (web/src/gpu.cpp starts them).
+EMSCRIPTEN_KEEPALIVE void attnviz_gpu_ready(const char* adapter) {
+  guarded_void([&] {
+    page->gpu.ready(text_arg(adapter));
+    wake();
+  });
+}
+EMSCRIPTEN_KEEPALIVE void attnviz_gpu_unavailable(const char* why) {
+  guarded_void([&] {
+    page->gpu.unavailable(text_arg(why));
+    wake();
+  });
+}
+EMSCRIPTEN_KEEPALIVE void attnviz_gpu_done(int ticket, int ok, const char* error, double ms) {
+  guarded_void([&] {
+    page->gpu.done(ticket, ok != 0, text_arg(error), ms);
+    wake();
+  });
+}
+EMSCRIPTEN_KEEPALIVE void attnviz_gpu_model_done(int ticket, int ok, const char* error, double ms) {
+  guarded_void([&] {
+    page->gpu.model_done(ticket, ok != 0, text_arg(error), ms);
+    wake();
+  });
+}
+// The rows of a weight matrix the WebGPU layer uploads; null when there are none such (or on a failure).
+EMSCRIPTEN_KEEPALIVE const float* attnviz_gpu_model_rows(int weights_id, int matrix, int row0, int rows) {
+  return guarded_value<const float*>(nullptr,
+                                     [&] { return page->gpu.model_rows(weights_id, matrix, row0, rows); });
+}
+
+EMSCRIPTEN_KEEPALIVE void attnviz_set_finish(int on) {
+  guarded_void([&] { page->finish = on != 0; });
+}
+
+// Input arrived: draw the next few frames.
+EMSCRIPTEN_KEEPALIVE void attnviz_wake() {
+  guarded_void(wake);
+}
+
+// Draws one frame now, outside the animation-frame loop: the page calls it right after a key reached the
+// UI, so the heatmap follows the key without waiting for the next animation frame.
+EMSCRIPTEN_KEEPALIVE void attnviz_frame() {
+  guarded_void([] {
+    wake();
+    render_safe();
+  });
+}
+
+// Computes the text edit left pending while a slow recompute ran (render() asks the page for this task,
+// which runs after the keys queued meanwhile): one recompute of the latest text, then a frame.
+EMSCRIPTEN_KEEPALIVE void attnviz_compute_pending() {
+  guarded_void([] {
+    page->compute_due = false;
+    if (attnviz::viz::compute_pending(page->app)) attnviz_frame();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,24 @@
+// Calls into the page script (web/page/), which installs its hooks (Module.attnvizHooks) before the module
+// runs: the URL, the downloads, the clipboard, the model files and the page's own messages.
+#pragma once
+
+#include <string>
+
+namespace attnviz::web::hooks {
+
+std::string initial_state();                  // the link's state, [name, value] pairs as JSON
+void state_changed(const std::string& json);  // the URL follows
+void first_heatmap();                         // attnviz.ready resolves
+void failed(const std::string& why);          // attnviz.ready rejects with it, and the page says it
+// Hands the written files to the browser (one download each, or one archive of many); returns what was
+// downloaded, for the message.
+std::string download(const std::string& paths_json);
+void copy(const std::string& text);
+void compute_later();  // attnviz_compute_pending, in a task after the keys queued meanwhile
+void choose_model_files(bool folder);
+void open_model(const std::string& choice_json);  // after the page fetched what the model needs
+// The canvas's box on the page, in CSS pixels.
+int canvas_width();
+int canvas_height();
+
+}  // namespace attnviz::web::hooks
