@@ -437,6 +437,27 @@ Status attention_fast(const Steps& s, const Config& ac, const Shape& shape, cons
   return Status::ok();
 }
 
+// The attention step of every layer: the chapter-3 configuration, the buffers it reuses from layer to layer,
+// and the model's cache of keys and values.
+struct Attention {
+  Config config;
+  Shape shape;
+  std::vector<std::string> labels;  // the heatmaps' token labels
+  AttentionScratch scratch;
+  std::vector<std::vector<float>>&q, &k, &v;  // the cache's, per layer
+
+  // out (T, d) = out_proj(context), with a the layer's kept stages: attention_scalar or attention_fast
+  Status forward(const Steps& s, int l, const GptBlock& b, const LayerKeep& keep, const Tensor& h,
+                 const GptLayer* before, Reuse& reuse, Result& a, Tensor& out) {
+    if (s.kern.isa == Isa::scalar) return attention_scalar(s, config, b, keep, labels, h, a, out);
+    const auto at = [l](std::vector<std::vector<float>>& per_layer) -> std::vector<float>& {
+      return per_layer[static_cast<std::size_t>(l)];
+    };
+    return attention_fast(s, config, shape, b, keep, h, before, {at(q), at(k), at(v)}, reuse, scratch, a,
+                          out);
+  }
+};
+
 }  // namespace
 
 GptModel::GptModel(std::shared_ptr<const GptWeights> weights, TorchGenerator after_init, GptOptions options)
@@ -519,15 +540,14 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   r.threads = pool ? pool->size() : 1;  // fewer than asked when the system had no more threads
   r.reused = P;
 
-  const Config ac = attention_config(w, options_, request.stages);
-  const Shape shape = shape_of(ac);
-  const std::vector<std::string> labels = id_labels(ids);
+  Attention attention{
+      attention_config(w, options_, request.stages), {}, id_labels(ids), {}, cache->q, cache->k, cache->v};
+  attention.shape = shape_of(attention.config);
   Tensor x(T, d);        // the residual stream
   Tensor ln1(T, d);      // norm1's output, attention's input
   Tensor attn(T, d);     // attention's output
   Tensor ln2(T, d);      // norm2's output, then the MLP's (proj writes over it)
   Tensor fch(T, 4 * d);  // fc's output, GELU in place
-  AttentionScratch scratch;
 
   // embeddings: x (T, d) = drop(tok_emb[ids] + pos_emb[0..T))
   s.encoder(x, ids, w);
@@ -543,27 +563,21 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     if (k.residuals) layer.resid_in = reuse.copy(x, before ? &before->resid_in : nullptr);
 
     s.layernorm(x, ln1, b.norm1_scale, b.norm1_shift);  // ln1 (T, d) = norm1(x)
-    // attention: attn (T, d) = out_proj(causal softmax(q k^T / sqrt(d / H)) v), q, k, v = ln1 W^T + b
-    const Status st =
-        isa == Isa::scalar
-            ? attention_scalar(s, ac, b, k, labels, ln1, a, attn)
-            : attention_fast(s, ac, shape, b, k, ln1, before,
-                             {cache->q[static_cast<std::size_t>(l)], cache->k[static_cast<std::size_t>(l)],
-                              cache->v[static_cast<std::size_t>(l)]},
-                             reuse, scratch, a, attn);
-    if (!st.is_ok()) return fail(st);
-    s.dropout(attn);
+    // attn (T, d) = out_proj(context): q, k, v (T, d) = ln1 W^T + b; per head (H, T, T) weights =
+    // drop(causal softmax(q k^T / sqrt(d / H))); context (T, d) = weights v
+    if (Status st = attention.forward(s, l, b, k, ln1, before, reuse, a, attn); !st.is_ok()) return fail(st);
+    s.dropout(attn);                                    // attn (T, d) = drop(attn)
     s.residual(x, attn);                                // x (T, d) += attn
     s.layernorm(x, ln2, b.norm2_scale, b.norm2_shift);  // ln2 (T, d) = norm2(x)
     s.matmul(ln2, fch, b.fc);                           // fch (T, 4d) = ln2 W_fc^T + b
     s.gelu(fch);                                        // fch (T, 4d) = GELU(fch)
     s.matmul(fch, ln2, b.proj);                         // ln2 (T, d) = fch W_proj^T + b
-    s.dropout(ln2);
-    s.residual(x, ln2);  // x (T, d) += ln2
+    s.dropout(ln2);                                     // ln2 (T, d) = drop(ln2)
+    s.residual(x, ln2);                                 // x (T, d) += ln2
 
     if (k.any) {
       if (k.residuals) layer.resid_out = reuse.copy(x, before ? &before->resid_out : nullptr);
-      a.tokens = labels;
+      a.tokens = attention.labels;
       r.layers.push_back(std::move(layer));
     }
     if (before) reuse.give(*before);  // copied: its storage serves the next layer
