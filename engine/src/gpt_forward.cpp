@@ -446,7 +446,7 @@ struct Attention {
   AttentionScratch scratch;
   std::vector<std::vector<float>>&q, &k, &v;  // the cache's, per layer
 
-  // out (T, d) = out_proj(context), with a the layer's kept stages: attention_scalar or attention_fast
+  // out (T, d) = out_proj(context), `a` given what layer l keeps: attention_scalar or attention_fast
   Status forward(const Steps& s, int l, const GptBlock& b, const LayerKeep& keep, const Tensor& h,
                  const GptLayer* before, Reuse& reuse, Result& a, Tensor& out) {
     if (s.kern.isa == Isa::scalar) return attention_scalar(s, config, b, keep, labels, h, a, out);
@@ -549,6 +549,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   Tensor ln2(T, d);      // norm2's output, then the MLP's (proj writes over it)
   Tensor fch(T, 4 * d);  // fc's output, GELU in place
 
+  // The steps, one a line (T, P, d, H, V: the legend at the top of this file).
   // embeddings: x (T, d) = drop(tok_emb[ids] + pos_emb[0..T))
   s.encoder(x, ids, w);
   s.dropout(x);
