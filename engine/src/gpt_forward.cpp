@@ -1,6 +1,11 @@
-// GPTModel's forward pass: the fast kernels (rows [first, T) only, when a prefix is cached) or the scalar
-// reference, the same loop for both. What is kept follows the request; the keys and values of every layer are
+// GPTModel's forward pass, read as llm.c's gpt2_forward: the embeddings, then per block a dozen named steps
+// (layer norm, attention, dropout, residual, layer norm, fc, GELU, proj, dropout, residual), then the final
+// layer norm and the head. Each step runs the ISA's fast kernels over rows [P, T) only, when a prefix is
+// cached, or the scalar reference. What is kept follows the request; the keys and values of every layer are
 // kept in the model's cache for the next pass.
+//
+// Shapes: T tokens in the pass, P rows taken from the previous pass (rows [P, T) are computed; 0 for a full
+// pass), d = d_model, H heads (head width d / H), V vocabulary size. Every buffer is row-major.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -61,11 +66,6 @@ void copy_square_rows(const Tensor& from, Tensor& to, int rows, float fill) {
 void copy_rows(const Tensor& from, Tensor& to, int rows) {
   if (from.empty() || rows == 0) return;
   std::memcpy(to.ptr(), from.ptr(), count(rows, to.shape[1]) * sizeof(float));
-}
-
-// x[i] = keep[i] ? x[i] * scale : 0 over rows [0, T) of (T, d): nn.Dropout on a drawn mask.
-void apply_dropout(float* x, const std::vector<std::uint8_t>& keep, float scale) {
-  for (std::size_t i = 0; i < keep.size(); ++i) x[i] = keep[i] ? x[i] * scale : 0.0f;
 }
 
 // Storage of the previous result, reused when a full pass replaces it: the kernels write every cell they
@@ -171,8 +171,8 @@ Linear plain(const PackedLinear& l) {
 
 // The kernels one pass runs on: the ISA's fast kernels over rows [first, T), or the scalar reference.
 struct Kernels {
-  Isa isa;
-  ThreadPool* pool;
+  Isa isa = Isa::scalar;
+  ThreadPool* pool = nullptr;
 
   void layer_norm(const float* x, float* y, int rows, int cols, const Tensor& scale,
                   const Tensor& shift) const {
@@ -201,6 +201,260 @@ struct Kernels {
     job.kind = simd::RowJob::linear, job.rows = rows, job.cols = w.in, job.out = w.out, job.x = x, job.y = y;
     job.w = w.data.data(), job.bias = bias.empty() ? nullptr : bias.ptr(), job.pool = pool;
     simd::run_rows(isa, job);
+  }
+};
+
+// Buffer reuse across passes: the storage of the previous result and of the model's cache (Spare), and, when
+// this pass extends the previous one (P > 0), the rows [0, P) of each kept tensor, copied from the same
+// tensor of the previous pass. Once a layer is copied its storage serves the next layer.
+class Reuse {
+ public:
+  // `out` is the previous result; `cached` the storage the previous pass left in the model's cache.
+  Reuse(GptResult& out, int P, std::vector<std::vector<float>>&& cached)
+      : P_(P), prev_(P > 0 ? &out : nullptr) {
+    spare_.adopt(std::move(cached));
+    if (P == 0) spare_.give(out);
+  }
+  bool extends() const { return prev_ != nullptr; }
+  // Layer l of the previous pass (null on a full pass, or when it did not keep l).
+  GptLayer* before(int l) const {
+    GptLayer* found = nullptr;
+    if (prev_)
+      for (GptLayer& pl : prev_->layers)
+        if (pl.index == l) found = &pl;
+    return found;
+  }
+  // (rows, cols), contents unspecified.
+  Tensor take(int rows, int cols) { return spare_.take(rows, cols); }
+  // (rows, cols) whose rows [0, P) are `from`'s (the same tensor of the previous pass; null: none), the rest
+  // unspecified.
+  Tensor rows(int rows, int cols, const Tensor* from) {
+    Tensor t = spare_.take(rows, cols);
+    if (from) copy_rows(*from, t, P_);
+    return t;
+  }
+  // (H, T, T) whose rows [0, P) of each head are `from`'s, `fill` past its columns; the rest unspecified.
+  Tensor square(int H, int T, const Tensor* from, float fill) {
+    Tensor t = spare_.take(H, T, T);
+    if (from) copy_square_rows(*from, t, P_, fill);
+    return t;
+  }
+  // A copy of `x` (T, cols), which holds rows [P, T) only, with rows [0, P) from `from`.
+  Tensor copy(const Tensor& x, const Tensor* from) const {
+    Tensor t = x;
+    if (from) copy_rows(*from, t, P_);
+    return t;
+  }
+  // The previous pass's logits, taken over by this pass's (null on a full pass).
+  Tensor* previous_logits() const { return prev_ ? &prev_->logits : nullptr; }
+  void give(Tensor& t) { spare_.give(t); }
+  void give(GptLayer& l) { spare_.give(l); }
+  // What the next pass may reuse: the `keep` largest buffers.
+  std::vector<std::vector<float>> release(std::size_t keep) { return spare_.release(keep); }
+
+ private:
+  Spare spare_;
+  int P_ = 0;
+  GptResult* prev_ = nullptr;
+};
+
+// Row r of a (rows, cols) tensor.
+float* row(Tensor& t, int r) {
+  return t.ptr() + count(r, t.shape[1]);
+}
+const float* row(const Tensor& t, int r) {
+  return t.ptr() + count(r, t.shape[1]);
+}
+
+// The steps of one pass, over rows [P, T) of (T, cols) activations (the scalar reference always has P = 0).
+// Each forward step here is the one its backward step mirrors.
+struct Steps {
+  Kernels kern;
+  int threads = 1;  // asked for (the pool may hold fewer)
+  int T = 0, P = 0;
+  bool train_dropout = false;  // train mode with drop_rate > 0: every pass is full (P = 0)
+  double rate = 0.0;
+  float keep_scale = 1.0f;
+  DropoutRng rng = DropoutRng::cpu;
+  TorchGenerator* g = nullptr;
+
+  // x (T, d) = tok_emb[ids] + pos_emb[0..T)
+  void encoder(Tensor& x, const std::vector<int>& ids, const GptWeights& w) const {
+    const int d = x.shape[1];
+    for (int t = P; t < T; ++t) {
+      const int id = ids[static_cast<std::size_t>(t)];
+      for (int i = 0; i < d; ++i) x.at(t, i) = w.tok_emb.at(id, i) + w.pos_emb.at(t, i);
+    }
+  }
+  // y (T, d) = LayerNorm(x (T, d)) with scale, shift (d)
+  void layernorm(const Tensor& x, Tensor& y, const Tensor& scale, const Tensor& shift) const {
+    kern.layer_norm(row(x, P), row(y, P), T - P, x.shape[1], scale, shift);
+  }
+  // y (T, out) = x (T, in) W^T + b, W (out, in)
+  void matmul(const Tensor& x, Tensor& y, const PackedLinear& l) const {
+    kern.linear(row(x, P), row(y, P), T - P, l.weight, l.bias);
+  }
+  // x (T, 4d) = GELU(x), in place
+  void gelu(Tensor& x) const { kern.gelu(row(x, P), T - P, x.shape[1]); }
+  // x (T, d) += y (T, d)
+  void residual(Tensor& x, const Tensor& y) const {
+    for (std::size_t i = count(P, x.shape[1]); i < x.size(); ++i) x.data[i] += y.data[i];
+  }
+  // x = nn.Dropout(x) over the whole tensor: x[i] = keep[i] ? x[i] * scale : 0 on a mask drawn from the
+  // continuing generator (one draw per call, in PyTorch's order); nothing in eval mode
+  void dropout(Tensor& x) const {
+    if (!train_dropout) return;
+    const std::vector<std::uint8_t> keep = torch_dropout_mask(*g, x.size(), rate, rng);
+    for (std::size_t i = 0; i < keep.size(); ++i) x.data[i] = keep[i] ? x.data[i] * keep_scale : 0.0f;
+  }
+};
+
+// What layer l keeps of its attention.
+struct LayerKeep {
+  bool any = false;     // the layer is kept at all
+  unsigned stages = 0;  // chapter-3 stages besides the weights
+  bool q = false;       // the raw scores are kept, so the cache keeps q
+  bool qkv = false;     // inputs, q, k, v, context and output are kept
+  bool residuals = false;
+};
+LayerKeep layer_keep(const GptRequest& request, const std::vector<char>& kept, int l) {
+  LayerKeep k;
+  k.any = kept[static_cast<std::size_t>(l)] != 0;
+  k.stages = stages_of(request, l);
+  k.q = (k.stages & kStageScores) != 0;
+  k.qkv = k.any && qkv_of(request, l);
+  k.residuals = k.any && request.residuals;
+  return k;
+}
+
+// A layer's keys, values and queries in the model's cache, each (T, d).
+struct LayerCache {
+  std::vector<float>&q, &k, &v;
+};
+
+// Buffers the fast attention kernel reuses from layer to layer.
+struct AttentionScratch {
+  Tensor q, weights, context;  // (T, d), (H, T, T), (T, d) where the layer keeps none
+  AlignedBuffer kernel;        // packed keys and values, per-worker row buffers
+};
+
+// qkv, attention, projection as the chapter-3 `mha` computes it (the scalar reference, P = 0):
+// q, k, v (T, d) = h W^T + b; per head weights (H, T, T) = softmax(causal(q k^T / sqrt(d / H))), dropped;
+// context (T, d) = weights v; out (T, d) = context W_out^T + b.
+Status attention_scalar(const Steps& s, const Config& ac, const GptBlock& b, const LayerKeep& k,
+                        const std::vector<std::string>& labels, const Tensor& h, Result& a, Tensor& out) {
+  Params params;
+  params.query = plain(b.query), params.key = plain(b.key), params.value = plain(b.value);
+  params.out_proj = plain(b.out_proj);
+  Input in{labels, h};
+  Config full = ac;
+  full.stages = k.any ? k.stages : 0u;
+  if (Status st = attnviz::forward(full, params, in, *s.g, a, Exec{Isa::scalar, 1}); !st.is_ok()) return st;
+  std::memcpy(out.ptr(), a.output.ptr(), a.output.size() * sizeof(float));
+  if (!k.qkv) a.inputs = a.q = a.k = a.v = a.context = a.output = Tensor();
+  return Status::ok();
+}
+
+// qkv, attention, projection in one fused kernel (simd::run_layer) over rows [P, T), the same as
+// attention_scalar computes: k and v (and q when the raw scores are kept) go to the cache, whose rows [0, P)
+// the previous pass left there; the layer's kept tensors take rows [0, P) from `before`.
+Status attention_fast(const Steps& s, const Config& ac, const Shape& shape, const GptBlock& b,
+                      const LayerKeep& k, const Tensor& h, const GptLayer* before, LayerCache cache,
+                      Reuse& reuse, AttentionScratch& scratch, Result& a, Tensor& out) {
+  const int T = s.T, P = s.P, d = h.shape[1], H = ac.num_heads;
+  const Isa isa = s.kern.isa;
+  const auto from = [&](const Tensor Result::*t) { return before ? &(before->attention.*t) : nullptr; };
+  cache.k.resize(count(T, d)), cache.v.resize(count(T, d));
+  if (k.q) {
+    cache.q.resize(count(T, d));
+    scratch.q.data.swap(cache.q);  // borrowed for the job, given back below
+  } else {
+    scratch.q.data.resize(count(T, d));
+  }
+  scratch.q.shape = {T, d, 1}, scratch.q.rank = 2;
+  a.config = ac;
+  a.config.stages = k.stages;
+  a.shape = shape;
+  simd::LayerJob job;
+  job.T = T, job.d_in = d, job.heads = H, job.head_dim = d / H, job.width = d, job.out_width = d;
+  job.first = P, job.has_weights = true, job.causal = true, job.scale = shape.scale, job.pool = s.kern.pool;
+  job.x = h.ptr();
+  job.wq = b.query.weight.data.data(), job.wk = b.key.weight.data.data(), job.wv = b.value.weight.data.data();
+  job.wo = b.out_proj.weight.data.data();
+  auto bias = [](const PackedLinear& pl) { return pl.bias.empty() ? nullptr : pl.bias.ptr(); };
+  job.bq = bias(b.query), job.bk = bias(b.key), job.bv = bias(b.value), job.bo = bias(b.out_proj);
+  job.q = scratch.q.ptr(), job.k = cache.k.data(), job.v = cache.v.data();
+  if (k.any) {
+    a.weights = reuse.square(H, T, from(&Result::weights), 0.0f);
+    if (k.stages & kStageScores) {
+      a.scores = reuse.square(H, T, from(&Result::scores), 0.0f);
+      job.scores = a.scores.ptr();
+    }
+    if (k.stages & kStageScaled) {
+      a.scaled = reuse.square(H, T, from(&Result::scaled), -INFINITY);
+      job.scaled = a.scaled.ptr();
+    }
+    job.weights = a.weights.ptr();
+  } else {
+    scratch.weights.data.resize(count(H, T) * static_cast<std::size_t>(T));
+    job.weights = scratch.weights.ptr();
+  }
+  if (s.train_dropout) {
+    a.keep = torch_dropout_mask(*s.g, count(H, T) * static_cast<std::size_t>(T), s.rate, s.rng);
+    job.keep = a.keep.data(), job.keep_scale = s.keep_scale;
+    if (k.any && (k.stages & kStageDropped)) {
+      a.dropped = reuse.square(H, T, nullptr, 0.0f);
+      job.dropped = a.dropped.ptr();
+    }
+  }
+  Tensor& ctx = k.qkv ? a.context : scratch.context;
+  if (k.qkv) {
+    ctx = reuse.rows(T, d, from(&Result::context));
+  } else if (ctx.size() != count(T, d)) {
+    ctx = Tensor(T, d);
+  }
+  job.context = ctx.ptr();
+  job.output = out.ptr();
+  if (scratch.kernel.empty())
+    scratch.kernel = AlignedBuffer(simd::scratch_floats(job, simd::panel_width(isa), s.kern.pool->size()));
+  job.scratch = scratch.kernel.data();
+  simd::run_layer(isa, job);
+  if (Status st = check_finite_rows(
+          {job.q, job.k, job.v, job.scores, job.weights, job.dropped, job.context, job.output}, T, P, d, H);
+      !st.is_ok())
+    return st;
+  if (k.qkv) {
+    a.inputs = reuse.copy(h, from(&Result::inputs));
+    a.q = reuse.copy(scratch.q, from(&Result::q));
+    a.k = reuse.take(T, d), a.v = reuse.take(T, d);
+    std::memcpy(a.k.ptr(), cache.k.data(), cache.k.size() * sizeof(float));
+    std::memcpy(a.v.ptr(), cache.v.data(), cache.v.size() * sizeof(float));
+    a.output = reuse.copy(out, from(&Result::output));
+  }
+  if (k.q) scratch.q.data.swap(cache.q);
+  if (k.any && !s.train_dropout && (k.stages & kStageDropped)) a.dropped = a.weights;
+  a.isa = isa, a.threads = s.threads;
+  return Status::ok();
+}
+
+// The attention step of every layer: the chapter-3 configuration, the buffers it reuses from layer to layer,
+// and the model's cache of keys and values.
+struct Attention {
+  Config config;
+  Shape shape;
+  std::vector<std::string> labels;  // the heatmaps' token labels
+  AttentionScratch scratch;
+  std::vector<std::vector<float>>&q, &k, &v;  // the cache's, per layer
+
+  // out (T, d) = out_proj(context), `a` given what layer l keeps: attention_scalar or attention_fast
+  Status forward(const Steps& s, int l, const GptBlock& b, const LayerKeep& keep, const Tensor& h,
+                 const GptLayer* before, Reuse& reuse, Result& a, Tensor& out) {
+    if (s.kern.isa == Isa::scalar) return attention_scalar(s, config, b, keep, labels, h, a, out);
+    const auto at = [l](std::vector<std::vector<float>>& per_layer) -> std::vector<float>& {
+      return per_layer[static_cast<std::size_t>(l)];
+    };
+    return attention_fast(s, config, shape, b, keep, h, before, {at(q), at(k), at(v)}, reuse, scratch, a,
+                          out);
   }
 };
 
@@ -241,7 +495,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   const auto start = std::chrono::steady_clock::now();
   if (!weights_) return Status::fail("no model is loaded");
   const GptConfig& c = weights_->config;
-  const int T = static_cast<int>(ids.size()), d = c.d_model, H = c.n_heads, L = c.n_layers, V = c.vocab_size;
+  const int T = static_cast<int>(ids.size()), d = c.d_model, L = c.n_layers, V = c.vocab_size;
   std::vector<char> kept;
   if (Status st = check_pass(c, ids, request, kept); !st.is_ok()) return st;
 
@@ -254,25 +508,29 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   const GptWeights& w = *weights_;
   const int threads = isa == Isa::scalar ? 1 : resolve_threads(options_.exec.threads);
   ThreadPool* pool = isa == Isa::scalar ? nullptr : &ThreadPool::shared(threads);
-  const Kernels kern{isa, pool};
-  const bool dropout = options_.train && c.drop_rate > 0.0;
-  const float keep_scale = dropout_scale(c.drop_rate);
 
-  // The cached prefix: rows [0, P) are taken from the previous pass, which `out` still holds.
+  // The cached prefix: rows [0, P) are taken from the previous pass, which `out` still holds, and the cache's
+  // keys, values and queries move over (resizing keeps their first rows in place).
   const int P = reusable(ids, request, out);
   std::unique_ptr<Cache> old = std::move(cache_);
+  Reuse reuse(out, P, old ? std::move(old->spare) : std::vector<std::vector<float>>());
   auto cache = std::make_unique<Cache>();
-  Spare spare;
-  if (old) spare.adopt(std::move(old->spare));
-  if (P > 0) {  // the cache's buffers move over: resizing keeps their first rows in place
+  if (P > 0) {
     cache->q = std::move(old->q), cache->k = std::move(old->k), cache->v = std::move(old->v);
     cache->hidden = std::move(old->hidden);
   }
   old.reset();
   cache->q.resize(static_cast<std::size_t>(L)), cache->k.resize(static_cast<std::size_t>(L));
   cache->v.resize(static_cast<std::size_t>(L));
-  GptResult* prev = P > 0 ? &out : nullptr;
-  if (P == 0) spare.give(out);
+  const auto fail = [&out](Status st) {
+    out = GptResult();  // its storage went into this pass
+    return st;
+  };
+
+  Steps s;
+  s.kern = Kernels{isa, pool}, s.threads = threads, s.T = T, s.P = P;
+  s.train_dropout = options_.train && c.drop_rate > 0.0;
+  s.rate = c.drop_rate, s.keep_scale = dropout_scale(c.drop_rate), s.rng = options_.dropout_rng, s.g = &g;
 
   GptResult r;
   r.config = c;
@@ -282,205 +540,78 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   r.threads = pool ? pool->size() : 1;  // fewer than asked when the system had no more threads
   r.reused = P;
 
-  // 1. embeddings: x = tok_emb[id] + pos_emb[t], then dropout over (1, T, d)
-  Tensor x(T, d);
-  for (int t = P; t < T; ++t) {
-    const int id = ids[static_cast<std::size_t>(t)];
-    for (int i = 0; i < d; ++i) x.at(t, i) = w.tok_emb.at(id, i) + w.pos_emb.at(t, i);
-  }
-  if (dropout)
-    apply_dropout(x.ptr(), torch_dropout_mask(g, x.size(), c.drop_rate, options_.dropout_rng), keep_scale);
+  Attention attention{
+      attention_config(w, options_, request.stages), {}, id_labels(ids), {}, cache->q, cache->k, cache->v};
+  attention.shape = shape_of(attention.config);
+  Tensor x(T, d);        // the residual stream
+  Tensor ln1(T, d);      // norm1's output, attention's input
+  Tensor attn(T, d);     // attention's output
+  Tensor ln2(T, d);      // norm2's output, then the MLP's (proj writes over it)
+  Tensor fch(T, 4 * d);  // fc's output, GELU in place
 
-  const Config ac = attention_config(w, options_, request.stages);
-  const Shape shape = shape_of(ac);
-  const std::vector<std::string> labels = id_labels(ids);
-  Tensor h(T, d), h2(T, d), ff(T, 4 * d), attn_out(T, d);
-  Tensor q_scratch, weights_scratch, context_scratch;
-  AlignedBuffer scratch;  // the attention kernel's packed keys and values and row buffers
+  // The steps, one a line (T, P, d, H, V: the legend at the top of this file).
+  // embeddings: x (T, d) = drop(tok_emb[ids] + pos_emb[0..T))
+  s.encoder(x, ids, w);
+  s.dropout(x);
 
   for (int l = 0; l < L; ++l) {
     const GptBlock& b = w.blocks[static_cast<std::size_t>(l)];
-    const bool keep = kept[static_cast<std::size_t>(l)] != 0;
-    const unsigned stages = stages_of(request, l);
-    const bool keep_q = (stages & kStageScores) != 0;
-    GptLayer* before = nullptr;  // this layer in the previous pass, whose rows [0, P) are copied
-    if (prev)
-      for (GptLayer& pl : prev->layers)
-        if (pl.index == l) before = &pl;
+    const LayerKeep k = layer_keep(request, kept, l);
+    GptLayer* before = reuse.before(l);  // this layer in the previous pass, whose rows [0, P) are copied
     GptLayer layer;
     layer.index = l;
-    if (keep && request.residuals) {
-      layer.resid_in = x;
-      if (before) copy_rows(before->resid_in, layer.resid_in, P);
-    }
+    Result& a = layer.attention;
+    if (k.residuals) layer.resid_in = reuse.copy(x, before ? &before->resid_in : nullptr);
 
-    // 2. attention on norm1(x)
-    kern.layer_norm(x.ptr() + count(P, d), h.ptr() + count(P, d), T - P, d, b.norm1_scale, b.norm1_shift);
-    Result a;
-    if (isa == Isa::scalar) {
-      Params params;
-      params.query = plain(b.query), params.key = plain(b.key), params.value = plain(b.value);
-      params.out_proj = plain(b.out_proj);
-      Input in{labels, h};
-      Config full = ac;
-      full.stages = keep ? stages : 0u;
-      if (Status st = attnviz::forward(full, params, in, g, a, Exec{Isa::scalar, 1}); !st.is_ok()) {
-        out = GptResult();  // its storage went into this pass
-        return st;
-      }
-      std::memcpy(attn_out.ptr(), a.output.ptr(), a.output.size() * sizeof(float));
-    } else {
-      std::vector<float>& K = cache->k[static_cast<std::size_t>(l)];
-      std::vector<float>& Vv = cache->v[static_cast<std::size_t>(l)];
-      K.resize(count(T, d)), Vv.resize(count(T, d));
-      const bool keep_qkv = keep && qkv_of(request, l);
-      if (keep_q) {
-        std::vector<float>& Q = cache->q[static_cast<std::size_t>(l)];
-        Q.resize(count(T, d));
-        q_scratch.data.swap(Q);  // borrowed for the job, given back below
-      } else {
-        q_scratch.data.resize(count(T, d));
-      }
-      q_scratch.shape = {T, d, 1}, q_scratch.rank = 2;
-      a.config = ac;
-      a.config.stages = stages;
-      a.shape = shape;
-      simd::LayerJob job;
-      job.T = T, job.d_in = d, job.heads = H, job.head_dim = d / H, job.width = d, job.out_width = d;
-      job.first = P, job.has_weights = true, job.causal = true, job.scale = shape.scale, job.pool = pool;
-      job.x = h.ptr();
-      job.wq = b.query.weight.data.data(), job.wk = b.key.weight.data.data(),
-      job.wv = b.value.weight.data.data();
-      job.wo = b.out_proj.weight.data.data();
-      auto bias = [](const PackedLinear& pl) { return pl.bias.empty() ? nullptr : pl.bias.ptr(); };
-      job.bq = bias(b.query), job.bk = bias(b.key), job.bv = bias(b.value), job.bo = bias(b.out_proj);
-      job.q = q_scratch.ptr(), job.k = K.data(), job.v = Vv.data();
-      if (keep) {
-        a.weights = spare.take(H, T, T);
-        if (before) copy_square_rows(before->attention.weights, a.weights, P, 0.0f);
-        if (stages & kStageScores) {
-          a.scores = spare.take(H, T, T);
-          if (before) copy_square_rows(before->attention.scores, a.scores, P, 0.0f);
-          job.scores = a.scores.ptr();
-        }
-        if (stages & kStageScaled) {
-          a.scaled = spare.take(H, T, T);
-          if (before) copy_square_rows(before->attention.scaled, a.scaled, P, -INFINITY);
-          job.scaled = a.scaled.ptr();
-        }
-        job.weights = a.weights.ptr();
-      } else {
-        weights_scratch.data.resize(count(H, T) * static_cast<std::size_t>(T));
-        job.weights = weights_scratch.ptr();
-      }
-      if (dropout) {
-        a.keep = torch_dropout_mask(g, count(H, T) * static_cast<std::size_t>(T), c.drop_rate,
-                                    options_.dropout_rng);
-        job.keep = a.keep.data(), job.keep_scale = keep_scale;
-        if (keep && (stages & kStageDropped)) {
-          a.dropped = spare.take(H, T, T);
-          job.dropped = a.dropped.ptr();
-        }
-      }
-      Tensor& ctx = keep_qkv ? a.context : context_scratch;
-      if (keep_qkv) {
-        ctx = spare.take(T, d);
-      } else if (ctx.size() != count(T, d)) {
-        ctx = Tensor(T, d);
-      }
-      if (keep_qkv && before) copy_rows(before->attention.context, ctx, P);
-      job.context = ctx.ptr();
-      job.output = attn_out.ptr();
-      if (scratch.empty())
-        scratch = AlignedBuffer(simd::scratch_floats(job, simd::panel_width(isa), pool->size()));
-      job.scratch = scratch.data();
-      simd::run_layer(isa, job);
-      if (Status st = check_finite_rows(
-              {job.q, job.k, job.v, job.scores, job.weights, job.dropped, job.context, job.output}, T, P, d,
-              H);
-          !st.is_ok()) {
-        out = GptResult();  // its storage went into this pass
-        return st;
-      }
-      if (keep_qkv) {
-        a.inputs = h;
-        a.q = q_scratch;
-        a.k = spare.take(T, d), a.v = spare.take(T, d);
-        std::memcpy(a.k.ptr(), K.data(), K.size() * sizeof(float));
-        std::memcpy(a.v.ptr(), Vv.data(), Vv.size() * sizeof(float));
-        a.output = attn_out;
-        if (before) {
-          copy_rows(before->attention.inputs, a.inputs, P);
-          copy_rows(before->attention.q, a.q, P);
-          copy_rows(before->attention.output, a.output, P);
-        }
-      }
-      if (keep_q) q_scratch.data.swap(cache->q[static_cast<std::size_t>(l)]);
-      if (keep && !dropout && (stages & kStageDropped)) a.dropped = a.weights;
-      a.isa = isa, a.threads = threads;
-    }
-    if (dropout)
-      apply_dropout(attn_out.ptr(), torch_dropout_mask(g, attn_out.size(), c.drop_rate, options_.dropout_rng),
-                    keep_scale);
-    for (std::size_t i = count(P, d); i < x.size(); ++i) x.data[i] += attn_out.data[i];
+    s.layernorm(x, ln1, b.norm1_scale, b.norm1_shift);  // ln1 (T, d) = norm1(x)
+    // attn (T, d) = out_proj(context): q, k, v (T, d) = ln1 W^T + b; per head (H, T, T) weights =
+    // drop(causal softmax(q k^T / sqrt(d / H))); context (T, d) = weights v
+    if (Status st = attention.forward(s, l, b, k, ln1, before, reuse, a, attn); !st.is_ok()) return fail(st);
+    s.dropout(attn);                                    // attn (T, d) = drop(attn)
+    s.residual(x, attn);                                // x (T, d) += attn
+    s.layernorm(x, ln2, b.norm2_scale, b.norm2_shift);  // ln2 (T, d) = norm2(x)
+    s.matmul(ln2, fch, b.fc);                           // fch (T, 4d) = ln2 W_fc^T + b
+    s.gelu(fch);                                        // fch (T, 4d) = GELU(fch)
+    s.matmul(fch, ln2, b.proj);                         // ln2 (T, d) = fch W_proj^T + b
+    s.dropout(ln2);                                     // ln2 (T, d) = drop(ln2)
+    s.residual(x, ln2);                                 // x (T, d) += ln2
 
-    // 3. feed-forward on norm2(x): Linear d -> 4d, GELU, Linear 4d -> d
-    float* h2p = h2.ptr() + count(P, d);
-    kern.layer_norm(x.ptr() + count(P, d), h2p, T - P, d, b.norm2_scale, b.norm2_shift);
-    kern.linear(h2p, ff.ptr() + count(P, 4 * d), T - P, b.fc.weight, b.fc.bias);
-    kern.gelu(ff.ptr() + count(P, 4 * d), T - P, 4 * d);
-    kern.linear(ff.ptr() + count(P, 4 * d), h2p, T - P, b.proj.weight, b.proj.bias);
-    if (dropout)
-      apply_dropout(h2.ptr(), torch_dropout_mask(g, h2.size(), c.drop_rate, options_.dropout_rng),
-                    keep_scale);
-    for (std::size_t i = count(P, d); i < x.size(); ++i) x.data[i] += h2.data[i];
-
-    if (keep) {
-      if (request.residuals) {
-        layer.resid_out = x;
-        if (before) copy_rows(before->resid_out, layer.resid_out, P);
-      }
-      a.tokens = labels;
-      if (isa == Isa::scalar && !qkv_of(request, l)) {
-        a.inputs = a.q = a.k = a.v = a.context = a.output = Tensor();
-      }
-      layer.attention = std::move(a);
+    if (k.any) {
+      if (k.residuals) layer.resid_out = reuse.copy(x, before ? &before->resid_out : nullptr);
+      a.tokens = attention.labels;
       r.layers.push_back(std::move(layer));
     }
-    if (before) spare.give(*before);  // copied: its storage serves the next layer
+    if (before) reuse.give(*before);  // copied: its storage serves the next layer
   }
 
-  // 4. final norm, then the head: the last position's logits, or every position's
+  // final layer norm: hidden (T, d) = final_norm(x), kept in the cache
   cache->hidden.resize(count(T, d));
-  kern.layer_norm(x.ptr() + count(P, d), cache->hidden.data() + count(P, d), T - P, d, w.final_scale,
-                  w.final_shift);
+  s.kern.layer_norm(row(x, P), cache->hidden.data() + count(P, d), T - P, d, w.final_scale, w.final_shift);
+  // head: logits (T, V) = hidden W_head^T with all_logits (rows [P, T) computed), else (1, V) for the last
+  // row
   const int first_logit = request.all_logits ? P : T - 1;
   const int rows = request.all_logits ? T : 1;
-  r.logits = spare.take(rows, V);
-  if (request.all_logits && prev) copy_rows(prev->logits, r.logits, P);
-  if (prev) spare.give(prev->logits);
+  Tensor* previous_logits = reuse.previous_logits();
+  r.logits = reuse.rows(rows, V, request.all_logits ? previous_logits : nullptr);
+  if (previous_logits) reuse.give(*previous_logits);
   if (first_logit < T) {
     static const Tensor no_bias;
-    kern.linear(cache->hidden.data() + count(first_logit, d),
-                r.logits.ptr() + count(request.all_logits ? first_logit : 0, V), T - first_logit, w.head(),
-                no_bias);
+    s.kern.linear(cache->hidden.data() + count(first_logit, d),
+                  row(r.logits, request.all_logits ? first_logit : 0), T - first_logit, w.head(), no_bias);
   }
-  r.next = top_tokens(r.logits.ptr() + count(rows - 1, V), V, request.top_k);
-  if (!all_finite(r.logits.ptr() + count(request.all_logits ? first_logit : 0, V),
-                  r.logits.ptr() + r.logits.size())) {
-    out = GptResult();  // its storage went into this pass
-    return Status::fail("the logits are not finite: the weights overflow float32");
-  }
+  r.next = top_tokens(row(r.logits, rows - 1), V, request.top_k);
+  if (!all_finite(row(r.logits, request.all_logits ? first_logit : 0), r.logits.ptr() + r.logits.size()))
+    return fail(Status::fail("the logits are not finite: the weights overflow float32"));
 
   static std::atomic<std::uint64_t> passes{0};
   r.stamp = ++passes;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!dropout && isa != Isa::scalar) {
+  if (!s.train_dropout && isa != Isa::scalar) {
     cache->ids = ids;
     cache->request = request;
     cache->isa = isa;
     cache->stamp = r.stamp;
-    cache->spare = spare.release(6);
+    cache->spare = reuse.release(6);
     cache_ = std::move(cache);
   }
   out = std::move(r);
