@@ -191,7 +191,9 @@ TEST_CASE("attnviz-cli --model: loaded weights run in eval mode, as from_pretrai
 
 TEST_CASE("attnviz-cli --model: a seeded book model is a fresh nn.Module, in train mode unless --eval") {
   // (one gpt2-small is drawn: a second costs seconds, and --eval is the flag the chapter-3 layer tests)
-  const Run r = cli({"--model", "gpt2-small", "--text", "a", "--layers", "none", "--top-k", "0", "--json"});
+  // The fixtures' vocabulary: the WebAssembly build has no GPT-2 vocabulary beside it.
+  const Run r = cli({"--model", "gpt2-small", "--vocab", kGpt + "/hf-folder", "--text", "a", "--layers",
+                     "none", "--top-k", "0", "--json"});
   CAPTURE(r.err);
   REQUIRE(r.status == 0);
   const json j = json::parse(r.out);
