@@ -268,12 +268,13 @@ void ModelSession::deliver(int ticket, Status outcome, double ms) {
       error_.clear();
       adopt(ms_since(requested_));
     }
-    if (request_ > result_request_) recompute(text_);  // edits made while the job was in flight
+    // Edits made while the job was in flight; a failure stays in error() for the view to show.
+    if (request_ > result_request_) (void)recompute(text_);
     return;
   }
   note_ = outcome.error + ": this pass was computed by the CPU engine instead";
   cpu_only_ = true;
-  recompute(text_);
+  (void)recompute(text_);  // a failure stays in error() for the view to show
   cpu_only_ = false;
 }
 

@@ -93,12 +93,13 @@ void Session::deliver(int ticket, Status outcome, double ms) {
       ++generation_;
       last_ms_ = ms_since(requested_);
     }
-    if (request_ > result_request_) recompute();  // edits made while the job was in flight
+    // Edits made while the job was in flight; a failure stays in error() for the view to show.
+    if (request_ > result_request_) (void)recompute();
     return;
   }
   note_ = outcome.error + ": this view was computed by the CPU engine instead";
   cpu_only_ = true;
-  recompute();
+  (void)recompute();  // a failure stays in error() for the view to show
   cpu_only_ = false;
 }
 

@@ -135,10 +135,11 @@ void fit(Calibration& cal) {
 void GpuOffload::choose(Backend b) {
   if (b == choice_) return;
   choice_ = b;
+  // A failure stays in the session's error(), which the view shows.
   if (model_.is_open())
-    model_.recompute(session_.text);  // the model view's sentence is the session's
+    (void)model_.recompute(session_.text);  // the model view's sentence is the session's
   else
-    session_.recompute();
+    (void)session_.recompute();
 }
 
 void GpuOffload::init() {
@@ -206,7 +207,7 @@ void GpuOffload::finish_calibration() {
   probe_result_ = Result();
   if (choice_ == Backend::automatic && session_.has_result() &&
       wants(session_.result().config, session_.result().tokens_count()))
-    session_.recompute();
+    (void)session_.recompute();  // a failure stays in error(), which the view shows
 }
 
 void GpuOffload::done(int ticket, bool ok, std::string error, double ms) {
