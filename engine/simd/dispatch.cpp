@@ -5,34 +5,28 @@
 #include <string>
 #include <thread>
 
+#include "attnviz/enum_names.hpp"
 #include "layer.hpp"
 #include "pack.hpp"
 #include "packed.hpp"
 
 namespace attnviz {
 
+namespace {
+
+constexpr EnumName<Isa> kIsaNames[] = {
+    {Isa::automatic, "auto"}, {Isa::scalar, "scalar"}, {Isa::sse4_2, "sse4.2"},
+    {Isa::avx2, "avx2"},      {Isa::avx512, "avx512"}, {Isa::simd128, "simd128"},
+};
+
+}  // namespace
+
 const char* to_string(Isa isa) {
-  switch (isa) {
-    case Isa::automatic:
-      return "auto";
-    case Isa::scalar:
-      return "scalar";
-    case Isa::sse4_2:
-      return "sse4.2";
-    case Isa::avx2:
-      return "avx2";
-    case Isa::avx512:
-      return "avx512";
-    case Isa::simd128:
-      return "simd128";
-  }
-  return "?";
+  return name_in(kIsaNames, isa);
 }
 
 std::optional<Isa> parse_isa(std::string_view s) {
-  for (Isa i : {Isa::automatic, Isa::scalar, Isa::sse4_2, Isa::avx2, Isa::avx512, Isa::simd128})
-    if (s == to_string(i)) return i;
-  return std::nullopt;
+  return value_in(kIsaNames, s);
 }
 
 namespace {

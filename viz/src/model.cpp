@@ -4,12 +4,16 @@
 #include <chrono>
 #include <cstdio>
 
+#include "attnviz/enum_names.hpp"
 #include "attnviz/saturating.hpp"
 #include "attnviz/viz/stages.hpp"
 #include "gpt_file.hpp"
 
 namespace attnviz::viz {
 namespace {
+
+constexpr EnumName<ModelKind> kModelKindNames[] = {
+    {ModelKind::layer, "layer"}, {ModelKind::seeded, "seeded"}, {ModelKind::file, "file"}};
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -18,24 +22,13 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 const char* to_string(ModelKind k) {
-  switch (k) {
-    case ModelKind::seeded:
-      return "seeded";
-    case ModelKind::file:
-      return "file";
-    case ModelKind::layer:
-      break;
-  }
-  return "layer";
+  return name_in(kModelKindNames, k);
 }
 
 bool parse_model_kind(const std::string& s, ModelKind& out) {
-  for (ModelKind k : {ModelKind::layer, ModelKind::seeded, ModelKind::file})
-    if (s == to_string(k)) {
-      out = k;
-      return true;
-    }
-  return false;
+  const std::optional<ModelKind> k = value_in(kModelKindNames, s);
+  if (k) out = *k;
+  return k.has_value();
 }
 
 void ModelSession::drop_job() {

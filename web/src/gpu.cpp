@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "attnviz/enum_names.hpp"
+
 namespace attnviz::web {
 namespace {
 
@@ -94,22 +96,19 @@ EM_JS(void, gpu_init, (), {
 
 namespace attnviz::web {
 
+namespace {
+
+constexpr EnumName<Backend> kBackendNames[] = {
+    {Backend::automatic, "auto"}, {Backend::wasm, "wasm"}, {Backend::webgpu, "webgpu"}};
+
+}  // namespace
+
 const char* to_string(Backend b) {
-  switch (b) {
-    case Backend::automatic:
-      return "auto";
-    case Backend::wasm:
-      return "wasm";
-    case Backend::webgpu:
-      return "webgpu";
-  }
-  return "?";
+  return name_in(kBackendNames, b);
 }
 
 std::optional<Backend> parse_backend(std::string_view s) {
-  for (Backend b : {Backend::automatic, Backend::wasm, Backend::webgpu})
-    if (s == to_string(b)) return b;
-  return std::nullopt;
+  return value_in(kBackendNames, s);
 }
 
 void fit(Calibration& cal) {
