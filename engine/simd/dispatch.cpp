@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "attnviz/enum_names.hpp"
+#include "isas.hpp"
 #include "layer.hpp"
 #include "pack.hpp"
 #include "packed.hpp"
@@ -14,10 +15,13 @@ namespace attnviz {
 
 namespace {
 
+#define ATTNVIZ_ISA_NAME(id, arch, width, name) {Isa::id, name},
 constexpr EnumName<Isa> kIsaNames[] = {
-    {Isa::automatic, "auto"}, {Isa::scalar, "scalar"}, {Isa::sse4_2, "sse4.2"},
-    {Isa::avx2, "avx2"},      {Isa::avx512, "avx512"}, {Isa::simd128, "simd128"},
+    {Isa::automatic, "auto"},
+    {Isa::scalar, "scalar"},
+    ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_NAME){Isa::simd128, "simd128"},
 };
+#undef ATTNVIZ_ISA_NAME
 
 }  // namespace
 
@@ -56,9 +60,10 @@ const std::vector<Isa>& available_isas() {
     v.push_back(Isa::simd128);
 #elif defined(__x86_64__)
     const unsigned best = xsimd::available_architectures().best;
-    if (xsimd::avx512bw::version() <= best) v.push_back(Isa::avx512);
-    if (xsimd::fma3<xsimd::avx2>::version() <= best) v.push_back(Isa::avx2);
-    if (xsimd::sse4_2::version() <= best) v.push_back(Isa::sse4_2);
+#define ATTNVIZ_ISA_DETECT(id, arch, width, name) \
+  if (arch::version() <= best) v.push_back(Isa::id);
+    ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_DETECT)
+#undef ATTNVIZ_ISA_DETECT
 #endif
     v.push_back(Isa::scalar);
     if (const char* cap = std::getenv("ATTNVIZ_MAX_ISA"); cap && *cap) {
@@ -109,10 +114,11 @@ namespace simd {
 
 int panel_width(Isa isa) {
   switch (isa) {
-    case Isa::avx512:
-      return 32;
-    case Isa::avx2:
-      return 16;
+#define ATTNVIZ_ISA_WIDTH(id, arch, width, name) \
+  case Isa::id:                                  \
+    return width;
+    ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_WIDTH)
+#undef ATTNVIZ_ISA_WIDTH
     default:
       return 8;
   }
@@ -126,12 +132,11 @@ R with_arch(Isa isa, F&& f) {
     case Isa::simd128:
       return f(xsimd::sse4_1{});
 #elif defined(__x86_64__)
-    case Isa::avx512:
-      return f(xsimd::avx512bw{});
-    case Isa::avx2:
-      return f(xsimd::fma3<xsimd::avx2>{});
-    case Isa::sse4_2:
-      return f(xsimd::sse4_2{});
+#define ATTNVIZ_ISA_CALL(id, arch, width, name) \
+  case Isa::id:                                 \
+    return f(arch{});
+    ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_CALL)
+#undef ATTNVIZ_ISA_CALL
 #endif
     default:
       break;
