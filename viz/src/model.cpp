@@ -32,8 +32,7 @@ bool parse_model_kind(const std::string& s, ModelKind& out) {
 }
 
 void ModelSession::drop_job() {
-  if (pending_) orphans_.emplace_back(ticket_in_flight_, std::move(pending_));
-  ticket_in_flight_ = 0;
+  if (auto dropped = job_.drop(); dropped.second) orphans_.push_back(std::move(dropped));
   note_.clear();
 }
 
@@ -216,12 +215,9 @@ Status ModelSession::recompute(const std::string& text) {
     auto job = std::make_unique<GptResult>();
     const GptRequest req = this->request();
     if (Status begun = begin_gpt_forward(gm.weights(), gm.options(), ids, req, *job); begun.is_ok()) {
-      pending_ = std::move(job);
       pending_request_ = req;
-      job_request_ = request;
-      requested_ = t0;
-      ticket_in_flight_ = ++ticket_;
-      offload->start(ticket_in_flight_, gm.shared_weights(), gm.options(), req, *pending_);
+      const int ticket = job_.hold(std::move(job), request, t0);
+      offload->start(ticket, gm.shared_weights(), gm.options(), req, job_.job());
       return Status::ok();
     } else {
       refused = begun.error;
@@ -248,18 +244,17 @@ void ModelSession::deliver(int ticket, Status outcome, double ms) {
       orphans_.erase(it);
       return;
     }
-  if (ticket != ticket_in_flight_ || !pending_) return;
-  ticket_in_flight_ = 0;
-  std::unique_ptr<GptResult> r = std::move(pending_);
+  std::unique_ptr<GptResult> r = job_.take(ticket);
+  if (!r) return;
   if (outcome.is_ok()) outcome = end_gpt_forward(pending_request_, *r);
   if (outcome.is_ok()) {
     note_.clear();
-    if (job_request_ > result_request_) {  // else a newer pass is on screen already
+    if (job_.request() > result_request_) {  // else a newer pass is on screen already
       r->seconds = ms / 1e3;
       result_ = std::move(*r);
-      result_request_ = job_request_;
+      result_request_ = job_.request();
       error_.clear();
-      adopt(ms_since(requested_));
+      adopt(ms_since(job_.requested()));
     }
     // Edits made while the job was in flight; a failure stays in error() for the view to show.
     if (request_ > result_request_) (void)recompute(text_);
