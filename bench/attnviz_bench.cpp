@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     const Input in = random_input(sh.T, c.d_in);
     TorchGenerator g(c.seed);
     Params p;
-    build_params(c, g, p);
+    must(build_params(c, g, p), "drawing the parameters");
     const double flops = layer_flops(c, sh.T);
     std::printf("\n%s layer, T = %d (d_in %d, %d heads x %d), %.3f GFLOP per layer\n", sh.preset, sh.T,
                 c.d_in, c.num_heads, c.d_out / c.num_heads, flops / 1e9);
@@ -95,9 +95,9 @@ int main(int argc, char** argv) {
     // Check first: the fast path (best ISA, every thread) against the reference.
     Result ref, fast;
     TorchGenerator g1(0), g2(0);
-    forward(c, p, in, g1, ref, Exec{Isa::scalar, 1});
+    must(forward(c, p, in, g1, ref, Exec{Isa::scalar, 1}), "the reference forward pass");
     pack(p, Exec{best, threads});
-    forward(c, p, in, g2, fast, Exec{best, threads});
+    must(forward(c, p, in, g2, fast, Exec{best, threads}), "the fast forward pass");
     const double err =
         std::max(max_rel_error(fast.weights, ref.weights), max_rel_error(fast.output, ref.output));
     std::printf("  check against the reference: max relative error %.2g %s\n", err,
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
       return median_seconds(
           [&] {
             TorchGenerator gg(0);
-            forward(c, p, in, gg, r, Exec{isa, n});
+            must(forward(c, p, in, gg, r, Exec{isa, n}), "the timed forward pass");
           },
           b, reps);
     };

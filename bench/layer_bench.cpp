@@ -35,10 +35,10 @@ std::string run(const std::string& preset_name, int T, double budget) {
   const Input in = random_input(T, c.d_in);
   TorchGenerator g(c.seed);
   Params p;
-  build_params(c, g, p);
+  must(build_params(c, g, p), "drawing the parameters");
   Result ref;
   TorchGenerator g0(0);
-  forward(c, p, in, g0, ref, Exec{Isa::scalar, 1});
+  must(forward(c, p, in, g0, ref, Exec{Isa::scalar, 1}), "the reference forward pass");
 
   std::string json = "{\"build\": \"" + std::string(build_name()) + "\", \"preset\": \"" + preset_name +
                      "\", \"T\": " + std::to_string(T) +
@@ -51,7 +51,7 @@ std::string run(const std::string& preset_name, int T, double budget) {
     const double s = median_seconds(
         [&] {
           TorchGenerator gg(0);
-          forward(c, p, in, gg, r, exec);
+          must(forward(c, p, in, gg, r, exec), "the timed forward pass");
         },
         budget, 3);
     char row[160];

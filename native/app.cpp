@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attnviz/engine.hpp"
+#include "attnviz/saturating.hpp"
 #include "attnviz/viz/export.hpp"
 #include "config_args.hpp"
 #include "files.hpp"
@@ -26,14 +27,13 @@ constexpr int kMaxFrames = 100;
 Status check_first_view_memory(const viz::App& app, const ConfigArgs& a) {
   if (!validate(app.session.config).is_ok()) return Status::ok();  // viz::start names the bad value
   std::uint64_t params = 0, tensors = 0;
-  const auto add = [](std::uint64_t& to, std::uint64_t x) { to = x > UINT64_MAX - to ? UINT64_MAX : to + x; };
   const auto count = [&](const std::string& text, Config c) {
     std::vector<std::string> words;
     if (!split_words(text, words).is_ok()) return;  // viz::start explains it
     c.stages = kStageAll;                           // the UI keeps every stage
     const RunMemory m = run_memory(c, static_cast<int>(words.size()), app.session.exec);
-    add(params, m.params);
-    add(tensors, m.tensors);
+    params = sat_add(params, m.params);
+    tensors = sat_add(tensors, m.tensors);
   };
   count(app.session.text, app.session.config);
   if (app.compare.mode != viz::CompareMode::off) {
@@ -41,8 +41,7 @@ Status check_first_view_memory(const viz::App& app, const ConfigArgs& a) {
     if (app.compare.mode == viz::CompareMode::seed) b.seed = app.compare.seed;
     count(app.compare.mode == viz::CompareMode::text ? app.compare.text : app.session.text, b);
   }
-  std::uint64_t needed = params;
-  add(needed, tensors);
+  const std::uint64_t needed = sat_add(params, tensors);
   const std::uint64_t budget = a.memory_budget ? a.memory_budget : available_memory_bytes();
   return check_memory(needed, budget, a.memory_budget != 0,
                       "parameters " + format_bytes(params) + ", tensors " + format_bytes(tensors));

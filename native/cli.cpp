@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "attnviz/engine.hpp"
+#include "attnviz/saturating.hpp"
 #include "bpe.hpp"
 #include "config_args.hpp"
 #include "files.hpp"
@@ -218,13 +219,12 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   // What the run takes (the engine's count), the input matrix, and with --json the parameters' copy in
   // PyTorch's layouts and the text.
-  const auto sum = [](std::uint64_t x, std::uint64_t y) { return x > UINT64_MAX - y ? UINT64_MAX : x + y; };
   const RunMemory m = run_memory(c, tokens, exec);
-  const std::uint64_t tensors = sum(
+  const std::uint64_t tensors = sat_add(
       m.tensors, std::uint64_t{4} * static_cast<std::uint64_t>(tokens) * static_cast<std::uint64_t>(c.d_in));
   const std::uint64_t output =
-      json ? sum(4 * parameter_count(c), result_json_bound(c, tokens, token_bytes)) : 0;
-  const std::uint64_t needed = sum(sum(m.params, tensors), output);
+      json ? sat_add(4 * parameter_count(c), result_json_bound(c, tokens, token_bytes)) : 0;
+  const std::uint64_t needed = sat_add(sat_add(m.params, tensors), output);
   std::string breakdown = "parameters " + format_bytes(m.params) + ", tensors " + format_bytes(tensors);
   if (json) breakdown += ", JSON " + format_bytes(output);
   const std::uint64_t budget = a.memory_budget ? a.memory_budget : available_memory_bytes();

@@ -287,7 +287,7 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
       }
     }
     if (Status st = viz::open_model(app, resolved); !st.is_ok()) {
-      viz::start(app);
+      (void)viz::start(app);  // back to the layer view; the open failure is the message worth reporting
       return st;
     }
     // Opening drops a head and a layer B the model lacks: check_head_and_cell names them instead.
@@ -299,7 +299,7 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
     if (app.model_view.layer >= app.model.config().n_layers) {
       const int L = app.model.config().n_layers;
       app.model_view.layer = -1;
-      viz::start(app);
+      (void)viz::start(app);  // the whole model's view; the missing layer is the message worth reporting
       return Status::fail("layer " + std::to_string(fresh.model_view.layer) +
                           " does not exist: the model has layers 0.." + std::to_string(L - 1));
     }

@@ -4,6 +4,7 @@
 
 #include "attnviz/engine.hpp"
 #include "check.hpp"
+#include "simd/isas.hpp"
 
 using namespace attnviz;
 using attnviz::test::random_input;
@@ -18,10 +19,9 @@ template <Isa I>
 struct IsaTag {
   static constexpr Isa isa = I;
 };
-using Avx512 = IsaTag<Isa::avx512>;
-using Avx2 = IsaTag<Isa::avx2>;
-using Sse42 = IsaTag<Isa::sse4_2>;
 using Simd128 = IsaTag<Isa::simd128>;
+// Every x86-64 ISA with kernels (simd/isas.hpp), then SIMD128.
+#define ATTNVIZ_ISA_TAG(id, arch, width, name) IsaTag<Isa::id>,
 
 // A single-threaded WebAssembly build runs every thread count on one thread.
 int expected_threads(int requested) {
@@ -56,7 +56,8 @@ struct Case {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("fast kernels match the reference on odd shapes", Tag, Avx512, Avx2, Sse42, Simd128) {
+TEST_CASE_TEMPLATE("fast kernels match the reference on odd shapes", Tag,
+                   ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_TAG) Simd128) {
   if (!available(Tag::isa)) {
     MESSAGE(std::string(to_string(Tag::isa)) << " is not available on this processor: skipped");
     return;

@@ -5,34 +5,32 @@
 #include <string>
 #include <thread>
 
+#include "attnviz/enum_names.hpp"
+#include "isas.hpp"
 #include "layer.hpp"
 #include "pack.hpp"
 #include "packed.hpp"
 
 namespace attnviz {
 
+namespace {
+
+#define ATTNVIZ_ISA_NAME(id, arch, width, name) {Isa::id, name},
+constexpr EnumName<Isa> kIsaNames[] = {
+    {Isa::automatic, "auto"},
+    {Isa::scalar, "scalar"},
+    ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_NAME){Isa::simd128, "simd128"},
+};
+#undef ATTNVIZ_ISA_NAME
+
+}  // namespace
+
 const char* to_string(Isa isa) {
-  switch (isa) {
-    case Isa::automatic:
-      return "auto";
-    case Isa::scalar:
-      return "scalar";
-    case Isa::sse4_2:
-      return "sse4.2";
-    case Isa::avx2:
-      return "avx2";
-    case Isa::avx512:
-      return "avx512";
-    case Isa::simd128:
-      return "simd128";
-  }
-  return "?";
+  return name_in(kIsaNames, isa);
 }
 
 std::optional<Isa> parse_isa(std::string_view s) {
-  for (Isa i : {Isa::automatic, Isa::scalar, Isa::sse4_2, Isa::avx2, Isa::avx512, Isa::simd128})
-    if (s == to_string(i)) return i;
-  return std::nullopt;
+  return value_in(kIsaNames, s);
 }
 
 namespace {
@@ -62,9 +60,10 @@ const std::vector<Isa>& available_isas() {
     v.push_back(Isa::simd128);
 #elif defined(__x86_64__)
     const unsigned best = xsimd::available_architectures().best;
-    if (xsimd::avx512bw::version() <= best) v.push_back(Isa::avx512);
-    if (xsimd::fma3<xsimd::avx2>::version() <= best) v.push_back(Isa::avx2);
-    if (xsimd::sse4_2::version() <= best) v.push_back(Isa::sse4_2);
+#define ATTNVIZ_ISA_DETECT(id, arch, width, name) \
+  if (arch::version() <= best) v.push_back(Isa::id);
+    ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_DETECT)
+#undef ATTNVIZ_ISA_DETECT
 #endif
     v.push_back(Isa::scalar);
     if (const char* cap = std::getenv("ATTNVIZ_MAX_ISA"); cap && *cap) {
@@ -115,10 +114,11 @@ namespace simd {
 
 int panel_width(Isa isa) {
   switch (isa) {
-    case Isa::avx512:
-      return 32;
-    case Isa::avx2:
-      return 16;
+#define ATTNVIZ_ISA_WIDTH(id, arch, width, name) \
+  case Isa::id:                                  \
+    return width;
+    ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_WIDTH)
+#undef ATTNVIZ_ISA_WIDTH
     default:
       return 8;
   }
@@ -132,12 +132,11 @@ R with_arch(Isa isa, F&& f) {
     case Isa::simd128:
       return f(xsimd::sse4_1{});
 #elif defined(__x86_64__)
-    case Isa::avx512:
-      return f(xsimd::avx512bw{});
-    case Isa::avx2:
-      return f(xsimd::fma3<xsimd::avx2>{});
-    case Isa::sse4_2:
-      return f(xsimd::sse4_2{});
+#define ATTNVIZ_ISA_CALL(id, arch, width, name) \
+  case Isa::id:                                 \
+    return f(arch{});
+    ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_CALL)
+#undef ATTNVIZ_ISA_CALL
 #endif
     default:
       break;

@@ -65,6 +65,12 @@ struct fast_rows {
   void operator()(Arch, const RowJob& job) const;
 };
 
+// fast_gemm and fma_probe serve only attnviz-bench, yet stay in the engine: fast_gemm is the layer's own
+// detail::parallel_gemm (what the benchmark measures is the projection the layer runs), and both must be
+// compiled with each ISA's -m flags, which only the engine's per-ISA files (layer_<isa>.cpp) get. Moving them
+// to bench/ would copy those files and their flags there; here they cost an instantiation per ISA and sit on
+// no path the engine runs.
+
 // For benchmarks: C (M x N) = A (M x K) B, with B in panels (pack_nk), over the pool.
 struct fast_gemm {
   template <class Arch>

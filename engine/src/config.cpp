@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <string>
 
+#include "attnviz/enum_names.hpp"
+
 namespace attnviz {
 namespace {
 
@@ -100,26 +102,22 @@ Status validate(const Config& config, int tokens) {
   return Status::ok();
 }
 
+namespace {
+
+constexpr EnumName<Variant> kVariantNames[] = {
+    {Variant::simplified, "simplified"}, {Variant::self_v1, "self_v1"}, {Variant::self_v2, "self_v2"},
+    {Variant::causal, "causal"},         {Variant::wrapper, "wrapper"}, {Variant::mha, "mha"},
+};
+constexpr EnumName<DropoutRng> kDropoutRngNames[] = {{DropoutRng::cpu, "cpu"}, {DropoutRng::mkl, "mkl"}};
+
+}  // namespace
+
 const char* to_string(Variant v) {
-  switch (v) {
-    case Variant::simplified:
-      return "simplified";
-    case Variant::self_v1:
-      return "self_v1";
-    case Variant::self_v2:
-      return "self_v2";
-    case Variant::causal:
-      return "causal";
-    case Variant::wrapper:
-      return "wrapper";
-    case Variant::mha:
-      return "mha";
-  }
-  return "?";
+  return name_in(kVariantNames, v);
 }
 
 const char* to_string(DropoutRng r) {
-  return r == DropoutRng::mkl ? "mkl" : "cpu";
+  return name_in(kDropoutRngNames, r);
 }
 
 const std::vector<Variant>& all_variants() {
@@ -129,15 +127,11 @@ const std::vector<Variant>& all_variants() {
 }
 
 std::optional<Variant> parse_variant(std::string_view s) {
-  for (Variant v : all_variants())
-    if (s == to_string(v)) return v;
-  return std::nullopt;
+  return value_in(kVariantNames, s);
 }
 
 std::optional<DropoutRng> parse_dropout_rng(std::string_view s) {
-  if (s == "cpu") return DropoutRng::cpu;
-  if (s == "mkl") return DropoutRng::mkl;
-  return std::nullopt;
+  return value_in(kDropoutRngNames, s);
 }
 
 const std::vector<Preset>& presets() {

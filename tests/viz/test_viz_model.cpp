@@ -360,8 +360,9 @@ TEST_CASE(
   REQUIRE(apply_state_args(written, other).is_ok());
   CHECK(state_args(other) == written);
   CHECK(other.session.text == "-5 is = -x");
-  // An empty value is a value too (a link to an empty sentence box opens on it).
-  apply_state_args({{"text", ""}}, other);
+  // An empty value is a value too (a link to an empty sentence box opens on it, and the view says why it is
+  // empty).
+  CHECK(apply_state_args({{"text", ""}}, other).error == "the text is empty: type at least one word");
   CHECK(other.session.text.empty());
   CHECK(state_args(other) == std::vector<StateArg>{{"text", ""}});
 }

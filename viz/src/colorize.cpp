@@ -5,7 +5,16 @@
 #include <cstring>
 #include <limits>
 
+#include "attnviz/enum_names.hpp"
+
 namespace attnviz::viz {
+
+namespace {
+
+constexpr EnumName<Norm> kNormNames[] = {
+    {Norm::head, "head"}, {Norm::row, "row"}, {Norm::all_heads, "all-heads"}, {Norm::fixed, "fixed"}};
+
+}  // namespace
 
 const std::vector<Norm>& all_norms() {
   static const std::vector<Norm> all = {Norm::head, Norm::row, Norm::all_heads, Norm::fixed};
@@ -13,27 +22,13 @@ const std::vector<Norm>& all_norms() {
 }
 
 const char* to_string(Norm n) {
-  switch (n) {
-    case Norm::row:
-      return "row";
-    case Norm::all_heads:
-      return "all-heads";
-    case Norm::fixed:
-      return "fixed";
-    case Norm::head:
-      break;
-  }
-  return "head";
+  return name_in(kNormNames, n);
 }
 
 bool parse_norm(const char* s, Norm& out) {
-  for (Norm n : all_norms()) {
-    if (std::strcmp(s, to_string(n)) == 0) {
-      out = n;
-      return true;
-    }
-  }
-  return false;
+  const std::optional<Norm> n = value_in(kNormNames, s);
+  if (n) out = *n;
+  return n.has_value();
 }
 
 namespace {

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "attnviz/enum_names.hpp"
+
 namespace attnviz::viz {
 namespace {
 
@@ -108,6 +110,16 @@ float head_kind_threshold(HeadKind k) {
   return 0.0f;
 }
 
+namespace {
+
+constexpr EnumName<HeadKind> kHeadKindNames[] = {
+    {HeadKind::none, "none"},         {HeadKind::previous, "previous-token"},
+    {HeadKind::first, "first-token"}, {HeadKind::self, "self"},
+    {HeadKind::broad, "broad"},       {HeadKind::induction, "induction"},
+};
+
+}  // namespace
+
 const std::vector<HeadKind>& all_head_kinds() {
   static const std::vector<HeadKind> all = {HeadKind::induction, HeadKind::previous, HeadKind::first,
                                             HeadKind::self, HeadKind::broad};
@@ -115,21 +127,7 @@ const std::vector<HeadKind>& all_head_kinds() {
 }
 
 const char* to_string(HeadKind k) {
-  switch (k) {
-    case HeadKind::previous:
-      return "previous-token";
-    case HeadKind::first:
-      return "first-token";
-    case HeadKind::self:
-      return "self";
-    case HeadKind::broad:
-      return "broad";
-    case HeadKind::induction:
-      return "induction";
-    case HeadKind::none:
-      break;
-  }
-  return "none";
+  return name_in(kHeadKindNames, k);
 }
 
 const char* short_label(HeadKind k) {
@@ -151,17 +149,9 @@ const char* short_label(HeadKind k) {
 }
 
 bool parse_head_kind(const std::string& s, HeadKind& out) {
-  if (s == to_string(HeadKind::none)) {
-    out = HeadKind::none;
-    return true;
-  }
-  for (HeadKind k : all_head_kinds()) {
-    if (s == to_string(k)) {
-      out = k;
-      return true;
-    }
-  }
-  return false;
+  const std::optional<HeadKind> k = value_in(kHeadKindNames, s);
+  if (k) out = *k;
+  return k.has_value();
 }
 
 float HeadScores::score(HeadKind k) const {

@@ -4,12 +4,16 @@
 #include <chrono>
 #include <cstdio>
 
+#include "attnviz/enum_names.hpp"
 #include "attnviz/saturating.hpp"
 #include "attnviz/viz/stages.hpp"
 #include "gpt_file.hpp"
 
 namespace attnviz::viz {
 namespace {
+
+constexpr EnumName<ModelKind> kModelKindNames[] = {
+    {ModelKind::layer, "layer"}, {ModelKind::seeded, "seeded"}, {ModelKind::file, "file"}};
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -18,29 +22,17 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 const char* to_string(ModelKind k) {
-  switch (k) {
-    case ModelKind::seeded:
-      return "seeded";
-    case ModelKind::file:
-      return "file";
-    case ModelKind::layer:
-      break;
-  }
-  return "layer";
+  return name_in(kModelKindNames, k);
 }
 
 bool parse_model_kind(const std::string& s, ModelKind& out) {
-  for (ModelKind k : {ModelKind::layer, ModelKind::seeded, ModelKind::file})
-    if (s == to_string(k)) {
-      out = k;
-      return true;
-    }
-  return false;
+  const std::optional<ModelKind> k = value_in(kModelKindNames, s);
+  if (k) out = *k;
+  return k.has_value();
 }
 
 void ModelSession::drop_job() {
-  if (pending_) orphans_.emplace_back(ticket_in_flight_, std::move(pending_));
-  ticket_in_flight_ = 0;
+  if (auto dropped = job_.drop(); dropped.second) orphans_.push_back(std::move(dropped));
   note_.clear();
 }
 
@@ -223,12 +215,9 @@ Status ModelSession::recompute(const std::string& text) {
     auto job = std::make_unique<GptResult>();
     const GptRequest req = this->request();
     if (Status begun = begin_gpt_forward(gm.weights(), gm.options(), ids, req, *job); begun.is_ok()) {
-      pending_ = std::move(job);
       pending_request_ = req;
-      job_request_ = request;
-      requested_ = t0;
-      ticket_in_flight_ = ++ticket_;
-      offload->start(ticket_in_flight_, gm.shared_weights(), gm.options(), req, *pending_);
+      const int ticket = job_.hold(std::move(job), request, t0);
+      offload->start(ticket, gm.shared_weights(), gm.options(), req, job_.job());
       return Status::ok();
     } else {
       refused = begun.error;
@@ -255,25 +244,25 @@ void ModelSession::deliver(int ticket, Status outcome, double ms) {
       orphans_.erase(it);
       return;
     }
-  if (ticket != ticket_in_flight_ || !pending_) return;
-  ticket_in_flight_ = 0;
-  std::unique_ptr<GptResult> r = std::move(pending_);
+  std::unique_ptr<GptResult> r = job_.take(ticket);
+  if (!r) return;
   if (outcome.is_ok()) outcome = end_gpt_forward(pending_request_, *r);
   if (outcome.is_ok()) {
     note_.clear();
-    if (job_request_ > result_request_) {  // else a newer pass is on screen already
+    if (job_.request() > result_request_) {  // else a newer pass is on screen already
       r->seconds = ms / 1e3;
       result_ = std::move(*r);
-      result_request_ = job_request_;
+      result_request_ = job_.request();
       error_.clear();
-      adopt(ms_since(requested_));
+      adopt(ms_since(job_.requested()));
     }
-    if (request_ > result_request_) recompute(text_);  // edits made while the job was in flight
+    // Edits made while the job was in flight; a failure stays in error() for the view to show.
+    if (request_ > result_request_) (void)recompute(text_);
     return;
   }
   note_ = outcome.error + ": this pass was computed by the CPU engine instead";
   cpu_only_ = true;
-  recompute(text_);
+  (void)recompute(text_);  // a failure stays in error() for the view to show
   cpu_only_ = false;
 }
 

@@ -3,6 +3,8 @@
 #include <array>
 #include <cmath>
 
+#include "attnviz/enum_names.hpp"
+
 namespace attnviz::viz {
 namespace {
 
@@ -45,6 +47,15 @@ unsigned channel(std::uint32_t rgb, int shift) {
 
 }  // namespace
 
+namespace {
+
+constexpr EnumName<Palette> kPaletteNames[] = {{Palette::blues, "blues"},
+                                               {Palette::viridis, "viridis"},
+                                               {Palette::cividis, "cividis"},
+                                               {Palette::diverging, "diverging"}};
+
+}  // namespace
+
 const std::vector<Palette>& all_palettes() {
   static const std::vector<Palette> all = {Palette::blues, Palette::viridis, Palette::cividis,
                                            Palette::diverging};
@@ -52,23 +63,11 @@ const std::vector<Palette>& all_palettes() {
 }
 
 const char* to_string(Palette p) {
-  switch (p) {
-    case Palette::viridis:
-      return "viridis";
-    case Palette::cividis:
-      return "cividis";
-    case Palette::diverging:
-      return "diverging";
-    case Palette::blues:
-      break;
-  }
-  return "blues";
+  return name_in(kPaletteNames, p);
 }
 
 std::optional<Palette> parse_palette(std::string_view s) {
-  for (Palette p : all_palettes())
-    if (s == to_string(p)) return p;
-  return std::nullopt;
+  return value_in(kPaletteNames, s);
 }
 
 std::uint32_t color_at(Palette p, float t) {

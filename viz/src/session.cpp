@@ -60,11 +60,8 @@ Status Session::recompute() {
     auto job = std::make_unique<Result>();
     TorchGenerator g = after_build_;
     if (Status st = begin_forward(c, params_, in, g, *job); !st.is_ok()) return fail(st);
-    pending_ = std::move(job);
-    job_request_ = request;
-    requested_ = t0;
-    ticket_in_flight_ = ++ticket_;
-    offload->start(ticket_in_flight_, c, params_, params_id_, *pending_);
+    const int ticket = job_.hold(std::move(job), request, t0);
+    offload->start(ticket, c, params_, params_id_, job_.job());
     return Status::ok();
   }
   TorchGenerator g = after_build_;
@@ -79,26 +76,26 @@ Status Session::recompute() {
 }
 
 void Session::deliver(int ticket, Status outcome, double ms) {
-  if (ticket != ticket_in_flight_ || !pending_) return;
-  ticket_in_flight_ = 0;
-  std::unique_ptr<Result> r = std::move(pending_);
+  std::unique_ptr<Result> r = job_.take(ticket);
+  if (!r) return;
   if (outcome.is_ok()) outcome = end_forward(*r);
   if (outcome.is_ok()) {
     note_.clear();
-    if (job_request_ > result_request_) {  // else a newer result is on screen already
+    if (job_.request() > result_request_) {  // else a newer result is on screen already
       r->seconds = ms / 1e3;
       result_ = std::move(*r);
-      result_request_ = job_request_;
+      result_request_ = job_.request();
       has_result_ = true;
       ++generation_;
-      last_ms_ = ms_since(requested_);
+      last_ms_ = ms_since(job_.requested());
     }
-    if (request_ > result_request_) recompute();  // edits made while the job was in flight
+    // Edits made while the job was in flight; a failure stays in error() for the view to show.
+    if (request_ > result_request_) (void)recompute();
     return;
   }
   note_ = outcome.error + ": this view was computed by the CPU engine instead";
   cpu_only_ = true;
-  recompute();
+  (void)recompute();  // a failure stays in error() for the view to show
   cpu_only_ = false;
 }
 

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "attnviz/enum_names.hpp"
+
 namespace attnviz::viz {
 namespace {
 
@@ -69,6 +71,17 @@ StageInfo make_info(const char* title, std::string formula, std::string shape) {
 
 }  // namespace
 
+namespace {
+
+constexpr EnumName<StageId> kStageNames[] = {
+    {StageId::inputs, "inputs"},   {StageId::queries, "queries"}, {StageId::keys, "keys"},
+    {StageId::values, "values"},   {StageId::scores, "scores"},   {StageId::scaled, "scaled"},
+    {StageId::masked, "masked"},   {StageId::weights, "weights"}, {StageId::dropped, "dropped"},
+    {StageId::context, "context"}, {StageId::output, "output"},
+};
+
+}  // namespace
+
 const std::vector<StageId>& all_stages() {
   static const std::vector<StageId> all = {
       StageId::inputs, StageId::queries, StageId::keys,    StageId::values,  StageId::scores, StageId::scaled,
@@ -77,41 +90,13 @@ const std::vector<StageId>& all_stages() {
 }
 
 const char* to_string(StageId s) {
-  switch (s) {
-    case StageId::inputs:
-      return "inputs";
-    case StageId::queries:
-      return "queries";
-    case StageId::keys:
-      return "keys";
-    case StageId::values:
-      return "values";
-    case StageId::scores:
-      return "scores";
-    case StageId::scaled:
-      return "scaled";
-    case StageId::masked:
-      return "masked";
-    case StageId::weights:
-      return "weights";
-    case StageId::dropped:
-      return "dropped";
-    case StageId::context:
-      return "context";
-    case StageId::output:
-      return "output";
-  }
-  return "weights";
+  return name_in(kStageNames, s);
 }
 
 bool parse_stage(const std::string& s, StageId& out) {
-  for (StageId id : all_stages()) {
-    if (s == to_string(id)) {
-      out = id;
-      return true;
-    }
-  }
-  return false;
+  const std::optional<StageId> id = value_in(kStageNames, s);
+  if (id) out = *id;
+  return id.has_value();
 }
 
 StageInfo stage_info(const Result& r, StageId s) {

@@ -122,7 +122,7 @@ void open_layer(App& app, int layer, int head) {
   app.view.x0 = app.view.y0 = 0.0f;
   if (app.model.detail_layer() != layer) {
     app.model.set_detail_layer(layer);
-    app.model.recompute(app.session.text);
+    (void)app.model.recompute(app.session.text);  // on failure the last good pass stays and error() explains
   }
 }
 
@@ -225,7 +225,7 @@ void sync_model_compare(App& app) {
     b.share(a);
   }
   b.set_detail_layer(layer_b);
-  b.recompute(text_b);
+  (void)b.recompute(text_b);  // on failure side B keeps its last good pass and its error() explains
 }
 
 void step_generation(App& app) {
@@ -286,7 +286,7 @@ void draw_model_panel(App& app) {
     if (mv.open_request)
       mv.open_request(c);
     else
-      open_model(app, c);
+      (void)open_model(app, c);  // a failure is in open_error, which the panel shows
   }
   ImGui::EndDisabled();
   ImGui::PushTextWrapPos(0.0f);

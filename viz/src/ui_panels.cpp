@@ -238,11 +238,11 @@ void draw_export(App& app) {
 
 void recompute(App& app) {
   if (model_mode(app)) {
-    app.model.recompute(app.session.text);  // on failure the last good pass stays and error() explains
+    (void)app.model.recompute(app.session.text);  // on failure the last good pass stays and error() explains
     sync_compare(app);
     return;
   }
-  app.session.recompute();  // on failure the last good result stays and error() explains
+  (void)app.session.recompute();  // on failure the last good result stays and error() explains
   sync_compare(app);
 }
 
@@ -271,7 +271,7 @@ void sync_compare(App& app) {
     case CompareMode::off:
       break;
   }
-  cs.b.recompute();
+  (void)cs.b.recompute();  // on failure side B keeps its last good result and its error() explains
   cs.synced = app.session.generation();
 }
 

@@ -123,7 +123,8 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_set_text(const char* text) {
     }
     release_keyboard();
     app.session.text = t;
-    attnviz::viz::start(app);  // recomputes, and brings the compare session up to date
+    // Recomputes, and brings the compare session up to date; a failure is the view's error, returned below.
+    (void)attnviz::viz::start(app);
     draw_now();
     return app.model.is_open() ? app.model.error() : app.session.error();
   });

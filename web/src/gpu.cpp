@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "attnviz/enum_names.hpp"
+
 namespace attnviz::web {
 namespace {
 
@@ -94,22 +96,19 @@ EM_JS(void, gpu_init, (), {
 
 namespace attnviz::web {
 
+namespace {
+
+constexpr EnumName<Backend> kBackendNames[] = {
+    {Backend::automatic, "auto"}, {Backend::wasm, "wasm"}, {Backend::webgpu, "webgpu"}};
+
+}  // namespace
+
 const char* to_string(Backend b) {
-  switch (b) {
-    case Backend::automatic:
-      return "auto";
-    case Backend::wasm:
-      return "wasm";
-    case Backend::webgpu:
-      return "webgpu";
-  }
-  return "?";
+  return name_in(kBackendNames, b);
 }
 
 std::optional<Backend> parse_backend(std::string_view s) {
-  for (Backend b : {Backend::automatic, Backend::wasm, Backend::webgpu})
-    if (s == to_string(b)) return b;
-  return std::nullopt;
+  return value_in(kBackendNames, s);
 }
 
 void fit(Calibration& cal) {
@@ -135,10 +134,11 @@ void fit(Calibration& cal) {
 void GpuOffload::choose(Backend b) {
   if (b == choice_) return;
   choice_ = b;
+  // A failure stays in the session's error(), which the view shows.
   if (model_.is_open())
-    model_.recompute(session_.text);  // the model view's sentence is the session's
+    (void)model_.recompute(session_.text);  // the model view's sentence is the session's
   else
-    session_.recompute();
+    (void)session_.recompute();
 }
 
 void GpuOffload::init() {
@@ -206,7 +206,7 @@ void GpuOffload::finish_calibration() {
   probe_result_ = Result();
   if (choice_ == Backend::automatic && session_.has_result() &&
       wants(session_.result().config, session_.result().tokens_count()))
-    session_.recompute();
+    (void)session_.recompute();  // a failure stays in error(), which the view shows
 }
 
 void GpuOffload::done(int ticket, bool ok, std::string error, double ms) {

@@ -336,7 +336,7 @@ void GpuOffload::finish_model_calibration() {
   probe_weights_.reset();
   probe_pass_ = GptResult();
   if (choice_ == Backend::automatic && model_.is_open() && !std::isinf(model_cal_.threshold_gflop))
-    model_.recompute(session_.text);  // the view may go to the GPU now
+    (void)model_.recompute(session_.text);  // the view may go to the GPU now; a failure stays in error()
 }
 
 void GpuOffload::draw_model_calibration() const {

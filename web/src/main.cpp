@@ -221,8 +221,8 @@ void start_page() {
   app.session.offload = &page->gpu;
   app.model.offload = &page->gpu;
   app.host_controls = [] { page->gpu.draw_controls(); };
-  app.coalesce_ms = 50.0;  // keys typed while a recompute longer than this runs make one recompute
-  attnviz::viz::start(app);
+  app.coalesce_ms = 50.0;          // keys typed while a recompute longer than this runs make one recompute
+  (void)attnviz::viz::start(app);  // the default view: a failure is the view's error, shown in place
   const Applied linked = apply_state_json(hooks::initial_state().c_str(), app);
   if (linked.refused) app.message = "this link's settings were not used: " + linked.status.error;
   attnviz::WindowOptions wo;

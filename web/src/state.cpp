@@ -59,7 +59,8 @@ Applied apply_state_json(const char* json, viz::App& app) {
   // The head and the locked cell must be in the view (a link to a model file not chosen yet waits for it).
   const bool waiting = !app.model.is_open() && !app.model_view.wanted_file.empty();
   if (Status range = check_head_and_cell(app); !waiting && !range.is_ok()) {
-    apply_state_args(before, app);
+    (void)apply_state_args(before,
+                           app);  // the state applied before this call: back to it, and the range is the news
     return refuse(range.error);
   }
   return {st, false};

@@ -7,7 +7,9 @@
 
 namespace attnviz {
 
-struct Status {
+// [[nodiscard]]: a Status dropped is an error never reported. A caller that means to drop one (the error is
+// kept and shown elsewhere) says so with (void) and a comment.
+struct [[nodiscard]] Status {
   std::string error;  // empty on success: one human-readable line otherwise
 
   static Status ok() { return {}; }

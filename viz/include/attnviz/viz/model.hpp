@@ -15,6 +15,7 @@
 
 #include "attnviz/gpt.hpp"
 #include "attnviz/viz/head_kinds.hpp"
+#include "attnviz/viz/offload_slot.hpp"
 #include "model_source.hpp"
 
 namespace attnviz::viz {
@@ -88,7 +89,7 @@ class ModelSession {
   // The offload's outcome for `ticket`: on success its pass becomes the view; on failure the engine
   // computes it instead and note() says why.
   void deliver(int ticket, Status outcome, double ms);
-  bool computing() const { return ticket_in_flight_ != 0; }
+  bool computing() const { return job_.busy(); }
   // Why the last offloaded pass was computed by the engine instead; empty when it was not.
   const std::string& note() const { return note_; }
   // Appends `steps` greedy tokens (generate_text_simple) to `text` and recomputes; the new pieces' text is
@@ -133,17 +134,14 @@ class ModelSession {
   std::string error_;
   int generation_ = 0;
   double last_ms_ = 0.0, open_ms_ = 0.0;
-  // The offloaded job, as Session keeps its own: its pass is filled elsewhere until deliver(ticket).
-  // Recompute calls are numbered, so a job that lands after a newer pass was shown is dropped, and an edit
-  // made while it was in flight is computed when it lands.
-  std::unique_ptr<GptResult> pending_;
+  // The offloaded job, in the slot Session keeps its own in: its pass is filled elsewhere until
+  // deliver(ticket).
+  OffloadSlot<GptResult> job_;
   GptRequest pending_request_;
   std::vector<std::pair<int, std::unique_ptr<GptResult>>> orphans_;  // jobs of a model closed meanwhile
-  int ticket_ = 0, ticket_in_flight_ = 0;
-  long request_ = 0, job_request_ = 0, result_request_ = 0;
+  long request_ = 0, result_request_ = 0;
   std::string text_;       // the text of the last recompute (an edit made during a job)
   bool cpu_only_ = false;  // recomputing after the offload failed
-  std::chrono::steady_clock::time_point requested_;
   std::string note_;
 };
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "attnviz/engine.hpp"
+#include "attnviz/viz/offload_slot.hpp"
 
 namespace attnviz::viz {
 
@@ -46,7 +47,7 @@ class Session {
   // The offload's outcome for `ticket`: on success its result becomes the view; on failure the CPU engine
   // computes it instead and note() says why.
   void deliver(int ticket, Status outcome, double ms);
-  bool computing() const { return ticket_in_flight_ != 0; }
+  bool computing() const { return job_.busy(); }
   // Why the last offloaded job was computed on the CPU instead; empty when it was not.
   const std::string& note() const { return note_; }
 
@@ -62,13 +63,11 @@ class Session {
   Result result_;
   Params params_;
   int params_id_ = 0;
-  std::unique_ptr<Result> pending_;  // the offloaded job's result, filled elsewhere
-  int ticket_ = 0, ticket_in_flight_ = 0;
+  OffloadSlot<Result> job_;  // the offloaded job, its result filled elsewhere
   // Requests (recompute calls) are numbered, so a job that lands after a newer result was shown is dropped,
   // and an edit made while a job was in flight is computed when it lands.
-  long request_ = 0, job_request_ = 0, result_request_ = 0;
+  long request_ = 0, result_request_ = 0;
   bool cpu_only_ = false;  // recomputing after the offload failed
-  std::chrono::steady_clock::time_point requested_;
   std::string note_;
   TorchGenerator after_build_;  // the generator right after the parameter draw: forward draws dropout from it
   Config params_key_;
