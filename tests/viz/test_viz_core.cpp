@@ -147,7 +147,7 @@ TEST_CASE("dropout cells: dropped ones are flagged, kept ones carry the 1/(1-p) 
   CHECK(kept > 0);
 }
 
-TEST_CASE("colorize: ranges per head, per row, shared and fixed; masked and dropped colours") {
+TEST_CASE("colorize: ranges per head, per row, shared and fixed, and masked and dropped colours") {
   const Result r = book_result(Variant::mha, 0.5);
   const MatrixDesc w = stage_matrix(r, StageId::weights, 0);
   std::vector<std::uint32_t> px;
@@ -188,7 +188,7 @@ TEST_CASE("colorize: ranges per head, per row, shared and fixed; masked and drop
   CHECK(std::isnan(normalize(-HUGE_VALF, {0.0f, 1.0f}, false)));
 }
 
-TEST_CASE("aggregates: mean and max over all heads or a subset; differences") {
+TEST_CASE("aggregates: mean and max over all heads or a subset, and differences") {
   Config c;
   apply(*find_preset("book"), c);
   c.num_heads = 3;
@@ -321,7 +321,7 @@ struct FakeOffload : Offload {
 }  // namespace
 
 TEST_CASE(
-    "session: an offloaded job lands later; edits meanwhile follow it; failure falls back with a note") {
+    "session: an offloaded job lands later, edits meanwhile follow it, and failure falls back with a note") {
   Session s;
   s.config.dropout = 0.25;
   REQUIRE(s.recompute().is_ok());  // on the CPU: no offload yet

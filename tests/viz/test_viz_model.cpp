@@ -228,7 +228,7 @@ TEST_CASE("model view: a thumbnail per layer and head, hover previews, a click o
   CHECK(app.model.ids().size() > 12u);
 }
 
-TEST_CASE("model view: the head-kind filter hides the other heads; the top 10 sums below 1") {
+TEST_CASE("model view: the head-kind filter hides the other heads, and the top 10 sums below 1") {
   Ui ui;
   App app;
   REQUIRE(open_model(app, folder_choice()).is_ok());
@@ -335,7 +335,7 @@ TEST_CASE("model view: compare a second layer, a second sentence, a second seed 
 }
 
 TEST_CASE(
-    "state args: a name or value with control bytes is refused in one line; what is written reads back") {
+    "state args: a name or value with control bytes is refused in one line, and what is written reads back") {
   // The state fuzzer's first find: a name holding a line break came back in CLI11's two-line message.
   App app;
   Status st = apply_state_args({{"te&t\xff\n", "one step"}, {"variant", "mha"}}, app);

@@ -189,7 +189,7 @@ TEST_CASE("model offload: a failed pass is computed by the engine, with a note")
   CHECK(ms.has_result());
 }
 
-TEST_CASE("model offload: a model closed while its pass is in flight never sees it; Generate waits") {
+TEST_CASE("model offload: a model closed while its pass is in flight never sees it, and Generate waits") {
   StandIn gpu;
   ModelSession ms;
   ms.offload = &gpu;
