@@ -19,7 +19,7 @@
 #include "layer_timing.hpp"
 #include "simd/pack.hpp"
 #include "simd/packed.hpp"
-#include "src/thread_pool.hpp"
+#include "common/thread_pool.hpp"
 
 using namespace attnviz;
 using namespace attnviz::bench;

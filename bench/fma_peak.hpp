@@ -5,7 +5,7 @@
 
 #include "layer_timing.hpp"
 #include "simd/packed.hpp"
-#include "src/thread_pool.hpp"
+#include "common/thread_pool.hpp"
 
 namespace attnviz::bench {
 

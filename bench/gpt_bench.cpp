@@ -19,7 +19,7 @@
 #if !defined(__EMSCRIPTEN__)
 #include <sys/resource.h>
 
-#include "io/gpt_file.hpp"
+#include "attnviz/io/gpt_file.hpp"
 #endif
 #include "fma_peak.hpp"
 #include "layer_timing.hpp"

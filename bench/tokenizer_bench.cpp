@@ -1,4 +1,4 @@
-// attnviz-tokenizer-bench: GPT-2 tokenizer throughput (engine/io/bpe.hpp) on one thread.
+// attnviz-tokenizer-bench: GPT-2 tokenizer throughput (engine/include/attnviz/io/bpe.hpp) on one thread.
 //   attnviz-tokenizer-bench [TEXT_FILE [VOCAB_DIR]]   (default: this repository's README.md, the built
 //   vocabulary)
 // The text is repeated to at least 8 MB. Prints tokens/s for the first pass (every piece merged and
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "bpe.hpp"
+#include "attnviz/io/bpe.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "attnviz/text.hpp"
-#include "bpe.hpp"
+#include "attnviz/io/bpe.hpp"
 
 namespace {
 

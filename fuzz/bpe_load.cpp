@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bpe.hpp"
+#include "attnviz/io/bpe.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "gpt_config.hpp"
+#include "attnviz/io/gpt_config.hpp"
 
 namespace {
 

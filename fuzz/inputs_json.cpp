@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "attnviz/text.hpp"
-#include "json_io.hpp"
+#include "attnviz/io/json_io.hpp"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "gpt_file.hpp"
-#include "safetensors.hpp"
+#include "attnviz/io/gpt_file.hpp"
+#include "attnviz/io/safetensors.hpp"
 
 volatile float g_sink;  // keeps the reads below from being optimized away
 

@@ -9,8 +9,8 @@
 #include "attnviz/saturating.hpp"
 #include "attnviz/viz/export.hpp"
 #include "config_args.hpp"
-#include "files.hpp"
-#include "model_source.hpp"
+#include "attnviz/io/files.hpp"
+#include "attnviz/io/model_source.hpp"
 #include "view_args.hpp"
 #include "window.hpp"
 

@@ -13,12 +13,12 @@
 
 #include "attnviz/engine.hpp"
 #include "attnviz/saturating.hpp"
-#include "bpe.hpp"
+#include "attnviz/io/bpe.hpp"
 #include "config_args.hpp"
-#include "files.hpp"
-#include "json_io.hpp"
+#include "attnviz/io/files.hpp"
+#include "attnviz/io/json_io.hpp"
 #include "model_cli.hpp"
-#include "model_source.hpp"
+#include "attnviz/io/model_source.hpp"
 #include "terminal.hpp"
 
 namespace attnviz {

@@ -7,8 +7,8 @@
 #include <string_view>
 
 #include "attnviz/gpt.hpp"
-#include "gpt_json.hpp"
-#include "model_source.hpp"
+#include "attnviz/io/gpt_json.hpp"
+#include "attnviz/io/model_source.hpp"
 #include "terminal.hpp"
 
 namespace attnviz {

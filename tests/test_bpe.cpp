@@ -1,4 +1,4 @@
-// GPT-2's tokenizer (engine/io/bpe.hpp): known ids, labels, a truncated vocabulary against a plain port of
+// GPT-2's tokenizer (engine/include/attnviz/io/bpe.hpp): known ids, labels, a truncated vocabulary against a plain port of
 // GPT-2's bpe(), every refusal of a malformed vocabulary, and round trips. The full corpus is compared with
 // npm gpt-3-encoder by the tokenizer.oracle test.
 #include <doctest/doctest.h>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "attnviz/text.hpp"
-#include "bpe.hpp"
+#include "attnviz/io/bpe.hpp"
 
 using attnviz::Bpe;
 using attnviz::Status;

@@ -11,7 +11,7 @@
 #include "attnviz/engine.hpp"
 #include "cli_run.hpp"
 #include "config_args.hpp"
-#include "json_io.hpp"
+#include "attnviz/io/json_io.hpp"
 
 using attnviz::test::check_refused;
 using attnviz::test::cli;

@@ -9,7 +9,7 @@
 
 #include "attnviz/engine.hpp"
 #include "check.hpp"
-#include "json_io.hpp"
+#include "attnviz/io/json_io.hpp"
 
 using namespace attnviz;
 using nlohmann::json;

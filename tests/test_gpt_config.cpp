@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "gpt_config.hpp"
-#include "gpt_file.hpp"
+#include "attnviz/io/gpt_config.hpp"
+#include "attnviz/io/gpt_file.hpp"
 #include "safetensors_writer.hpp"
 
 namespace attnviz {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 #endif
 
-#include "gpt_file.hpp"
+#include "attnviz/io/gpt_file.hpp"
 #include "safetensors_writer.hpp"
 
 namespace attnviz {

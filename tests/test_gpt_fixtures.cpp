@@ -13,9 +13,9 @@
 #include <sstream>
 
 #include "attnviz/gpt.hpp"
-#include "bpe.hpp"
+#include "attnviz/io/bpe.hpp"
 #include "check.hpp"
-#include "gpt_file.hpp"
+#include "attnviz/io/gpt_file.hpp"
 
 using namespace attnviz;
 using nlohmann::json;

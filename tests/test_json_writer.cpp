@@ -11,7 +11,7 @@
 #include <random>
 #include <string>
 
-#include "json_writer.hpp"
+#include "attnviz/io/json_writer.hpp"
 
 using namespace attnviz;
 

@@ -11,10 +11,10 @@
 #include "attnviz/gpt.hpp"
 #include "cli_run.hpp"
 #include "config_args.hpp"
-#include "gpt_file.hpp"
-#include "gpt_json.hpp"
+#include "attnviz/io/gpt_file.hpp"
+#include "attnviz/io/gpt_json.hpp"
 #include "model_cli.hpp"
-#include "model_source.hpp"
+#include "attnviz/io/model_source.hpp"
 #include "safetensors_writer.hpp"
 
 using attnviz::test::check_refused;

@@ -11,7 +11,7 @@
 #include <unistd.h>
 #endif
 
-#include "safetensors.hpp"
+#include "attnviz/io/safetensors.hpp"
 #include "safetensors_writer.hpp"
 
 namespace attnviz {

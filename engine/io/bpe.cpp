@@ -1,5 +1,5 @@
-#include "bpe.hpp"
-#include "files.hpp"
+#include "attnviz/io/bpe.hpp"
+#include "attnviz/io/files.hpp"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

@@ -1,4 +1,4 @@
-#include "gpt_config.hpp"
+#include "attnviz/io/gpt_config.hpp"
 
 #include <cstdint>
 #include <new>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "attnviz/text.hpp"
-#include "safetensors.hpp"
+#include "attnviz/io/safetensors.hpp"
 
 namespace attnviz {
 namespace {

@@ -1,9 +1,9 @@
-#include "gpt_json.hpp"
+#include "attnviz/io/gpt_json.hpp"
 
 #include <cstdio>
 
 #include "attnviz/text.hpp"
-#include "json_writer.hpp"
+#include "attnviz/io/json_writer.hpp"
 
 namespace attnviz {
 namespace {

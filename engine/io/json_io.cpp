@@ -1,11 +1,11 @@
-#include "json_io.hpp"
+#include "attnviz/io/json_io.hpp"
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "attnviz/saturating.hpp"
-#include "json_writer.hpp"
-#include "safetensors.hpp"  // json_error_text
+#include "attnviz/io/json_writer.hpp"
+#include "attnviz/io/safetensors.hpp"  // json_error_text
 
 namespace attnviz {
 namespace {

@@ -1,4 +1,4 @@
-#include "model_source.hpp"
+#include "attnviz/io/model_source.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 
 #include "attnviz/saturating.hpp"
 #include "attnviz/text.hpp"
-#include "gpt_file.hpp"
+#include "attnviz/io/gpt_file.hpp"
 
 #if !defined(__EMSCRIPTEN__)
 #include <sys/resource.h>

@@ -1,7 +1,7 @@
-#include "safetensors.hpp"
+#include "attnviz/io/safetensors.hpp"
 
 #include "attnviz/text.hpp"
-#include "files.hpp"
+#include "attnviz/io/files.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <xsimd/xsimd.hpp>
 
-#include "../src/thread_pool.hpp"
+#include "common/thread_pool.hpp"
 
 namespace attnviz::simd {
 

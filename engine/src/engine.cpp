@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "../reference/kernels.hpp"
+#include "reference/kernels.hpp"
 #include "fast.hpp"
 
 namespace attnviz {

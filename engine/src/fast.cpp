@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../simd/layer.hpp"
-#include "../simd/pack.hpp"
-#include "../simd/packed.hpp"
+#include "simd/layer.hpp"
+#include "simd/pack.hpp"
+#include "simd/packed.hpp"
 
 namespace attnviz {
 namespace {

@@ -13,10 +13,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "../reference/kernels.hpp"
-#include "../simd/layer.hpp"
-#include "../simd/pack.hpp"
-#include "../simd/packed.hpp"
+#include "reference/kernels.hpp"
+#include "simd/layer.hpp"
+#include "simd/pack.hpp"
+#include "simd/packed.hpp"
 #include "attnviz/gpt.hpp"
 #include "fast.hpp"
 #include "gpt_pass.hpp"

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <new>
 
-#include "../simd/pack.hpp"
-#include "../simd/packed.hpp"
+#include "simd/pack.hpp"
+#include "simd/packed.hpp"
 #include "attnviz/gpt.hpp"
 
 namespace attnviz {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "../simd/packed.hpp"
+#include "simd/packed.hpp"
 #include "attnviz/engine.hpp"
 #include "attnviz/saturating.hpp"
 

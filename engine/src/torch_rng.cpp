@@ -7,10 +7,10 @@
 
 #include "rng_kernels.hpp"
 #if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
-#include "../simd/rng.hpp"
+#include "simd/rng.hpp"
 #define ATTNVIZ_RNG_AVX2 1
 #elif defined(__wasm_simd128__)
-#include "../simd/rng.hpp"
+#include "simd/rng.hpp"
 #define ATTNVIZ_RNG_SIMD128 1
 #endif
 

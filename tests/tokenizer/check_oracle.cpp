@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "bpe.hpp"
+#include "attnviz/io/bpe.hpp"
 
 namespace {
 

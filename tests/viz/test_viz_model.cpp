@@ -11,7 +11,7 @@
 
 #include "attnviz/viz/app.hpp"
 #include "attnviz/viz/model.hpp"
-#include "model_source.hpp"
+#include "attnviz/io/model_source.hpp"
 #include "ui_harness.hpp"
 #include "view_args.hpp"
 

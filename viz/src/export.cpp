@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "files.hpp"
-#include "json_io.hpp"
+#include "attnviz/io/files.hpp"
+#include "attnviz/io/json_io.hpp"
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STB_IMAGE_WRITE_STATIC

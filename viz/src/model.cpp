@@ -7,7 +7,7 @@
 #include "attnviz/enum_names.hpp"
 #include "attnviz/saturating.hpp"
 #include "attnviz/viz/stages.hpp"
-#include "gpt_file.hpp"
+#include "attnviz/io/gpt_file.hpp"
 
 namespace attnviz::viz {
 namespace {

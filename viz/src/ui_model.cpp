@@ -11,8 +11,8 @@
 #include <cstdio>
 
 #include "attnviz/viz/export.hpp"
-#include "gpt_file.hpp"
-#include "gpt_json.hpp"
+#include "attnviz/io/gpt_file.hpp"
+#include "attnviz/io/gpt_json.hpp"
 #include "ui_internal.hpp"
 
 namespace attnviz::viz {

@@ -12,9 +12,9 @@
 
 #include "attnviz/engine.hpp"
 #include "budget.hpp"
-#include "gpt_json.hpp"
+#include "attnviz/io/gpt_json.hpp"
 #include "guard.hpp"
-#include "json_io.hpp"
+#include "attnviz/io/json_io.hpp"
 #include "page.hpp"
 #include "view_args.hpp"
 

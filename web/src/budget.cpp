@@ -4,7 +4,7 @@
 #include <malloc.h>
 
 #include "attnviz/saturating.hpp"
-#include "json_io.hpp"
+#include "attnviz/io/json_io.hpp"
 
 namespace attnviz::web {
 namespace {

@@ -16,7 +16,7 @@
 #include "attnviz/gpt.hpp"
 #include "attnviz/viz/head_kinds.hpp"
 #include "attnviz/viz/offload_slot.hpp"
-#include "model_source.hpp"
+#include "attnviz/io/model_source.hpp"
 
 namespace attnviz::viz {
 

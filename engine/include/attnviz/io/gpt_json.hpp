@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "attnviz/gpt.hpp"
-#include "bpe.hpp"
+#include "attnviz/io/bpe.hpp"
 
 namespace attnviz {
 

@@ -1,4 +1,4 @@
-#include "thread_pool.hpp"
+#include "common/thread_pool.hpp"
 
 #include <chrono>
 #include <memory>

@@ -11,7 +11,7 @@
 
 #include "attnviz/gpt.hpp"
 #include "attnviz/status.hpp"
-#include "bpe.hpp"
+#include "attnviz/io/bpe.hpp"
 
 namespace attnviz {
 

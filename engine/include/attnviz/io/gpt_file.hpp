@@ -18,7 +18,7 @@
 
 #include "attnviz/gpt.hpp"
 #include "attnviz/status.hpp"
-#include "safetensors.hpp"
+#include "attnviz/io/safetensors.hpp"
 
 namespace attnviz {
 
