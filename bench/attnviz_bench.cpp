@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "attnviz/engine.hpp"
+#include "common/thread_pool.hpp"
 #include "fma_peak.hpp"
 #include "layer_timing.hpp"
 #include "simd/pack.hpp"
 #include "simd/packed.hpp"
-#include "common/thread_pool.hpp"
 
 using namespace attnviz;
 using namespace attnviz::bench;

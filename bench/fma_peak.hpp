@@ -3,9 +3,9 @@
 
 #include <vector>
 
+#include "common/thread_pool.hpp"
 #include "layer_timing.hpp"
 #include "simd/packed.hpp"
-#include "common/thread_pool.hpp"
 
 namespace attnviz::bench {
 

@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "attnviz/text.hpp"
 #include "attnviz/io/bpe.hpp"
+#include "attnviz/text.hpp"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "attnviz/text.hpp"
 #include "attnviz/io/json_io.hpp"
+#include "attnviz/text.hpp"
 
 namespace {
 

@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "attnviz/engine.hpp"
+#include "attnviz/io/files.hpp"
+#include "attnviz/io/model_source.hpp"
 #include "attnviz/saturating.hpp"
 #include "attnviz/viz/export.hpp"
 #include "config_args.hpp"
-#include "attnviz/io/files.hpp"
-#include "attnviz/io/model_source.hpp"
 #include "view_args.hpp"
 #include "window.hpp"
 

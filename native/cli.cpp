@@ -12,13 +12,13 @@
 #include <sstream>
 
 #include "attnviz/engine.hpp"
-#include "attnviz/saturating.hpp"
 #include "attnviz/io/bpe.hpp"
-#include "config_args.hpp"
 #include "attnviz/io/files.hpp"
 #include "attnviz/io/json_io.hpp"
-#include "model_cli.hpp"
 #include "attnviz/io/model_source.hpp"
+#include "attnviz/saturating.hpp"
+#include "config_args.hpp"
+#include "model_cli.hpp"
 #include "terminal.hpp"
 
 namespace attnviz {

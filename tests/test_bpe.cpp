@@ -1,6 +1,6 @@
-// GPT-2's tokenizer (engine/include/attnviz/io/bpe.hpp): known ids, labels, a truncated vocabulary against a plain port of
-// GPT-2's bpe(), every refusal of a malformed vocabulary, and round trips. The full corpus is compared with
-// npm gpt-3-encoder by the tokenizer.oracle test.
+// GPT-2's tokenizer (engine/include/attnviz/io/bpe.hpp): known ids, labels, a truncated vocabulary against a
+// plain port of GPT-2's bpe(), every refusal of a malformed vocabulary, and round trips. The full corpus is
+// compared with npm gpt-3-encoder by the tokenizer.oracle test.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "attnviz/text.hpp"
 #include "attnviz/io/bpe.hpp"
+#include "attnviz/text.hpp"
 
 using attnviz::Bpe;
 using attnviz::Status;

@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "attnviz/engine.hpp"
+#include "attnviz/io/json_io.hpp"
 #include "cli_run.hpp"
 #include "config_args.hpp"
-#include "attnviz/io/json_io.hpp"
 
 using attnviz::test::check_refused;
 using attnviz::test::cli;

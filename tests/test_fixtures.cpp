@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "attnviz/engine.hpp"
-#include "check.hpp"
 #include "attnviz/io/json_io.hpp"
+#include "check.hpp"
 
 using namespace attnviz;
 using nlohmann::json;

@@ -14,8 +14,8 @@
 
 #include "attnviz/gpt.hpp"
 #include "attnviz/io/bpe.hpp"
-#include "check.hpp"
 #include "attnviz/io/gpt_file.hpp"
+#include "check.hpp"
 
 using namespace attnviz;
 using nlohmann::json;

@@ -9,12 +9,12 @@
 
 #include "attnviz/exec.hpp"
 #include "attnviz/gpt.hpp"
-#include "cli_run.hpp"
-#include "config_args.hpp"
 #include "attnviz/io/gpt_file.hpp"
 #include "attnviz/io/gpt_json.hpp"
-#include "model_cli.hpp"
 #include "attnviz/io/model_source.hpp"
+#include "cli_run.hpp"
+#include "config_args.hpp"
+#include "model_cli.hpp"
 #include "safetensors_writer.hpp"
 
 using attnviz::test::check_refused;

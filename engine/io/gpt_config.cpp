@@ -7,8 +7,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "attnviz/text.hpp"
 #include "attnviz/io/safetensors.hpp"
+#include "attnviz/text.hpp"
 
 namespace attnviz {
 namespace {

@@ -1,9 +1,9 @@
 #include "attnviz/io/gpt_file.hpp"
 
-#include "attnviz/saturating.hpp"
-#include "attnviz/text.hpp"
 #include "attnviz/io/files.hpp"
 #include "attnviz/io/gpt_config.hpp"
+#include "attnviz/saturating.hpp"
+#include "attnviz/text.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

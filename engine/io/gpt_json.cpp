@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
-#include "attnviz/text.hpp"
 #include "attnviz/io/json_writer.hpp"
+#include "attnviz/text.hpp"
 
 namespace attnviz {
 namespace {

@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "attnviz/saturating.hpp"
 #include "attnviz/io/json_writer.hpp"
 #include "attnviz/io/safetensors.hpp"  // json_error_text
+#include "attnviz/saturating.hpp"
 
 namespace attnviz {
 namespace {

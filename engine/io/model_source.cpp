@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "attnviz/io/gpt_file.hpp"
 #include "attnviz/saturating.hpp"
 #include "attnviz/text.hpp"
-#include "attnviz/io/gpt_file.hpp"
 
 #if !defined(__EMSCRIPTEN__)
 #include <sys/resource.h>

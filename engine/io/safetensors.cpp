@@ -1,7 +1,7 @@
 #include "attnviz/io/safetensors.hpp"
 
-#include "attnviz/text.hpp"
 #include "attnviz/io/files.hpp"
+#include "attnviz/text.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -7,8 +7,8 @@
 #include <string>
 #include <utility>
 
-#include "reference/kernels.hpp"
 #include "fast.hpp"
+#include "reference/kernels.hpp"
 
 namespace attnviz {
 namespace {

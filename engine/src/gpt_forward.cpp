@@ -13,13 +13,13 @@
 #include <cstdio>
 #include <cstring>
 
+#include "attnviz/gpt.hpp"
+#include "fast.hpp"
+#include "gpt_pass.hpp"
 #include "reference/kernels.hpp"
 #include "simd/layer.hpp"
 #include "simd/pack.hpp"
 #include "simd/packed.hpp"
-#include "attnviz/gpt.hpp"
-#include "fast.hpp"
-#include "gpt_pass.hpp"
 
 namespace attnviz {
 

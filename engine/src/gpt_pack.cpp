@@ -4,9 +4,9 @@
 #include <cstring>
 #include <new>
 
+#include "attnviz/gpt.hpp"
 #include "simd/pack.hpp"
 #include "simd/packed.hpp"
-#include "attnviz/gpt.hpp"
 
 namespace attnviz {
 

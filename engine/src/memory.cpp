@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "simd/packed.hpp"
 #include "attnviz/engine.hpp"
 #include "attnviz/saturating.hpp"
+#include "simd/packed.hpp"
 
 namespace attnviz {
 namespace {

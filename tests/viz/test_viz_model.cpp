@@ -9,9 +9,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "attnviz/io/model_source.hpp"
 #include "attnviz/viz/app.hpp"
 #include "attnviz/viz/model.hpp"
-#include "attnviz/io/model_source.hpp"
 #include "ui_harness.hpp"
 #include "view_args.hpp"
 

@@ -5,9 +5,9 @@
 #include <cstdio>
 
 #include "attnviz/enum_names.hpp"
+#include "attnviz/io/gpt_file.hpp"
 #include "attnviz/saturating.hpp"
 #include "attnviz/viz/stages.hpp"
-#include "attnviz/io/gpt_file.hpp"
 
 namespace attnviz::viz {
 namespace {

@@ -10,9 +10,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "attnviz/viz/export.hpp"
 #include "attnviz/io/gpt_file.hpp"
 #include "attnviz/io/gpt_json.hpp"
+#include "attnviz/viz/export.hpp"
 #include "ui_internal.hpp"
 
 namespace attnviz::viz {

@@ -11,10 +11,10 @@
 #include <string>
 
 #include "attnviz/engine.hpp"
-#include "budget.hpp"
 #include "attnviz/io/gpt_json.hpp"
-#include "guard.hpp"
 #include "attnviz/io/json_io.hpp"
+#include "budget.hpp"
+#include "guard.hpp"
 #include "page.hpp"
 #include "view_args.hpp"
 

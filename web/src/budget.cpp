@@ -3,8 +3,8 @@
 #include <emscripten/heap.h>
 #include <malloc.h>
 
-#include "attnviz/saturating.hpp"
 #include "attnviz/io/json_io.hpp"
+#include "attnviz/saturating.hpp"
 
 namespace attnviz::web {
 namespace {

@@ -1,6 +1,7 @@
 // Whole GPT-2 models: the book's chapter-4 GPTModel (drawn from a seed in PyTorch's construction order) or
-// weights loaded from a file (engine/include/attnviz/io/gpt_file.hpp), one forward pass that keeps what is asked for, an
-// incremental path that reuses the keys and values of an unchanged prefix, and greedy generation.
+// weights loaded from a file (engine/include/attnviz/io/gpt_file.hpp), one forward pass that keeps what is
+// asked for, an incremental path that reuses the keys and values of an unchanged prefix, and greedy
+// generation.
 //
 // GPT-2 as the book's GPTModel and Hugging Face's GPT2LMHeadModel compute it:
 //   x = drop(tok_emb[ids] + pos_emb[0..T))

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "attnviz/gpt.hpp"
-#include "attnviz/status.hpp"
 #include "attnviz/io/safetensors.hpp"
+#include "attnviz/status.hpp"
 
 namespace attnviz {
 

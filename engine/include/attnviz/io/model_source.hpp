@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "attnviz/gpt.hpp"
-#include "attnviz/status.hpp"
 #include "attnviz/io/bpe.hpp"
+#include "attnviz/status.hpp"
 
 namespace attnviz {
 

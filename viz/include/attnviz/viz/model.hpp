@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "attnviz/gpt.hpp"
+#include "attnviz/io/model_source.hpp"
 #include "attnviz/viz/head_kinds.hpp"
 #include "attnviz/viz/offload_slot.hpp"
-#include "attnviz/io/model_source.hpp"
 
 namespace attnviz::viz {
 
