@@ -177,11 +177,11 @@ Status parse_layers(const std::string& spec, int n_layers, bool& all, std::vecto
       return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
     };
     if (!digits(first) || !digits(last))
-      return Status::fail("--layers: " + quote_arg(part) + " is not a layer number or a range such as 2-5");
+      return Status::fail("--layers: " + quote(part) + " is not a layer number or a range such as 2-5");
     const std::optional<int> a = parse_decimal_int(first), b = parse_decimal_int(last);
-    if (!a || !b || *b >= n_layers) return Status::fail("--layers: " + quote_arg(part) + outside);
+    if (!a || !b || *b >= n_layers) return Status::fail("--layers: " + quote(part) + outside);
     if (*b < *a)
-      return Status::fail("--layers: " + quote_arg(part) + " is an empty range: give the lower layer first");
+      return Status::fail("--layers: " + quote(part) + " is an empty range: give the lower layer first");
     for (int l = *a; l <= *b; ++l)
       if (std::find(layers.begin(), layers.end(), l) == layers.end()) layers.push_back(l);
     i = end + 1;
@@ -210,7 +210,7 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   // nn.Module in training mode.
   spec.options.train = find_gpt_preset(m.model) ? !a.eval : m.train;
   const std::optional<DropoutRng> flavour = parse_dropout_rng(a.rng);
-  if (!flavour) return fail(Status::fail("unknown dropout rng " + quote_arg(a.rng) + " (cpu, mkl)"));
+  if (!flavour) return fail(Status::fail("unknown dropout rng " + quote(a.rng) + " (cpu, mkl)"));
   spec.options.dropout_rng = *flavour;
   if (Status st = exec_from_args(a, spec.options.exec); !st.is_ok()) return fail(st);
   spec.heads = a.heads.value_or(0);
@@ -238,7 +238,7 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
     } else if (item == "logits") {
       req.all_logits = true;
     } else {
-      return fail(Status::fail("--keep: unknown item " + quote_arg(item) +
+      return fail(Status::fail("--keep: unknown item " + quote(item) +
                                " (weights, scores, dropped, context, residuals, logits)"));
     }
   }

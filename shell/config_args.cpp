@@ -48,10 +48,10 @@ CLI::Validator decimal_int() {
         if (s.empty()) return {};
         bool negative = false;
         std::string digits;
-        if (!split_decimal(s, negative, digits)) return quote_arg(s) + " is not a decimal integer";
+        if (!split_decimal(s, negative, digits)) return quote(s) + " is not a decimal integer";
         const std::optional<int> v = parse_decimal_int(s);
         if (!v)
-          return quote_arg(s) + " is out of range (" + std::to_string(INT_MIN) + " to " +
+          return quote(s) + " is out of range (" + std::to_string(INT_MIN) + " to " +
                  std::to_string(INT_MAX) + ")";
         s = std::to_string(*v);
         return {};
@@ -83,7 +83,7 @@ CLI::Validator decimal_number() {
           while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
           ok = i > exponent;
         }
-        if (!ok || i != s.size()) return quote_arg(s) + " is not a decimal number";
+        if (!ok || i != s.size()) return quote(s) + " is not a decimal number";
         return {};
       },
       "", "decimal_number");
@@ -95,10 +95,10 @@ CLI::Validator torch_seed() {
         if (s.empty()) return {};
         bool negative = false;
         std::string digits;
-        if (!split_decimal(s, negative, digits)) return quote_arg(s) + " is not a decimal integer";
+        if (!split_decimal(s, negative, digits)) return quote(s) + " is not a decimal integer";
         std::uint64_t v = 0;
         if (!to_u64(digits, v) || (negative && v > (std::uint64_t{1} << 63)))
-          return quote_arg(s) +
+          return quote(s) +
                  " is outside torch.manual_seed's range (-9223372036854775808 to 18446744073709551615)";
         s = std::to_string(negative ? ~v + 1 : v);  // PyTorch reads a negative seed as its two's complement
         return {};
@@ -126,8 +126,8 @@ void add_memory_budget_option(CLI::App& app, ConfigArgs& a) {
               scale = 1'000'000'000;
             std::uint64_t v = 0;
             if (digits == 0 || scale == 0 || !to_u64(s.substr(0, digits), v))
-              return quote_arg(s) + " is not a size: give bytes, or a whole number of kB, MB or GB";
-            if (v == 0 || v > UINT64_MAX / scale) return quote_arg(s) + " is out of range (1 byte to 18 EB)";
+              return quote(s) + " is not a size: give bytes, or a whole number of kB, MB or GB";
+            if (v == 0 || v > UINT64_MAX / scale) return quote(s) + " is out of range (1 byte to 18 EB)";
             s = std::to_string(v * scale);
             return {};
           },
@@ -188,7 +188,7 @@ std::optional<int> parse_command_line(CLI::App& app, const std::vector<std::stri
   }
   if (const std::vector<std::string> extras = app.remaining(); !extras.empty()) {
     err << app.get_name() << ": not expected:";
-    for (const std::string& x : extras) err << ' ' << quote_arg(x);
+    for (const std::string& x : extras) err << ' ' << quote(x);
     err << " (see --help)\n";
     return 1;
   }
@@ -220,16 +220,16 @@ Status config_from_args(const ConfigArgs& a, Config& c, Exec& exec) {
   c = Config{};
   const Preset* p = find_preset(a.preset);
   if (!p)
-    return Status::fail("unknown preset " + quote_arg(a.preset) +
+    return Status::fail("unknown preset " + quote(a.preset) +
                         " (book, gpt2-small, gpt2-medium, gpt2-large, gpt2-xl)");
   apply(*p, c);
   const std::optional<Variant> v = parse_variant(a.variant);
   if (!v)
-    return Status::fail("unknown variant " + quote_arg(a.variant) +
+    return Status::fail("unknown variant " + quote(a.variant) +
                         " (simplified, self_v1, self_v2, causal, wrapper, mha)");
   c.variant = *v;
   const std::optional<DropoutRng> flavour = parse_dropout_rng(a.rng);
-  if (!flavour) return Status::fail("unknown dropout rng " + quote_arg(a.rng) + " (cpu, mkl)");
+  if (!flavour) return Status::fail("unknown dropout rng " + quote(a.rng) + " (cpu, mkl)");
   c.dropout_rng = *flavour;
   if (a.d_in) c.d_in = *a.d_in;
   if (a.d_out) c.d_out = *a.d_out;
@@ -247,7 +247,7 @@ Status config_from_args(const ConfigArgs& a, Config& c, Exec& exec) {
 Status exec_from_args(const ConfigArgs& a, Exec& exec) {
   exec = Exec{};
   const std::optional<Isa> isa = parse_isa(a.isa);
-  if (!isa) return Status::fail("unknown isa " + quote_arg(a.isa) + " (auto, avx512, avx2, sse4.2, scalar)");
+  if (!isa) return Status::fail("unknown isa " + quote(a.isa) + " (auto, avx512, avx2, sse4.2, scalar)");
   exec.isa = *isa;
   if (a.threads < 0 || a.threads > kMaxThreads)
     return Status::fail("--threads must be between 0 (every hardware thread) and " +

@@ -29,11 +29,6 @@ struct ConfigArgs {
   std::uint64_t memory_budget = 0;  // --memory-budget, for the hosts that register it (0: not given)
 };
 
-// A value as messages quote it (attnviz::quote): kept under this name for its many callers.
-inline std::string quote_arg(std::string_view value) {
-  return quote(value);
-}
-
 // CLI11's own messages hold the flag and its value: they go out through quote too, unmarked, with room for
 // both.
 inline constexpr std::size_t kParserMessageCap = 4 * kQuoteCap;

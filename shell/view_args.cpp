@@ -100,26 +100,26 @@ Status apply_view(const ViewArgs& a, viz::App& app) {
   viz::ViewState& v = app.view;
   if (!viz::parse_stage(a.stage, v.stage))
     return Status::fail(
-        "unknown stage " + quote_arg(a.stage) +
+        "unknown stage " + quote(a.stage) +
         " (inputs, queries, keys, values, scores, scaled, masked, weights, dropped, context, output)");
   const auto palette = viz::parse_palette(a.palette);
   if (!palette)
-    return Status::fail("unknown palette " + quote_arg(a.palette) + " (blues, viridis, cividis, diverging)");
+    return Status::fail("unknown palette " + quote(a.palette) + " (blues, viridis, cividis, diverging)");
   v.color.palette = *palette;
   v.color.centered = *palette == viz::Palette::diverging;
   if (!viz::parse_norm(a.norm.c_str(), v.color.norm))
-    return Status::fail("unknown normalization " + quote_arg(a.norm) + " (head, row, all-heads, fixed)");
+    return Status::fail("unknown normalization " + quote(a.norm) + " (head, row, all-heads, fixed)");
   if (a.aggregate == "mean")
     v.aggregate = viz::Aggregate::mean;
   else if (a.aggregate == "max")
     v.aggregate = viz::Aggregate::max;
   else if (a.aggregate != "none")
-    return Status::fail("unknown aggregate " + quote_arg(a.aggregate) + " (none, mean, max)");
+    return Status::fail("unknown aggregate " + quote(a.aggregate) + " (none, mean, max)");
   const CompareName* mode = nullptr;
   for (const CompareName& c : kCompareNames)
     if (a.compare == c.name) mode = &c;
   if (!mode)
-    return Status::fail("unknown compare mode " + quote_arg(a.compare) + " (off, text, seed, mask, layer)");
+    return Status::fail("unknown compare mode " + quote(a.compare) + " (off, text, seed, mask, layer)");
   if (a.compare_layer < 0) return Status::fail("--compare-layer must be a layer index");
   app.compare.mode = mode->mode;
   app.compare.layer = a.compare_layer;
@@ -129,7 +129,7 @@ Status apply_view(const ViewArgs& a, viz::App& app) {
   if (a.head < -1) return Status::fail("--head must be a head index, or -1 for every head");
   if (a.layer < -1) return Status::fail("--layer must be a layer index, or -1 for every layer");
   if (!viz::parse_head_kind(a.head_kind, app.model_view.filter))
-    return Status::fail("unknown head kind " + quote_arg(a.head_kind) +
+    return Status::fail("unknown head kind " + quote(a.head_kind) +
                         " (previous-token, first-token, self, broad, induction, none)");
   const viz::ModelChoice choice = model_choice(a);
   if (choice.kind == viz::ModelKind::file && choice.path.empty())
@@ -209,12 +209,12 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
         !name.empty() && name[0] != '-' && std::all_of(name.begin(), name.end(), [](char c) {
           return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
         });
-    if (!well_formed) return Status::fail("unknown setting " + quote_arg(name));
+    if (!well_formed) return Status::fail("unknown setting " + quote(name));
     if (is_switch(name)) {
       if (value.empty() || value == "1" || value == "true")
         argv.push_back("--" + name);
       else if (value != "0" && value != "false")
-        return Status::fail(quote_arg(name) + " is on or off (1 or 0), not " + quote_arg(value));
+        return Status::fail(quote(name) + " is on or off (1 or 0), not " + quote(value));
       continue;
     }
     if (name == "lock") {  // "row,col"
@@ -242,8 +242,7 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
   }
   if (const std::vector<std::string> extras = cli.remaining(); !extras.empty()) {
     const std::string& x = extras.front();
-    return Status::fail("unknown setting " +
-                        quote_arg(x.rfind("--", 0) == 0 ? x.substr(2, x.find('=') - 2) : x));
+    return Status::fail("unknown setting " + quote(x.rfind("--", 0) == 0 ? x.substr(2, x.find('=') - 2) : x));
   }
   if (model_choice(v).kind != viz::ModelKind::layer)
     if (Status st = refuse_layer_flags(cli, false); !st.is_ok()) return st;

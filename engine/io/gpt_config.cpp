@@ -35,7 +35,7 @@ class KeyChecker {
     return enter();
   }
   bool key(json::string_t& k) {
-    if (!objects_.back().insert(k).second) return fail("key " + message_quote(k) + " appears twice");
+    if (!objects_.back().insert(k).second) return fail("key " + quote(k) + " appears twice");
     return true;
   }
   bool end_object() {
@@ -68,7 +68,7 @@ class KeyChecker {
 
 // A value for a message: strings quoted and cut, numbers and literals as written, containers by kind.
 std::string shown(const json& v) {
-  if (v.is_string()) return message_quote(v.get_ref<const std::string&>());
+  if (v.is_string()) return quote(v.get_ref<const std::string&>());
   if (v.is_object()) return "an object";
   if (v.is_array()) return "an array";
   return v.dump();
@@ -383,7 +383,7 @@ Status read_gpt_config(const std::string& where, std::string_view text, const Gp
   for (const auto& [name, value] : j.items()) {
     const Key* k = find_key(name);
     if (!k)
-      return fail("key " + message_quote(name) +
+      return fail("key " + quote(name) +
                   " is not one the engine knows for GPT-2 (refused rather than ignored: it may change the "
                   "model)");
     if (std::string m = k->check(r, *k, value); !m.empty()) return fail(m);

@@ -122,11 +122,11 @@ class Lookup {
     if (!error.empty()) return nullptr;
     const SafeTensor* t = f_.find(name);
     if (!t) {
-      error = "tensor " + message_quote(name) + " is missing";
+      error = "tensor " + quote(name) + " is missing";
       return nullptr;
     }
     if (t->shape != want) {
-      error = "tensor " + message_quote(name) + " has shape " + shape_string(t->shape) + ", expected " +
+      error = "tensor " + quote(name) + " has shape " + shape_string(t->shape) + ", expected " +
               shape_string(want);
       return nullptr;
     }
@@ -142,7 +142,7 @@ class Lookup {
 
 std::string names_list(const std::vector<std::string>& names) {
   std::string s;
-  for (std::size_t i = 0; i < names.size() && i < 4; ++i) s += (i ? ", " : "") + message_quote(names[i]);
+  for (std::size_t i = 0; i < names.size() && i < 4; ++i) s += (i ? ", " : "") + quote(names[i]);
   if (names.size() > 4) s += ", ... (" + std::to_string(names.size()) + " in all)";
   return s;
 }
@@ -204,12 +204,12 @@ Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& 
   const SafeTensor* tok = file.find(n.tok);
   if (tok->rank() != 2 || tok->shape[0] == 0 || tok->shape[1] == 0 || tok->shape[0] > INT_MAX ||
       tok->shape[1] > INT_MAX / 4)
-    return fail("tensor " + message_quote(n.tok) + " has shape " + shape_string(tok->shape) +
+    return fail("tensor " + quote(n.tok) + " has shape " + shape_string(tok->shape) +
                 ", not (vocab, d_model) with sizes the engine can hold");
   const std::uint64_t V = tok->shape[0], D = tok->shape[1];
   const SafeTensor* pos = file.find(n.pos);
   if (pos && (pos->rank() != 2 || pos->shape[0] == 0 || pos->shape[0] > INT_MAX))
-    return fail("tensor " + message_quote(n.pos) + " has shape " + shape_string(pos->shape) +
+    return fail("tensor " + quote(n.pos) + " has shape " + shape_string(pos->shape) +
                 ", not (context_length, d_model)");
   Lookup look(file);
   plan.tok = tok;
@@ -241,7 +241,7 @@ Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& 
         const std::string bias = b + names[m] + ".bias";
         qkv[m]->w = look.need(b + names[m] + ".weight", {D, D});
         if (look.error.empty() && (file.find(bias) != nullptr) != qkv_bias)
-          look.error = "tensor " + message_quote(bias) + (qkv_bias ? " is missing" : " is present") +
+          look.error = "tensor " + quote(bias) + (qkv_bias ? " is missing" : " is present") +
                        " but 'trf_blocks.0.att.W_query.bias' is " + (qkv_bias ? "present" : "not") +
                        " (the q, k and v biases go together)";
         if (qkv_bias) qkv[m]->b = look.need(bias, {D});

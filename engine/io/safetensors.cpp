@@ -150,10 +150,6 @@ constexpr DtypeName kDtypes[] = {
 
 }  // namespace
 
-std::string message_quote(std::string_view s) {
-  return quote(s);
-}
-
 namespace {
 
 std::string range(std::uint64_t a, std::uint64_t b) {
@@ -223,7 +219,7 @@ std::string check_entry(const std::string& key, const nlohmann::json& v, std::ui
   const DtypeName* found = nullptr;
   for (const auto& d : kDtypes)
     if (dname == d.name) found = &d;
-  if (!found) return "unknown dtype " + message_quote(dname);
+  if (!found) return "unknown dtype " + quote(dname);
   if (!found->supported) return "dtype " + dname + " is not supported (only F32, F16 and BF16 are)";
 
   const auto sh = v.find("shape");
@@ -452,14 +448,14 @@ Status SafetensorsFile::parse() {
     if (key == "__metadata__") {
       if (!value.is_object()) return fail("__metadata__ is not an object");
       for (const auto& [mk, mv] : value.items()) {
-        if (!mv.is_string()) return fail("__metadata__ entry " + message_quote(mk) + " is not a string");
+        if (!mv.is_string()) return fail("__metadata__ entry " + quote(mk) + " is not a string");
         metadata_[mk] = mv.get<std::string>();
       }
       continue;
     }
     SafeTensor t;
     if (std::string e = check_entry(key, value, data_size, t); !e.empty())
-      return fail("tensor " + message_quote(key) + ": " + e);
+      return fail("tensor " + quote(key) + ": " + e);
     t.data = bytes_ + data_start_ + t.begin;
     tensors.push_back(std::move(t));
   }
@@ -473,11 +469,11 @@ Status SafetensorsFile::parse() {
     const SafeTensor& t = tensors[i];
     if (t.begin > at)
       return fail("bytes " + range(at, t.begin) + " of the data section belong to no tensor (" +
-                  (i ? "between tensors " + message_quote(tensors[i - 1].name) + " and " : "before tensor ") +
-                  message_quote(t.name) + ")");
+                  (i ? "between tensors " + quote(tensors[i - 1].name) + " and " : "before tensor ") +
+                  quote(t.name) + ")");
     if (t.begin < at)
-      return fail("tensors " + message_quote(tensors[i - 1].name) + " " + range(tensors[i - 1].begin, at) +
-                  " and " + message_quote(t.name) + " " + range(t.begin, t.end) + " overlap");
+      return fail("tensors " + quote(tensors[i - 1].name) + " " + range(tensors[i - 1].begin, at) + " and " +
+                  quote(t.name) + " " + range(t.begin, t.end) + " overlap");
     at = t.end;
   }
   if (at != data_size)

@@ -275,7 +275,7 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_export(const char* kind) {
     else if (k == "csv")
       e = ExportKind::csv;
     else
-      return "unknown export " + attnviz::quote_arg(k) + " (png, heads, json, csv)";
+      return "unknown export " + attnviz::quote(k) + " (png, heads, json, csv)";
     attnviz::viz::run_export(page->app, e);  // its outcome, a refusal too, is the message
     return std::string();
   });
@@ -286,7 +286,7 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_set_backend(const char* name) {
   return guarded([&]() -> std::string {
     const std::optional<Backend> b = parse_backend(text_arg(name));
     wake();
-    if (!b) return "unknown backend " + attnviz::quote_arg(text_arg(name)) + " (auto, wasm, webgpu)";
+    if (!b) return "unknown backend " + attnviz::quote(text_arg(name)) + " (auto, wasm, webgpu)";
     page->gpu.choose(*b);
     return std::string();
   });

@@ -43,7 +43,7 @@ const Kind* kind_of(const std::string& name) {
 Status check_cell(const std::string& value) {
   const auto comma = value.find(',');
   if (comma == std::string::npos || comma == 0 || comma + 1 == value.size())
-    return Status::fail("lock " + quote_arg(value) + " is not ROW,COL (two numbers, such as lock=2,1)");
+    return Status::fail("lock " + quote(value) + " is not ROW,COL (two numbers, such as lock=2,1)");
   return Status::ok();
 }
 
@@ -54,11 +54,10 @@ Status check_link(const std::vector<StateArg>& args) {
   std::vector<std::string> unknown;
   for (const auto& [name, value] : args)
     if (!kind_of(name)) unknown.push_back(name);
-  if (unknown.size() == 1) return Status::fail("unknown setting " + quote_arg(unknown[0]));
+  if (unknown.size() == 1) return Status::fail("unknown setting " + quote(unknown[0]));
   if (!unknown.empty()) {
     std::string names;
-    for (std::size_t i = 0; i < unknown.size() && i < 5; ++i)
-      names += (i ? ", " : "") + quote_arg(unknown[i]);
+    for (std::size_t i = 0; i < unknown.size() && i < 5; ++i) names += (i ? ", " : "") + quote(unknown[i]);
     return Status::fail(std::to_string(unknown.size()) + " unknown settings: " + names +
                         (unknown.size() > 5 ? ", ..." : ""));
   }
@@ -74,7 +73,7 @@ Status check_link(const std::vector<StateArg>& args) {
       return Status::fail("'" + name + "' needs a value" + (kind == Kind::cell ? " (ROW,COL)" : ""));
     if (value.size() > 1000)
       return Status::fail("the value of '" + name + "' is " + std::to_string(value.size()) +
-                          " bytes long: " + quote_arg(value));
+                          " bytes long: " + quote(value));
     if (kind == Kind::cell)
       if (Status st = check_cell(value); !st.is_ok()) return st;
   }

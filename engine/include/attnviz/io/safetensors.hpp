@@ -38,8 +38,6 @@ struct SafeTensor {
 
 // "[768, 2304]"; past 8 dimensions "[1, 1, 1, 1, 1, 1, 1, 1, ... (2000000 dims)]"
 std::string shape_string(const std::vector<std::uint64_t>& shape);
-// A name from a file, quoted for a one-line message (attnviz::quote), under the name its callers use.
-std::string message_quote(std::string_view s);
 // nlohmann's parse error without its "[json.exception.parse_error.101] " prefix.
 std::string json_error_text(const std::exception& e);
 
