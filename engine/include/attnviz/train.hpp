@@ -1,0 +1,215 @@
+// Training the book's chapter-4 GPTModel as chapter 5 does, step for step as PyTorch 1.13 computes it: the
+// forward pass with every activation kept, the backward pass of every operation, cross-entropy, AdamW, the
+// optional gradient clipping and warmup + cosine schedule of the book's appendix D, and the data pipeline
+// (GPTDatasetV1's windows, DataLoader's shuffling with PyTorch's draws). docs/training.md says what each
+// piece reproduces and how it is checked.
+//
+// Parameters live as plain float tensors in PyTorch's layouts (nn.Linear (out, in)), not in the inference
+// kernels' panels: they change every step. to_weights() packs them into the GptWeights the model view runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attnviz/config.hpp"
+#include "attnviz/exec.hpp"
+#include "attnviz/gpt.hpp"
+#include "attnviz/status.hpp"
+#include "attnviz/tensor.hpp"
+#include "attnviz/torch_rng.hpp"
+
+namespace attnviz {
+
+// The model trained: GPTModel(gpt), or with `attention_only` the variant whose blocks are only
+// x = x + drop(att(norm1(x))) (no norm2, no feed-forward network), the small model of induction-head studies.
+struct TrainConfig {
+  GptConfig gpt;
+  bool attention_only = false;
+};
+
+Status validate(const TrainConfig& c);
+
+// One tensor per parameter of GPTModel, in named_parameters() order (each() visits them in that order with
+// the book's names). The same type holds parameters, gradients and AdamW's two moments.
+struct GptTensors {
+  struct Block {
+    Tensor query_w, query_b, key_w, key_b, value_w, value_b;  // (d, d), (d) when qkv_bias
+    Tensor out_w, out_b;                                      // (d, d), (d)
+    Tensor fc_w, fc_b, proj_w, proj_b;  // (4d, d), (4d), (d, 4d), (d); empty attention-only
+    Tensor norm1_scale, norm1_shift, norm2_scale, norm2_shift;  // (d); norm2 empty attention-only
+  };
+  Tensor tok_emb, pos_emb;  // (vocab, d), (context, d)
+  std::vector<Block> blocks;
+  Tensor final_scale, final_shift;  // (d)
+  Tensor out_head;                  // (vocab, d)
+
+  // fn(name, tensor) for every non-empty tensor, in named_parameters() order ("tok_emb.weight",
+  // "trf_blocks.0.att.W_query.weight", ..., "out_head.weight").
+  void each(const std::function<void(const std::string& name, Tensor& t)>& fn);
+  void each(const std::function<void(const std::string& name, const Tensor& t)>& fn) const;
+  // The same shapes, zero-filled.
+  GptTensors zeros_like() const;
+  std::int64_t count() const;  // floats
+};
+
+// Where a training step's time went, for the benchmark and the progress line.
+struct StepFlops {
+  double forward = 0.0, backward = 0.0;
+};
+StepFlops train_step_flops(const TrainConfig& c, int batch, int tokens);
+
+// Memory training holds at its peak for (batch, tokens): parameters, gradients, both AdamW moments, and the
+// activations one step keeps for its backward pass (logits included), in bytes. Known before anything is
+// allocated; saturating.
+struct TrainMemory {
+  std::uint64_t params = 0, grads = 0, moments = 0, activations = 0;
+  std::uint64_t total() const;
+};
+TrainMemory train_memory(const TrainConfig& c, int batch, int tokens);
+
+class TrainModel {
+ public:
+  // torch.manual_seed(seed); GPTModel(cfg): the parameters drawn from `g` in the book's construction order
+  // (the attention-only variant draws tok_emb, pos_emb, each block's attention, then out_head).
+  static Status build(const TrainConfig& c, TorchGenerator& g, TrainModel& out);
+  // A model with the given parameters (a checkpoint); their shapes must be `c`'s.
+  static Status from_tensors(const TrainConfig& c, GptTensors params, TrainModel& out);
+
+  const TrainConfig& config() const { return config_; }
+  GptTensors& params() { return params_; }
+  const GptTensors& params() const { return params_; }
+  GptTensors& grads() { return grads_; }
+  const GptTensors& grads() const { return grads_; }
+
+  // optimizer.zero_grad() (set_to_none=False: the gradients become zeros).
+  void zero_grad();
+  // The mean cross-entropy of the logits of `inputs` (batch, tokens) against `targets` (the same shape): in
+  // train mode with dropout drawn from `g` in PyTorch's order (drop_emb; per block the attention weights,
+  // then drop_shortcut after attention, then after the feed-forward network), in eval mode drawing nothing.
+  // With `for_backward` the activations are kept for backward().
+  Status loss(const std::vector<int>& inputs, const std::vector<int>& targets, int batch, int tokens,
+              bool train, TorchGenerator& g, float& out, bool for_backward = true);
+  // loss.backward(): adds the gradient of the last loss(..., for_backward = true) to grads().
+  Status backward();
+  // softmax of the last position's logits for `ids` in eval mode (no dropout), what generate_text_simple
+  // takes the argmax of.
+  Status last_probabilities(const std::vector<int>& ids, std::vector<float>& out);
+
+  // The model as the inference engine holds it (packed for `isa`), for the model view and generation.
+  GptWeights to_weights(Isa isa = Isa::automatic) const;
+
+  Exec exec;  // the kernels: Isa::scalar runs the readable reference (double sums), other ISAs the fast GEMMs
+  DropoutRng dropout_rng = DropoutRng::cpu;
+
+ private:
+  struct Activations;
+  TrainConfig config_;
+  GptTensors params_, grads_;
+  std::shared_ptr<Activations> acts_;
+};
+
+// torch.optim.AdamW, the single-tensor path PyTorch 1.13 runs on the CPU, in float32: per parameter
+// p *= 1 - lr wd; m = m b1 + (1 - b1) g; v = v b2 + (1 - b2) g g; p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) +
+// eps).
+struct AdamW {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
+  std::int64_t steps = 0;  // steps taken (every parameter's `step`)
+  GptTensors exp_avg, exp_avg_sq;
+
+  void step(GptTensors& params, const GptTensors& grads);
+};
+
+// torch.nn.utils.clip_grad_norm_(params, max_norm): scales every gradient by max_norm / (norm + 1e-6) when
+// that is below 1; returns the total 2-norm before clipping.
+double clip_grad_norm(GptTensors& grads, double max_norm);
+
+// The book's appendix D: linear warmup from initial_lr to the peak over warmup_steps, then cosine decay to
+// min_lr at total_steps; clipping (max_norm > 0) on steps after the warmup.
+struct LrSchedule {
+  int warmup_steps = 0;
+  double initial_lr = 0.0, min_lr = 0.0, max_norm = 0.0;
+  double lr(int step, int total_steps, double peak) const;
+};
+
+// --- Data, as the book builds it ---------------------------------------------------------------------------
+
+// Python's open(path, encoding="utf-8").read(): "\r\n" and "\r" become "\n". Fails on invalid UTF-8, naming
+// the byte offset.
+Status read_text_universal(std::string_view bytes, std::string& out);
+// text[:int(ratio * len(text))] and the rest, where len counts characters (code points), as Python does.
+void split_text(std::string_view utf8, double ratio, std::string& first, std::string& second);
+
+// GPTDatasetV1: windows of max_length tokens starting at 0, stride, 2 stride, ... while start + max_length <
+// ids.size(); each target window is the input shifted by one.
+struct Windows {
+  int max_length = 0;
+  std::vector<int> starts;
+  const std::vector<int>* ids = nullptr;  // the token ids the windows cut (not owned)
+  int size() const { return static_cast<int>(starts.size()); }
+};
+Windows make_windows(const std::vector<int>& ids, int max_length, int stride);
+
+// torch.randperm(n, generator) of PyTorch 1.13's CPU build.
+std::vector<int> torch_randperm(TorchGenerator& g, int n);
+
+// DataLoader(dataset, batch_size, shuffle, drop_last, num_workers=0) without a generator of its own. begin()
+// is `iter(loader)` plus its first draw: the iterator's base seed (two 32-bit draws from the global
+// generator, shuffled or not), and for a shuffled loader the sampler's seed (two more) and the permutation it
+// seeds.
+class Loader {
+ public:
+  Loader() = default;
+  Loader(int windows, int batch_size, bool shuffle, bool drop_last);
+  int batches() const;  // len(loader)
+  void begin(TorchGenerator& g);
+  // Window indices of batch i of the current iteration.
+  std::vector<int> batch(int i) const;
+
+ private:
+  int windows_ = 0, batch_size_ = 1;
+  bool shuffle_ = false, drop_last_ = false;
+  std::vector<int> order_;
+};
+
+// One batch as (inputs, targets), each batch x max_length ids, row-major.
+void gather_batch(const Windows& w, const std::vector<int>& indices, std::vector<int>& inputs,
+                  std::vector<int>& targets);
+
+// --- The book's loop
+// ----------------------------------------------------------------------------------------
+
+struct TrainRun {
+  int batch_size = 2, epochs = 10, eval_freq = 5, eval_iter = 5, new_tokens = 50;
+  double lr = 4e-4, weight_decay = 0.1;
+  LrSchedule schedule;  // warmup_steps 0 and max_norm 0: the book's train_model_simple (constant lr)
+  bool use_schedule = false;
+  std::vector<int> start_ids;  // the sample's start context, tokenized
+};
+
+struct TrainEvents {
+  // Every eval_freq steps: "Ep E (Step S): Train loss X, Val loss Y".
+  std::function<void(int epoch, int step, double train_loss, double val_loss, std::int64_t tokens_seen)> eval;
+  // After each epoch: the greedy sample (start ids and the new ones).
+  std::function<void(int epoch, const std::vector<int>& ids)> sample;
+  // After every step, with its loss; returning false stops the run after this step.
+  std::function<bool(int epoch, int step, double loss, std::int64_t tokens_seen)> step;
+};
+
+// calc_loss_loader: the mean loss of the first num_batches batches (all when < 0) in eval mode. It iterates a
+// copy of `of` (a new iter(loader)), drawing as DataLoader does. NaN for an empty loader (nothing drawn).
+Status loader_loss(TrainModel& m, const Windows& w, const Loader& of, int num_batches, TorchGenerator& g,
+                   double& out);
+
+// train_model_simple (or, with run.use_schedule, the appendix-D loop's schedule and clipping) from the
+// generator state `g` (the one the model was built from, as after torch.manual_seed(seed); GPTModel(cfg)).
+Status train_book(TrainModel& m, AdamW& opt, const Windows& train, const Windows& val, const TrainRun& run,
+                  TorchGenerator& g, const TrainEvents& events);
+
+// generate_text_simple in eval mode: `steps` greedy tokens, the context cropped to context_length.
+Status generate_greedy(TrainModel& m, std::vector<int> ids, int steps, std::vector<int>& out);
+
+}  // namespace attnviz

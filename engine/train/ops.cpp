@@ -1,0 +1,277 @@
+// The operations of a training step (ops.hpp).
+#include "train/ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+
+#include "simd/pack.hpp"
+
+namespace attnviz::train {
+
+namespace {
+
+std::size_t at(std::size_t row, std::size_t cols, std::size_t col) {
+  return row * cols + col;
+}
+
+void ensure(AlignedFloats& buf, std::size_t n) {
+  if (buf.size() < n) buf.resize(n);
+}
+
+}  // namespace
+
+Kernels::Kernels(const Exec& exec) : isa(resolve(exec.isa)) {
+  threads = isa == Isa::scalar ? 1 : resolve_threads(exec.threads);
+  pool = &ThreadPool::shared(threads);
+}
+
+void Kernels::linear(const float* x, const float* w, const float* b, float* y, int M, int K, int N) {
+  if (isa == Isa::scalar) {
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) {
+        double acc = b ? b[n] : 0.0;
+        for (int k = 0; k < K; ++k) acc += static_cast<double>(x[at(m, K, k)]) * w[at(n, K, k)];
+        y[at(m, N, n)] = static_cast<float>(acc);
+      }
+    return;
+  }
+  const int nr = simd::panel_width(isa);
+  ensure(packed, simd::panel_floats(N, K, nr));
+  simd::pack_nk(w, N, K, K, nr, packed.data());  // B (K x N) = w^T
+  simd::run_gemm(isa, M, N, K, x, packed.data(), y, *pool);
+  if (b)
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) y[at(m, N, n)] += b[n];
+}
+
+void Kernels::linear_dx(const float* dy, const float* w, float* dx, int M, int K, int N, bool accumulate) {
+  if (isa == Isa::scalar) {
+    for (int m = 0; m < M; ++m)
+      for (int k = 0; k < K; ++k) {
+        double acc = 0.0;
+        for (int n = 0; n < N; ++n) acc += static_cast<double>(dy[at(m, N, n)]) * w[at(n, K, k)];
+        float& out = dx[at(m, K, k)];
+        out = accumulate ? out + static_cast<float>(acc) : static_cast<float>(acc);
+      }
+    return;
+  }
+  const int nr = simd::panel_width(isa);
+  ensure(packed, simd::panel_floats(K, N, nr));
+  simd::pack_kn(w, N, K, K, nr, packed.data());  // B (N x K) = w as stored
+  float* out = dx;
+  if (accumulate) {
+    ensure(product, static_cast<std::size_t>(M) * K);
+    out = product.data();
+  }
+  simd::run_gemm(isa, M, K, N, dy, packed.data(), out, *pool);
+  if (accumulate)
+    for (std::size_t i = 0, n = static_cast<std::size_t>(M) * K; i < n; ++i) dx[i] += out[i];
+}
+
+void Kernels::linear_dw(const float* dy, const float* x, float* dw, float* db, int M, int K, int N) {
+  if (db)
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) db[n] += dy[at(m, N, n)];
+  if (isa == Isa::scalar) {
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) {
+        double acc = 0.0;
+        for (int m = 0; m < M; ++m) acc += static_cast<double>(dy[at(m, N, n)]) * x[at(m, K, k)];
+        dw[at(n, K, k)] += static_cast<float>(acc);
+      }
+    return;
+  }
+  // dw = A B with A = dy^T (N x M) and B = x (M x K) in panels.
+  const int nr = simd::panel_width(isa);
+  ensure(transposed, static_cast<std::size_t>(N) * M);
+  ensure(packed, simd::panel_floats(K, M, nr));
+  ensure(product, static_cast<std::size_t>(N) * K);
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) transposed[at(n, M, m)] = dy[at(m, N, n)];
+  simd::pack_kn(x, M, K, K, nr, packed.data());
+  simd::run_gemm(isa, N, K, M, transposed.data(), packed.data(), product.data(), *pool);
+  for (std::size_t i = 0, n = static_cast<std::size_t>(N) * K; i < n; ++i) dw[i] += product[i];
+}
+
+void layer_norm(const float* x, const float* scale, const float* shift, float* y, float* x_hat, float* rstd,
+                int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + at(r, cols, 0);
+    double mean = 0.0, var = 0.0;
+    for (int j = 0; j < cols; ++j) mean += xr[j];
+    mean /= cols;
+    for (int j = 0; j < cols; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+    var /= cols;
+    const double inv = 1.0 / std::sqrt(var + 1e-5);
+    rstd[r] = static_cast<float>(inv);
+    for (int j = 0; j < cols; ++j) {
+      const double h = (xr[j] - mean) * inv;
+      x_hat[at(r, cols, j)] = static_cast<float>(h);
+      y[at(r, cols, j)] = static_cast<float>(h * scale[j] + shift[j]);
+    }
+  }
+}
+
+void layer_norm_backward(const float* dy, const float* x_hat, const float* rstd, const float* scale,
+                         float* dx, float* dscale, float* dshift, int rows, int cols, bool accumulate) {
+  for (int r = 0; r < rows; ++r) {
+    const float* g = dy + at(r, cols, 0);
+    const float* h = x_hat + at(r, cols, 0);
+    // dx = rstd (dh - mean(dh) - h mean(dh h)), dh = dy * scale
+    double mean_dh = 0.0, mean_dh_h = 0.0;
+    for (int j = 0; j < cols; ++j) {
+      const double dh = static_cast<double>(g[j]) * scale[j];
+      mean_dh += dh;
+      mean_dh_h += dh * h[j];
+      dscale[j] += g[j] * h[j];
+      dshift[j] += g[j];
+    }
+    mean_dh /= cols;
+    mean_dh_h /= cols;
+    for (int j = 0; j < cols; ++j) {
+      const double dh = static_cast<double>(g[j]) * scale[j];
+      const float v = static_cast<float>(rstd[r] * (dh - mean_dh - h[j] * mean_dh_h));
+      float& out = dx[at(r, cols, j)];
+      out = accumulate ? out + v : v;
+    }
+  }
+}
+
+namespace {
+const double kGeluC = std::sqrt(2.0 / 3.14159265358979323846);
+}
+
+void gelu(const float* x, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    y[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(kGeluC * (v + 0.044715 * v * v * v))));
+  }
+}
+
+void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    const double t = std::tanh(kGeluC * (v + 0.044715 * v * v * v));
+    const double d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kGeluC * (1.0 + 3.0 * 0.044715 * v * v);
+    dx[i] = static_cast<float>(dy[i] * d);
+  }
+}
+
+// One task per (sequence, head): rows of q, k, v for sequence b are [b T, (b + 1) T), head h's columns
+// [h hd, (h + 1) hd). Each task writes only its own cells.
+void attention_forward(const Attention& a, const float* q, const float* k, const float* v, float* weights,
+                       const std::uint8_t* keep, float* ctx) {
+  const int T = a.T, H = a.H, hd = a.hd;
+  const std::size_t W = static_cast<std::size_t>(H) * hd, tt = static_cast<std::size_t>(T) * T;
+  a.pool->run(a.batch * H, [&](int task, int) {
+    const int b = task / H, h = task % H;
+    const std::size_t row0 = static_cast<std::size_t>(b) * T, col = static_cast<std::size_t>(h) * hd;
+    float* w = weights + static_cast<std::size_t>(task) * tt;
+    const std::uint8_t* kp = keep ? keep + static_cast<std::size_t>(task) * tt : nullptr;
+    std::vector<double> s(static_cast<std::size_t>(T));
+    for (int i = 0; i < T; ++i) {
+      const float* qi = q + at(row0 + i, W, col);
+      double mx = -HUGE_VAL;
+      for (int j = 0; j <= i; ++j) {
+        const float* kj = k + at(row0 + j, W, col);
+        double dot = 0.0;
+        for (int e = 0; e < hd; ++e) dot += static_cast<double>(qi[e]) * kj[e];
+        s[j] = static_cast<double>(static_cast<float>(dot) / a.divisor);
+        mx = std::max(mx, s[j]);
+      }
+      double sum = 0.0;
+      for (int j = 0; j <= i; ++j) sum += std::exp(s[j] - mx);
+      float* wi = w + at(i, T, 0);
+      for (int j = 0; j <= i; ++j) wi[j] = static_cast<float>(std::exp(s[j] - mx) / sum);
+      for (int j = i + 1; j < T; ++j) wi[j] = 0.0f;
+      float* ci = ctx + at(row0 + i, W, col);
+      for (int e = 0; e < hd; ++e) {
+        double acc = 0.0;
+        for (int j = 0; j <= i; ++j) {
+          const float wd = kp ? (kp[at(i, T, j)] ? wi[j] * a.keep_scale : 0.0f) : wi[j];
+          acc += static_cast<double>(wd) * v[at(row0 + j, W, col + e)];
+        }
+        ci[e] = static_cast<float>(acc);
+      }
+    }
+  });
+}
+
+void attention_backward(const Attention& a, const float* q, const float* k, const float* v,
+                        const float* weights, const std::uint8_t* keep, const float* dctx, float* dq,
+                        float* dk, float* dv) {
+  const int T = a.T, H = a.H, hd = a.hd;
+  const std::size_t W = static_cast<std::size_t>(H) * hd, tt = static_cast<std::size_t>(T) * T;
+  a.pool->run(a.batch * H, [&](int task, int) {
+    const int b = task / H, h = task % H;
+    const std::size_t row0 = static_cast<std::size_t>(b) * T, col = static_cast<std::size_t>(h) * hd;
+    const float* w = weights + static_cast<std::size_t>(task) * tt;
+    const std::uint8_t* kp = keep ? keep + static_cast<std::size_t>(task) * tt : nullptr;
+    auto dropped = [&](int i, int j) {
+      return kp ? (kp[at(i, T, j)] ? w[at(i, T, j)] * a.keep_scale : 0.0f) : w[at(i, T, j)];
+    };
+    // ds (T x T): the gradient of the scores, masked cells 0
+    std::vector<double> ds(tt, 0.0);
+    for (int i = 0; i < T; ++i) {
+      const float* gi = dctx + at(row0 + i, W, col);
+      double row_dot = 0.0;
+      for (int j = 0; j <= i; ++j) {
+        const float* vj = v + at(row0 + j, W, col);
+        double dwd = 0.0;  // d(dropped weight)
+        for (int e = 0; e < hd; ++e) dwd += static_cast<double>(gi[e]) * vj[e];
+        const double dw = kp ? (kp[at(i, T, j)] ? dwd * a.keep_scale : 0.0) : dwd;
+        ds[at(i, T, j)] = dw;
+        row_dot += dw * w[at(i, T, j)];
+      }
+      for (int j = 0; j <= i; ++j) ds[at(i, T, j)] = w[at(i, T, j)] * (ds[at(i, T, j)] - row_dot) / a.divisor;
+    }
+    for (int i = 0; i < T; ++i) {
+      float* dqi = dq + at(row0 + i, W, col);
+      for (int e = 0; e < hd; ++e) {
+        double acc = 0.0;
+        for (int j = 0; j <= i; ++j) acc += ds[at(i, T, j)] * k[at(row0 + j, W, col + e)];
+        dqi[e] = static_cast<float>(acc);
+      }
+    }
+    for (int j = 0; j < T; ++j) {
+      float* dkj = dk + at(row0 + j, W, col);
+      float* dvj = dv + at(row0 + j, W, col);
+      for (int e = 0; e < hd; ++e) {
+        double acc_k = 0.0, acc_v = 0.0;
+        for (int i = j; i < T; ++i) {
+          acc_k += ds[at(i, T, j)] * q[at(row0 + i, W, col + e)];
+          acc_v += static_cast<double>(dropped(i, j)) * dctx[at(row0 + i, W, col + e)];
+        }
+        dkj[e] = static_cast<float>(acc_k);
+        dvj[e] = static_cast<float>(acc_v);
+      }
+    }
+  });
+}
+
+double cross_entropy(float* logits, const int* targets, int rows, int vocab) {
+  double total = 0.0;
+  for (int r = 0; r < rows; ++r) {
+    float* l = logits + at(r, vocab, 0);
+    double mx = -HUGE_VAL;
+    for (int j = 0; j < vocab; ++j) mx = std::max(mx, static_cast<double>(l[j]));
+    double sum = 0.0;
+    for (int j = 0; j < vocab; ++j) sum += std::exp(l[j] - mx);
+    const double lse = mx + std::log(sum);
+    total += lse - l[targets[r]];
+    for (int j = 0; j < vocab; ++j) l[j] = static_cast<float>(std::exp(l[j] - lse));
+  }
+  return total / rows;
+}
+
+void cross_entropy_backward(float* probs, const int* targets, int rows, int vocab) {
+  const double inv = 1.0 / rows;
+  for (int r = 0; r < rows; ++r) {
+    float* p = probs + at(r, vocab, 0);
+    for (int j = 0; j < vocab; ++j) p[j] = static_cast<float>((p[j] - (j == targets[r] ? 1.0 : 0.0)) * inv);
+  }
+}
+
+}  // namespace attnviz::train

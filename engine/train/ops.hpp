@@ -1,0 +1,67 @@
+// The operations of a training step, forward and backward, on row-major float buffers. Engine-internal.
+//
+// Every operation but the matrix products has one implementation, written to be read, with double sums
+// wherever it reduces. The matrix products have two: the reference (Isa::scalar, plain loops summing in
+// double) and the fast one (the inference engine's panel GEMM for the ISA, over the thread pool, summing over
+// k in order in float). Tests hold the fast path to the reference and both to PyTorch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attnviz/exec.hpp"
+#include "common/thread_pool.hpp"
+#include "simd/packed.hpp"
+
+namespace attnviz::train {
+
+// The kernels and the buffers the fast products pack into (kept between steps, so a step allocates nothing).
+struct Kernels {
+  explicit Kernels(const Exec& exec);
+  Isa isa = Isa::scalar;
+  int threads = 1;
+  ThreadPool* pool = nullptr;  // the shared pool of `threads` workers
+  AlignedFloats packed, transposed, product;
+
+  // y (M, N) = x (M, K) w^T + b; w (N, K) as nn.Linear stores it; b (N) or null.
+  void linear(const float* x, const float* w, const float* b, float* y, int M, int K, int N);
+  // dx (M, K) = dy (M, N) w (N, K), written (or added with `accumulate`).
+  void linear_dx(const float* dy, const float* w, float* dx, int M, int K, int N, bool accumulate);
+  // dw (N, K) += dy^T (N, M) x (M, K); db (N) += the column sums of dy (when db is not null).
+  void linear_dw(const float* dy, const float* x, float* dw, float* db, int M, int K, int N);
+};
+
+// LayerNorm forward over rows: y = (x - mean) / sqrt(var + 1e-5) * scale + shift (biased variance); keeps
+// x_hat = (x - mean) * rstd and rstd per row for the backward pass.
+void layer_norm(const float* x, const float* scale, const float* shift, float* y, float* x_hat, float* rstd,
+                int rows, int cols);
+// dx (+)= the gradient through the LayerNorm; dscale, dshift += theirs.
+void layer_norm_backward(const float* dy, const float* x_hat, const float* rstd, const float* scale,
+                         float* dx, float* dscale, float* dshift, int rows, int cols, bool accumulate);
+
+// GELU (tanh form) and its backward: dx = dy * gelu'(x).
+void gelu(const float* x, float* y, std::int64_t n);
+void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t n);
+
+// Causal multi-head attention of one batch of `batch` sequences: q, k, v, ctx (batch * T, H * hd); weights
+// (batch, H, T, T) after softmax (masked cells 0); keep (batch, H, T, T) or null; scores divided by
+// `divisor` (sqrt(hd) as a float, as PyTorch divides).
+struct Attention {
+  int batch = 1, T = 1, H = 1, hd = 1;
+  float divisor = 1.0f, keep_scale = 1.0f;
+  ThreadPool* pool = nullptr;
+};
+void attention_forward(const Attention& a, const float* q, const float* k, const float* v, float* weights,
+                       const std::uint8_t* keep, float* ctx);
+// dq, dk, dv (written) from dctx.
+void attention_backward(const Attention& a, const float* q, const float* k, const float* v,
+                        const float* weights, const std::uint8_t* keep, const float* dctx, float* dq,
+                        float* dk, float* dv);
+
+// Mean cross-entropy of logits (rows, vocab) against targets; turns the logits into softmax probabilities
+// in place (what the backward pass needs). Returns the mean in double.
+double cross_entropy(float* logits_to_probs, const int* targets, int rows, int vocab);
+// dlogits = (probs - onehot(target)) / rows, in place over probs.
+void cross_entropy_backward(float* probs_to_grad, const int* targets, int rows, int vocab);
+
+}  // namespace attnviz::train
