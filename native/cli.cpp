@@ -20,6 +20,7 @@
 #include "config_args.hpp"
 #include "model_cli.hpp"
 #include "terminal.hpp"
+#include "train_cli.hpp"
 
 namespace attnviz {
 namespace {
@@ -121,6 +122,8 @@ void print_text(std::ostream& out, const Result& r) {
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
             const GenerateControl& control) {
+  if (!args.empty() && args[0] == "train")
+    return run_train_cli(std::vector<std::string>(args.begin() + 1, args.end()), out, err, control);
   CLI::App app{
       "attnviz-cli: multi-head causal self-attention, every intermediate tensor of every head.\n"
       "Numbers match PyTorch for the same seed (torch.manual_seed).",

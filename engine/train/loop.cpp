@@ -54,6 +54,7 @@ Status train_book(TrainModel& m, AdamW& opt, const Windows& train, const Windows
   Loader val_loader(val.size(), run.batch_size, false, false);
   opt.lr = run.lr;
   opt.weight_decay = run.weight_decay;
+  opt.threads = m.exec.threads;
   const int total_steps = train_loader.batches() * run.epochs;
   std::int64_t tokens_seen = 0;
   int global_step = -1;

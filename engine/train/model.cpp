@@ -228,7 +228,16 @@ struct TrainModel::Activations {
   std::vector<std::uint8_t> keep_emb;
   std::vector<Layer> layers;
   std::vector<float> x_final, lnf, lnf_hat, rstd_f, probs;
-  std::vector<float> t1, t2, t3;  // working buffers
+  std::vector<float> t1;                    // a working buffer
+  std::unique_ptr<train::Kernels> kernels;  // kept: its packing buffers are reused from step to step
+
+  train::Kernels& kernels_for(const Exec& exec) {
+    const Isa isa = resolve(exec.isa);
+    const int threads = isa == Isa::scalar ? 1 : resolve_threads(exec.threads);
+    if (!kernels || kernels->isa != isa || kernels->threads != threads)
+      kernels = std::make_unique<train::Kernels>(exec);
+    return *kernels;
+  }
 };
 
 namespace {
@@ -263,7 +272,7 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
   const bool drop = train && c.drop_rate > 0.0;
   const float s = dropout_scale(c.drop_rate);
   const int rows = static_cast<int>(N);
-  train::Kernels k(exec);
+  train::Kernels& k = a.kernels_for(exec);
 
   // embeddings and drop_emb
   std::vector<float> x(nd);
@@ -279,15 +288,14 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
   }
 
   a.layers.resize(params_.blocks.size());
-  train::Attention att{batch, tokens, H, hd, static_cast<float>(std::sqrt(static_cast<double>(hd))),
-                       s,     k.pool};
+  train::Attention att{batch, tokens, H, hd, static_cast<float>(std::sqrt(static_cast<double>(hd))), s, &k};
   for (std::size_t l = 0; l < params_.blocks.size(); ++l) {
     const GptTensors::Block& b = params_.blocks[l];
     Activations::Layer& al = a.layers[l];
     al.x_in = x;
     al.ln1.resize(nd), al.ln1_hat.resize(nd), al.rstd1.resize(N);
-    train::layer_norm(x.data(), b.norm1_scale.ptr(), b.norm1_shift.ptr(), al.ln1.data(), al.ln1_hat.data(),
-                      al.rstd1.data(), rows, d);
+    train::layer_norm(*k.pool, x.data(), b.norm1_scale.ptr(), b.norm1_shift.ptr(), al.ln1.data(),
+                      al.ln1_hat.data(), al.rstd1.data(), rows, d);
     al.q.resize(nd), al.k.resize(nd), al.v.resize(nd), al.ctx.resize(nd);
     auto bias = [](const Tensor& t) { return t.empty() ? nullptr : t.ptr(); };
     k.linear(al.ln1.data(), b.key_w.ptr(), bias(b.key_b), al.k.data(), rows, d, d);
@@ -311,11 +319,11 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
     if (config_.attention_only) continue;
     al.x_mid = x;
     al.ln2.resize(nd), al.ln2_hat.resize(nd), al.rstd2.resize(N);
-    train::layer_norm(x.data(), b.norm2_scale.ptr(), b.norm2_shift.ptr(), al.ln2.data(), al.ln2_hat.data(),
-                      al.rstd2.data(), rows, d);
+    train::layer_norm(*k.pool, x.data(), b.norm2_scale.ptr(), b.norm2_shift.ptr(), al.ln2.data(),
+                      al.ln2_hat.data(), al.rstd2.data(), rows, d);
     al.h.resize(N * F), al.g.resize(N * F);
     k.linear(al.ln2.data(), b.fc_w.ptr(), b.fc_b.ptr(), al.h.data(), rows, d, F);
-    train::gelu(al.h.data(), al.g.data(), static_cast<std::int64_t>(N) * F);
+    train::gelu(*k.pool, al.h.data(), al.g.data(), static_cast<std::int64_t>(N) * F);
     k.linear(al.g.data(), b.proj_w.ptr(), b.proj_b.ptr(), branch.data(), rows, F, d);
     al.keep_ff_out.clear();
     if (drop) {
@@ -326,11 +334,11 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
   }
   a.x_final = std::move(x);
   a.lnf.resize(nd), a.lnf_hat.resize(nd), a.rstd_f.resize(N);
-  train::layer_norm(a.x_final.data(), params_.final_scale.ptr(), params_.final_shift.ptr(), a.lnf.data(),
-                    a.lnf_hat.data(), a.rstd_f.data(), rows, d);
+  train::layer_norm(*k.pool, a.x_final.data(), params_.final_scale.ptr(), params_.final_shift.ptr(),
+                    a.lnf.data(), a.lnf_hat.data(), a.rstd_f.data(), rows, d);
   a.probs.resize(N * static_cast<std::size_t>(V));
   k.linear(a.lnf.data(), params_.out_head.ptr(), nullptr, a.probs.data(), rows, d, V);
-  const double mean = train::cross_entropy(a.probs.data(), targets.data(), rows, V);
+  const double mean = train::cross_entropy(*k.pool, a.probs.data(), targets.data(), rows, V);
   if (!std::isfinite(mean))
     return Status::fail("the loss is not finite: the parameters have overflowed float32");
   out = static_cast<float>(mean);
@@ -348,19 +356,20 @@ Status TrainModel::backward() {
   const int rows = static_cast<int>(N);
   const bool drop = a.train && c.drop_rate > 0.0;
   const float s = dropout_scale(c.drop_rate);
-  train::Kernels k(exec);
+  train::Kernels& k = a.kernels_for(exec);
 
   // the head and the final norm
-  train::cross_entropy_backward(a.probs.data(), a.targets.data(), rows, V);
+  train::cross_entropy_backward(*k.pool, a.probs.data(), a.targets.data(), rows, V);
   k.linear_dw(a.probs.data(), a.lnf.data(), grads_.out_head.ptr(), nullptr, rows, d, V);
   std::vector<float> dlnf(nd), dx(nd);
   k.linear_dx(a.probs.data(), params_.out_head.ptr(), dlnf.data(), rows, d, V, false);
-  train::layer_norm_backward(dlnf.data(), a.lnf_hat.data(), a.rstd_f.data(), params_.final_scale.ptr(),
-                             dx.data(), grads_.final_scale.ptr(), grads_.final_shift.ptr(), rows, d, false);
+  train::layer_norm_backward(*k.pool, dlnf.data(), a.lnf_hat.data(), a.rstd_f.data(),
+                             params_.final_scale.ptr(), dx.data(), grads_.final_scale.ptr(),
+                             grads_.final_shift.ptr(), rows, d, false);
 
   std::vector<float> branch(nd), dq(nd), dk(nd), dv(nd), dctx(nd), dln(nd), dh;
   train::Attention att{a.batch, a.tokens, H, hd, static_cast<float>(std::sqrt(static_cast<double>(hd))),
-                       s,       k.pool};
+                       s,       &k};
   for (std::size_t li = params_.blocks.size(); li-- > 0;) {
     const GptTensors::Block& b = params_.blocks[li];
     GptTensors::Block& gb = grads_.blocks[li];
@@ -372,10 +381,10 @@ Status TrainModel::backward() {
       k.linear_dw(branch.data(), al.g.data(), gb.proj_w.ptr(), gb.proj_b.ptr(), rows, F, d);
       dh.resize(N * F);
       k.linear_dx(branch.data(), b.proj_w.ptr(), dh.data(), rows, F, d, false);
-      train::gelu_backward(al.h.data(), dh.data(), dh.data(), static_cast<std::int64_t>(N) * F);
+      train::gelu_backward(*k.pool, al.h.data(), dh.data(), dh.data(), static_cast<std::int64_t>(N) * F);
       k.linear_dw(dh.data(), al.ln2.data(), gb.fc_w.ptr(), gb.fc_b.ptr(), rows, d, F);
       k.linear_dx(dh.data(), b.fc_w.ptr(), dln.data(), rows, d, F, false);
-      train::layer_norm_backward(dln.data(), al.ln2_hat.data(), al.rstd2.data(), b.norm2_scale.ptr(),
+      train::layer_norm_backward(*k.pool, dln.data(), al.ln2_hat.data(), al.rstd2.data(), b.norm2_scale.ptr(),
                                  dx.data(), gb.norm2_scale.ptr(), gb.norm2_shift.ptr(), rows, d, true);
     }
     // x = x_in + drop(out_proj(attention(q, k, v of norm1(x_in))))
@@ -393,8 +402,8 @@ Status TrainModel::backward() {
     k.linear_dx(dq.data(), b.query_w.ptr(), dln.data(), rows, d, d, false);
     k.linear_dx(dk.data(), b.key_w.ptr(), dln.data(), rows, d, d, true);
     k.linear_dx(dv.data(), b.value_w.ptr(), dln.data(), rows, d, d, true);
-    train::layer_norm_backward(dln.data(), al.ln1_hat.data(), al.rstd1.data(), b.norm1_scale.ptr(), dx.data(),
-                               gb.norm1_scale.ptr(), gb.norm1_shift.ptr(), rows, d, true);
+    train::layer_norm_backward(*k.pool, dln.data(), al.ln1_hat.data(), al.rstd1.data(), b.norm1_scale.ptr(),
+                               dx.data(), gb.norm1_scale.ptr(), gb.norm1_shift.ptr(), rows, d, true);
   }
   // drop_emb, then the two embeddings
   if (drop) dropout_inplace(dx.data(), a.keep_emb.data(), nd, s);

@@ -88,53 +88,86 @@ void Kernels::linear_dw(const float* dy, const float* x, float* dw, float* db, i
   ensure(transposed, static_cast<std::size_t>(N) * M);
   ensure(packed, simd::panel_floats(K, M, nr));
   ensure(product, static_cast<std::size_t>(N) * K);
-  for (int m = 0; m < M; ++m)
-    for (int n = 0; n < N; ++n) transposed[at(n, M, m)] = dy[at(m, N, n)];
+  // the transpose in 64 x 64 tiles, a band of columns of dy per task
+  constexpr int kTile = 64;
+  chunked(*pool, (N + kTile - 1) / kTile, 1, [&](std::int64_t t0, std::int64_t) {
+    const int n0 = static_cast<int>(t0) * kTile, n1 = std::min(N, n0 + kTile);
+    for (int m0 = 0; m0 < M; m0 += kTile)
+      for (int m = m0; m < std::min(M, m0 + kTile); ++m)
+        for (int n = n0; n < n1; ++n) transposed[at(n, M, m)] = dy[at(m, N, n)];
+  });
   simd::pack_kn(x, M, K, K, nr, packed.data());
   simd::run_gemm(isa, N, K, M, transposed.data(), packed.data(), product.data(), *pool);
-  for (std::size_t i = 0, n = static_cast<std::size_t>(N) * K; i < n; ++i) dw[i] += product[i];
+  const std::int64_t total = static_cast<std::int64_t>(N) * K;
+  chunked(*pool, total, 1 << 16, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) dw[i] += product[static_cast<std::size_t>(i)];
+  });
 }
 
-void layer_norm(const float* x, const float* scale, const float* shift, float* y, float* x_hat, float* rstd,
-                int rows, int cols) {
-  for (int r = 0; r < rows; ++r) {
-    const float* xr = x + at(r, cols, 0);
-    double mean = 0.0, var = 0.0;
-    for (int j = 0; j < cols; ++j) mean += xr[j];
-    mean /= cols;
-    for (int j = 0; j < cols; ++j) var += (xr[j] - mean) * (xr[j] - mean);
-    var /= cols;
-    const double inv = 1.0 / std::sqrt(var + 1e-5);
-    rstd[r] = static_cast<float>(inv);
-    for (int j = 0; j < cols; ++j) {
-      const double h = (xr[j] - mean) * inv;
-      x_hat[at(r, cols, j)] = static_cast<float>(h);
-      y[at(r, cols, j)] = static_cast<float>(h * scale[j] + shift[j]);
-    }
-  }
+void chunked(ThreadPool& pool, std::int64_t n, std::int64_t chunk,
+             const std::function<void(std::int64_t, std::int64_t)>& fn) {
+  const int tasks = static_cast<int>((n + chunk - 1) / chunk);
+  pool.run(tasks, [&](int t, int) { fn(t * chunk, std::min(n, (t + 1) * chunk)); });
 }
 
-void layer_norm_backward(const float* dy, const float* x_hat, const float* rstd, const float* scale,
-                         float* dx, float* dscale, float* dshift, int rows, int cols, bool accumulate) {
-  for (int r = 0; r < rows; ++r) {
-    const float* g = dy + at(r, cols, 0);
-    const float* h = x_hat + at(r, cols, 0);
-    // dx = rstd (dh - mean(dh) - h mean(dh h)), dh = dy * scale
-    double mean_dh = 0.0, mean_dh_h = 0.0;
-    for (int j = 0; j < cols; ++j) {
-      const double dh = static_cast<double>(g[j]) * scale[j];
-      mean_dh += dh;
-      mean_dh_h += dh * h[j];
-      dscale[j] += g[j] * h[j];
-      dshift[j] += g[j];
+void layer_norm(ThreadPool& pool, const float* x, const float* scale, const float* shift, float* y,
+                float* x_hat, float* rstd, int rows, int cols) {
+  chunked(pool, rows, 16, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + at(r, cols, 0);
+      double mean = 0.0, var = 0.0;
+      for (int j = 0; j < cols; ++j) mean += xr[j];
+      mean /= cols;
+      for (int j = 0; j < cols; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+      var /= cols;
+      const double inv = 1.0 / std::sqrt(var + 1e-5);
+      rstd[r] = static_cast<float>(inv);
+      for (int j = 0; j < cols; ++j) {
+        const double h = (xr[j] - mean) * inv;
+        x_hat[at(r, cols, j)] = static_cast<float>(h);
+        y[at(r, cols, j)] = static_cast<float>(h * scale[j] + shift[j]);
+      }
     }
-    mean_dh /= cols;
-    mean_dh_h /= cols;
+  });
+}
+
+void layer_norm_backward(ThreadPool& pool, const float* dy, const float* x_hat, const float* rstd,
+                         const float* scale, float* dx, float* dscale, float* dshift, int rows, int cols,
+                         bool accumulate) {
+  constexpr int kRows = 32;
+  const int chunks = (rows + kRows - 1) / kRows;
+  // each chunk's sums of dscale and dshift, added in chunk order after
+  std::vector<double> partial(static_cast<std::size_t>(chunks) * 2 * cols, 0.0);
+  chunked(pool, rows, kRows, [&](std::int64_t r0, std::int64_t r1) {
+    double* ps = partial.data() + static_cast<std::size_t>(r0 / kRows) * 2 * cols;
+    double* pb = ps + cols;
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float* g = dy + at(r, cols, 0);
+      const float* h = x_hat + at(r, cols, 0);
+      // dx = rstd (dh - mean(dh) - h mean(dh h)), dh = dy * scale
+      double mean_dh = 0.0, mean_dh_h = 0.0;
+      for (int j = 0; j < cols; ++j) {
+        const double dh = static_cast<double>(g[j]) * scale[j];
+        mean_dh += dh;
+        mean_dh_h += dh * h[j];
+        ps[j] += static_cast<double>(g[j]) * h[j];
+        pb[j] += g[j];
+      }
+      mean_dh /= cols;
+      mean_dh_h /= cols;
+      for (int j = 0; j < cols; ++j) {
+        const double dh = static_cast<double>(g[j]) * scale[j];
+        const float v = static_cast<float>(rstd[r] * (dh - mean_dh - h[j] * mean_dh_h));
+        float& out = dx[at(r, cols, j)];
+        out = accumulate ? out + v : v;
+      }
+    }
+  });
+  for (int c = 0; c < chunks; ++c) {
+    const double* ps = partial.data() + static_cast<std::size_t>(c) * 2 * cols;
     for (int j = 0; j < cols; ++j) {
-      const double dh = static_cast<double>(g[j]) * scale[j];
-      const float v = static_cast<float>(rstd[r] * (dh - mean_dh - h[j] * mean_dh_h));
-      float& out = dx[at(r, cols, j)];
-      out = accumulate ? out + v : v;
+      dscale[j] += static_cast<float>(ps[j]);
+      dshift[j] += static_cast<float>(ps[cols + j]);
     }
   }
 }
@@ -143,29 +176,35 @@ namespace {
 const double kGeluC = std::sqrt(2.0 / 3.14159265358979323846);
 }
 
-void gelu(const float* x, float* y, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double v = x[i];
-    y[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(kGeluC * (v + 0.044715 * v * v * v))));
-  }
+void gelu(ThreadPool& pool, const float* x, float* y, std::int64_t n) {
+  chunked(pool, n, 1 << 14, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const double v = x[i];
+      y[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(kGeluC * (v + 0.044715 * v * v * v))));
+    }
+  });
 }
 
-void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double v = x[i];
-    const double t = std::tanh(kGeluC * (v + 0.044715 * v * v * v));
-    const double d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kGeluC * (1.0 + 3.0 * 0.044715 * v * v);
-    dx[i] = static_cast<float>(dy[i] * d);
-  }
+void gelu_backward(ThreadPool& pool, const float* x, const float* dy, float* dx, std::int64_t n) {
+  chunked(pool, n, 1 << 14, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const double v = x[i];
+      const double t = std::tanh(kGeluC * (v + 0.044715 * v * v * v));
+      const double d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kGeluC * (1.0 + 3.0 * 0.044715 * v * v);
+      dx[i] = static_cast<float>(dy[i] * d);
+    }
+  });
 }
 
 // One task per (sequence, head): rows of q, k, v for sequence b are [b T, (b + 1) T), head h's columns
 // [h hd, (h + 1) hd). Each task writes only its own cells.
-void attention_forward(const Attention& a, const float* q, const float* k, const float* v, float* weights,
-                       const std::uint8_t* keep, float* ctx) {
+namespace {
+
+void attention_forward_reference(const Attention& a, const float* q, const float* k, const float* v,
+                                 float* weights, const std::uint8_t* keep, float* ctx) {
   const int T = a.T, H = a.H, hd = a.hd;
   const std::size_t W = static_cast<std::size_t>(H) * hd, tt = static_cast<std::size_t>(T) * T;
-  a.pool->run(a.batch * H, [&](int task, int) {
+  a.kernels->pool->run(a.batch * H, [&](int task, int) {
     const int b = task / H, h = task % H;
     const std::size_t row0 = static_cast<std::size_t>(b) * T, col = static_cast<std::size_t>(h) * hd;
     float* w = weights + static_cast<std::size_t>(task) * tt;
@@ -199,12 +238,12 @@ void attention_forward(const Attention& a, const float* q, const float* k, const
   });
 }
 
-void attention_backward(const Attention& a, const float* q, const float* k, const float* v,
-                        const float* weights, const std::uint8_t* keep, const float* dctx, float* dq,
-                        float* dk, float* dv) {
+void attention_backward_reference(const Attention& a, const float* q, const float* k, const float* v,
+                                  const float* weights, const std::uint8_t* keep, const float* dctx,
+                                  float* dq, float* dk, float* dv) {
   const int T = a.T, H = a.H, hd = a.hd;
   const std::size_t W = static_cast<std::size_t>(H) * hd, tt = static_cast<std::size_t>(T) * T;
-  a.pool->run(a.batch * H, [&](int task, int) {
+  a.kernels->pool->run(a.batch * H, [&](int task, int) {
     const int b = task / H, h = task % H;
     const std::size_t row0 = static_cast<std::size_t>(b) * T, col = static_cast<std::size_t>(h) * hd;
     const float* w = weights + static_cast<std::size_t>(task) * tt;
@@ -251,27 +290,168 @@ void attention_backward(const Attention& a, const float* q, const float* k, cons
   });
 }
 
-double cross_entropy(float* logits, const int* targets, int rows, int vocab) {
-  double total = 0.0;
-  for (int r = 0; r < rows; ++r) {
-    float* l = logits + at(r, vocab, 0);
-    double mx = -HUGE_VAL;
-    for (int j = 0; j < vocab; ++j) mx = std::max(mx, static_cast<double>(l[j]));
-    double sum = 0.0;
-    for (int j = 0; j < vocab; ++j) sum += std::exp(l[j] - mx);
-    const double lse = mx + std::log(sum);
-    total += lse - l[targets[r]];
-    for (int j = 0; j < vocab; ++j) l[j] = static_cast<float>(std::exp(l[j] - lse));
+// The fast path: per (sequence, head), S = Q K^T, the softmax rows, ctx = dropout(W) V; and backward
+// dW' = dctx V^T, dV = W'^T dctx, dS = W (dW - rowsum(dW W)) / divisor, dQ = dS K, dK = dS^T Q; every product
+// a panel GEMM over the pool, the element-wise steps in between as in the reference.
+void copy_head(const float* src, std::size_t W, std::size_t row0, std::size_t col, int T, int hd,
+               float* dst) {
+  for (int i = 0; i < T; ++i)
+    std::memcpy(dst + at(i, hd, 0), src + at(row0 + i, W, col), sizeof(float) * static_cast<std::size_t>(hd));
+}
+
+void store_head(const float* src, std::size_t W, std::size_t row0, std::size_t col, int T, int hd,
+                float* dst) {
+  for (int i = 0; i < T; ++i)
+    std::memcpy(dst + at(row0 + i, W, col), src + at(i, hd, 0), sizeof(float) * static_cast<std::size_t>(hd));
+}
+
+void transpose_square(const float* src, int T, float* dst) {
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j < T; ++j) dst[at(j, T, i)] = src[at(i, T, j)];
+}
+
+void attention_forward_fast(const Attention& a, const float* q, const float* k, const float* v,
+                            float* weights, const std::uint8_t* keep, float* ctx) {
+  Kernels& K = *a.kernels;
+  const int T = a.T, H = a.H, hd = a.hd, nr = simd::panel_width(K.isa);
+  const std::size_t W = static_cast<std::size_t>(H) * hd, tt = static_cast<std::size_t>(T) * T;
+  ensure(K.head_a, static_cast<std::size_t>(T) * hd);
+  ensure(K.head_b, std::max(simd::panel_floats(T, hd, nr), simd::panel_floats(hd, T, nr)));
+  ensure(K.head_c, tt);
+  ensure(K.head_d, static_cast<std::size_t>(T) * hd);
+  std::vector<double> e(static_cast<std::size_t>(T));
+  for (int task = 0; task < a.batch * H; ++task) {
+    const int b = task / H, h = task % H;
+    const std::size_t row0 = static_cast<std::size_t>(b) * T, col = static_cast<std::size_t>(h) * hd;
+    float* w = weights + static_cast<std::size_t>(task) * tt;
+    const std::uint8_t* kp = keep ? keep + static_cast<std::size_t>(task) * tt : nullptr;
+    float* s = K.head_c.data();
+    copy_head(q, W, row0, col, T, hd, K.head_a.data());
+    simd::pack_nk(k + at(row0, W, col), T, hd, static_cast<int>(W), nr, K.head_b.data());
+    simd::run_gemm(K.isa, T, T, hd, K.head_a.data(), K.head_b.data(), s, *K.pool);
+    for (int i = 0; i < T; ++i) {
+      const float* si = s + at(i, T, 0);
+      float* wi = w + at(i, T, 0);
+      double mx = -HUGE_VAL;
+      for (int j = 0; j <= i; ++j) {
+        e[j] = static_cast<double>(si[j] / a.divisor);
+        mx = std::max(mx, e[j]);
+      }
+      double sum = 0.0;
+      for (int j = 0; j <= i; ++j) sum += std::exp(e[j] - mx);
+      for (int j = 0; j <= i; ++j) wi[j] = static_cast<float>(std::exp(e[j] - mx) / sum);
+      for (int j = i + 1; j < T; ++j) wi[j] = 0.0f;
+    }
+    const float* wd = w;
+    if (kp) {  // the dropped weights, into the scores' buffer
+      for (std::size_t c = 0; c < tt; ++c) s[c] = kp[c] ? w[c] * a.keep_scale : 0.0f;
+      wd = s;
+    }
+    simd::pack_kn(v + at(row0, W, col), T, hd, static_cast<int>(W), nr, K.head_b.data());
+    simd::run_gemm(K.isa, T, hd, T, wd, K.head_b.data(), K.head_d.data(), *K.pool);
+    store_head(K.head_d.data(), W, row0, col, T, hd, ctx);
   }
+}
+
+void attention_backward_fast(const Attention& a, const float* q, const float* k, const float* v,
+                             const float* weights, const std::uint8_t* keep, const float* dctx, float* dq,
+                             float* dk, float* dv) {
+  Kernels& K = *a.kernels;
+  const int T = a.T, H = a.H, hd = a.hd, nr = simd::panel_width(K.isa);
+  const std::size_t W = static_cast<std::size_t>(H) * hd, tt = static_cast<std::size_t>(T) * T;
+  ensure(K.head_a, std::max(static_cast<std::size_t>(T) * hd, tt));
+  ensure(K.head_b, std::max(simd::panel_floats(T, hd, nr), simd::panel_floats(hd, T, nr)));
+  ensure(K.head_c, tt);
+  ensure(K.head_d, static_cast<std::size_t>(T) * hd);
+  for (int task = 0; task < a.batch * H; ++task) {
+    const int b = task / H, h = task % H;
+    const std::size_t row0 = static_cast<std::size_t>(b) * T, col = static_cast<std::size_t>(h) * hd;
+    const float* w = weights + static_cast<std::size_t>(task) * tt;
+    const std::uint8_t* kp = keep ? keep + static_cast<std::size_t>(task) * tt : nullptr;
+    float* ds = K.head_c.data();
+    // dW' = dctx V^T
+    copy_head(dctx, W, row0, col, T, hd, K.head_a.data());
+    simd::pack_nk(v + at(row0, W, col), T, hd, static_cast<int>(W), nr, K.head_b.data());
+    simd::run_gemm(K.isa, T, T, hd, K.head_a.data(), K.head_b.data(), ds, *K.pool);
+    // dV = W'^T dctx (W' the dropped weights)
+    float* wt = K.head_a.data();
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < T; ++j) {
+        const std::size_t c = at(i, T, j);
+        wt[at(j, T, i)] = kp ? (kp[c] ? w[c] * a.keep_scale : 0.0f) : w[c];
+      }
+    simd::pack_kn(dctx + at(row0, W, col), T, hd, static_cast<int>(W), nr, K.head_b.data());
+    simd::run_gemm(K.isa, T, hd, T, wt, K.head_b.data(), K.head_d.data(), *K.pool);
+    store_head(K.head_d.data(), W, row0, col, T, hd, dv);
+    // dS, masked cells 0
+    for (int i = 0; i < T; ++i) {
+      float* di = ds + at(i, T, 0);
+      const float* wi = w + at(i, T, 0);
+      double row_dot = 0.0;
+      for (int j = 0; j <= i; ++j) {
+        if (kp) di[j] = kp[at(i, T, j)] ? di[j] * a.keep_scale : 0.0f;
+        row_dot += static_cast<double>(di[j]) * wi[j];
+      }
+      for (int j = 0; j <= i; ++j) di[j] = static_cast<float>(wi[j] * (di[j] - row_dot) / a.divisor);
+      for (int j = i + 1; j < T; ++j) di[j] = 0.0f;
+    }
+    // dQ = dS K, dK = dS^T Q
+    simd::pack_kn(k + at(row0, W, col), T, hd, static_cast<int>(W), nr, K.head_b.data());
+    simd::run_gemm(K.isa, T, hd, T, ds, K.head_b.data(), K.head_d.data(), *K.pool);
+    store_head(K.head_d.data(), W, row0, col, T, hd, dq);
+    transpose_square(ds, T, K.head_a.data());
+    simd::pack_kn(q + at(row0, W, col), T, hd, static_cast<int>(W), nr, K.head_b.data());
+    simd::run_gemm(K.isa, T, hd, T, K.head_a.data(), K.head_b.data(), K.head_d.data(), *K.pool);
+    store_head(K.head_d.data(), W, row0, col, T, hd, dk);
+  }
+}
+
+}  // namespace
+
+void attention_forward(const Attention& a, const float* q, const float* k, const float* v, float* weights,
+                       const std::uint8_t* keep, float* ctx) {
+  if (a.kernels->isa == Isa::scalar)
+    attention_forward_reference(a, q, k, v, weights, keep, ctx);
+  else
+    attention_forward_fast(a, q, k, v, weights, keep, ctx);
+}
+
+void attention_backward(const Attention& a, const float* q, const float* k, const float* v,
+                        const float* weights, const std::uint8_t* keep, const float* dctx, float* dq,
+                        float* dk, float* dv) {
+  if (a.kernels->isa == Isa::scalar)
+    attention_backward_reference(a, q, k, v, weights, keep, dctx, dq, dk, dv);
+  else
+    attention_backward_fast(a, q, k, v, weights, keep, dctx, dq, dk, dv);
+}
+
+double cross_entropy(ThreadPool& pool, float* logits, const int* targets, int rows, int vocab) {
+  std::vector<double> losses(static_cast<std::size_t>(rows));
+  chunked(pool, rows, 2, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      float* l = logits + at(r, vocab, 0);
+      double mx = -HUGE_VAL;
+      for (int j = 0; j < vocab; ++j) mx = std::max(mx, static_cast<double>(l[j]));
+      double sum = 0.0;
+      for (int j = 0; j < vocab; ++j) sum += std::exp(l[j] - mx);
+      const double lse = mx + std::log(sum);
+      losses[r] = lse - l[targets[r]];
+      for (int j = 0; j < vocab; ++j) l[j] = static_cast<float>(std::exp(l[j] - lse));
+    }
+  });
+  double total = 0.0;
+  for (double x : losses) total += x;
   return total / rows;
 }
 
-void cross_entropy_backward(float* probs, const int* targets, int rows, int vocab) {
+void cross_entropy_backward(ThreadPool& pool, float* probs, const int* targets, int rows, int vocab) {
   const double inv = 1.0 / rows;
-  for (int r = 0; r < rows; ++r) {
-    float* p = probs + at(r, vocab, 0);
-    for (int j = 0; j < vocab; ++j) p[j] = static_cast<float>((p[j] - (j == targets[r] ? 1.0 : 0.0)) * inv);
-  }
+  chunked(pool, rows, 2, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      float* p = probs + at(r, vocab, 0);
+      for (int j = 0; j < vocab; ++j) p[j] = static_cast<float>((p[j] - (j == targets[r] ? 1.0 : 0.0)) * inv);
+    }
+  });
 }
 
 }  // namespace attnviz::train

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "attnviz/exec.hpp"
@@ -22,6 +23,7 @@ struct Kernels {
   int threads = 1;
   ThreadPool* pool = nullptr;  // the shared pool of `threads` workers
   AlignedFloats packed, transposed, product;
+  AlignedFloats head_a, head_b, head_c, head_d;  // attention's per-head matrices
 
   // y (M, N) = x (M, K) w^T + b; w (N, K) as nn.Linear stores it; b (N) or null.
   void linear(const float* x, const float* w, const float* b, float* y, int M, int K, int N);
@@ -33,23 +35,29 @@ struct Kernels {
 
 // LayerNorm forward over rows: y = (x - mean) / sqrt(var + 1e-5) * scale + shift (biased variance); keeps
 // x_hat = (x - mean) * rstd and rstd per row for the backward pass.
-void layer_norm(const float* x, const float* scale, const float* shift, float* y, float* x_hat, float* rstd,
-                int rows, int cols);
+//
+// The element-wise steps below run over `pool` in fixed chunks (of rows or elements), and every sum across
+// chunks is taken in chunk order: results never depend on the thread count.
+void layer_norm(ThreadPool& pool, const float* x, const float* scale, const float* shift, float* y,
+                float* x_hat, float* rstd, int rows, int cols);
 // dx (+)= the gradient through the LayerNorm; dscale, dshift += theirs.
-void layer_norm_backward(const float* dy, const float* x_hat, const float* rstd, const float* scale,
-                         float* dx, float* dscale, float* dshift, int rows, int cols, bool accumulate);
+void layer_norm_backward(ThreadPool& pool, const float* dy, const float* x_hat, const float* rstd,
+                         const float* scale, float* dx, float* dscale, float* dshift, int rows, int cols,
+                         bool accumulate);
 
 // GELU (tanh form) and its backward: dx = dy * gelu'(x).
-void gelu(const float* x, float* y, std::int64_t n);
-void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t n);
+void gelu(ThreadPool& pool, const float* x, float* y, std::int64_t n);
+void gelu_backward(ThreadPool& pool, const float* x, const float* dy, float* dx, std::int64_t n);
 
 // Causal multi-head attention of one batch of `batch` sequences: q, k, v, ctx (batch * T, H * hd); weights
 // (batch, H, T, T) after softmax (masked cells 0); keep (batch, H, T, T) or null; scores divided by
 // `divisor` (sqrt(hd) as a float, as PyTorch divides).
+// With `kernels` on an ISA other than scalar, the products run as panel GEMMs per (sequence, head), each over
+// the pool; on the scalar reference, as plain loops summing in double, one task per (sequence, head).
 struct Attention {
   int batch = 1, T = 1, H = 1, hd = 1;
   float divisor = 1.0f, keep_scale = 1.0f;
-  ThreadPool* pool = nullptr;
+  Kernels* kernels = nullptr;
 };
 void attention_forward(const Attention& a, const float* q, const float* k, const float* v, float* weights,
                        const std::uint8_t* keep, float* ctx);
@@ -58,10 +66,14 @@ void attention_backward(const Attention& a, const float* q, const float* k, cons
                         const float* weights, const std::uint8_t* keep, const float* dctx, float* dq,
                         float* dk, float* dv);
 
+// Runs fn(begin, end) over [0, n) in chunks of `chunk`, one task each.
+void chunked(ThreadPool& pool, std::int64_t n, std::int64_t chunk,
+             const std::function<void(std::int64_t, std::int64_t)>& fn);
+
 // Mean cross-entropy of logits (rows, vocab) against targets; turns the logits into softmax probabilities
 // in place (what the backward pass needs). Returns the mean in double.
-double cross_entropy(float* logits_to_probs, const int* targets, int rows, int vocab);
+double cross_entropy(ThreadPool& pool, float* logits_to_probs, const int* targets, int rows, int vocab);
 // dlogits = (probs - onehot(target)) / rows, in place over probs.
-void cross_entropy_backward(float* probs_to_grad, const int* targets, int rows, int vocab);
+void cross_entropy_backward(ThreadPool& pool, float* probs_to_grad, const int* targets, int rows, int vocab);
 
 }  // namespace attnviz::train

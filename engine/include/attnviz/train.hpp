@@ -118,6 +118,7 @@ class TrainModel {
 struct AdamW {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
   std::int64_t steps = 0;  // steps taken (every parameter's `step`)
+  int threads = 0;         // worker threads (0: every hardware thread); the result is the same for any count
   GptTensors exp_avg, exp_avg_sq;
 
   void step(GptTensors& params, const GptTensors& grads);

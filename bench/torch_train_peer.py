@@ -1,0 +1,65 @@
+#!/usr/bin/python3
+"""PyTorch's peer of attnviz-train-bench: one chapter-5 training step of the book's GPTModel (zero_grad, forward,
+cross_entropy, backward, AdamW.step) on a (batch, context) batch, in train mode, timed over several steps.
+
+    /usr/bin/python3 bench/torch_train_peer.py [--preset gpt2-small] [--context 256] [--batch 2] [--threads 2]
+
+Needs Debian's python3-torch (1.13) with libopenblas0-pthread. Prints the median step time, the step's GFLOP/s
+(the same count attnviz-train-bench uses) and the peak RSS.
+"""
+import argparse
+import os
+import resource
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'torch'))
+from make_gpt_fixtures import GPTModel  # noqa: E402
+
+PRESETS = {"gpt2-small": (768, 12, 12), "gpt2-medium": (1024, 16, 24)}
+
+
+def step_flops(d, layers, vocab, batch, T):
+    n = batch * T
+    forward = 2.0 * n * (layers * (12.0 * d * d + 2.0 * d * (T + 1) / 2.0) + d * vocab)
+    return 3.0 * forward
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--preset', default='gpt2-small', choices=sorted(PRESETS))
+    ap.add_argument('--context', type=int, default=256)
+    ap.add_argument('--batch', type=int, default=2)
+    ap.add_argument('--threads', type=int, default=2)
+    ap.add_argument('--steps', type=int, default=5)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    d, heads, layers = PRESETS[args.preset]
+    cfg = {"vocab_size": 50257, "context_length": args.context, "emb_dim": d, "n_heads": heads, "n_layers": layers,
+           "drop_rate": 0.1, "qkv_bias": False}
+    torch.manual_seed(123)
+    model = GPTModel(cfg)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=4e-4, weight_decay=0.1)
+    data = torch.randint(0, 50257, (args.batch, args.context + 1), generator=torch.Generator().manual_seed(1))
+    x, y = data[:, :-1], data[:, 1:]
+    times = []
+    for _ in range(args.steps + 1):  # the first step allocates the optimizer state: not counted
+        t0 = time.perf_counter()
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        optimizer.step()
+        times.append(time.perf_counter() - t0)
+    med = statistics.median(times[1:])
+    flops = step_flops(d, layers, 50257, args.batch, args.context)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(f"pytorch {torch.__version__} {args.preset} batch {args.batch} context {args.context} threads {args.threads}: "
+          f"step {med * 1000:.0f} ms (median of {args.steps}), {flops / med / 1e9:.1f} GFLOP/s, "
+          f"peak RSS {rss / 1e9:.2f} GB")
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,363 @@
+// attnviz-cli train: the book's chapter-5 pretraining run on the command line (train_cli.hpp).
+#include "train_cli.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "attnviz/io/bpe.hpp"
+#include "attnviz/io/checkpoint.hpp"
+#include "attnviz/io/files.hpp"
+#include "attnviz/io/model_source.hpp"
+#include "attnviz/train.hpp"
+#include "config_args.hpp"
+
+namespace attnviz {
+namespace {
+
+constexpr const char* kBookText = "Every effort moves you";
+// A text file larger than this is refused before it is read: the book's story is 20 kB, and 1 GB of text is
+// about 250M tokens, far past what a step-at-a-time CPU run gets through.
+constexpr std::size_t kMaxTextBytes = std::size_t{1} << 30;
+
+struct TrainArgs {
+  std::string file, text, preset = "gpt2-small", out_dir, resume, vocab_dir, start_context = kBookText;
+  std::optional<int> vocab_size, context_length, emb_dim, heads, layers, stride;
+  std::optional<double> drop_rate;
+  bool qkv_bias = false, attention_only = false, json = false;
+  int epochs = 10, batch_size = 2, eval_freq = 5, eval_iter = 5, new_tokens = 50;
+  double lr = 4e-4, weight_decay = 0.1, train_ratio = 0.9;
+  std::optional<int> warmup_steps;
+  double initial_lr = 3e-5, min_lr = 1e-6, max_norm = 0.0;
+};
+
+// The progress line on a terminal: step, tokens per second, time left. It goes before any other line.
+class TrainProgress {
+ public:
+  TrainProgress(std::ostream& err, bool shown, int total_steps)
+      : err_(err), shown_(shown), total_(total_steps) {}
+  ~TrainProgress() { clear(); }
+  void clear() {
+    if (drawn_) err_ << "\r\033[K" << std::flush;
+    drawn_ = false;
+  }
+  void step(int done, std::int64_t tokens) {
+    if (!shown_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (drawn_ && now - last_ < std::chrono::milliseconds(200)) return;
+    last_ = now;
+    drawn_ = true;
+    const double spent = std::chrono::duration<double>(now - start_).count();
+    const double left = done > 0 ? spent / done * (total_ - done) : 0.0;
+    char buf[200];
+    std::snprintf(
+        buf, sizeof buf,
+        "\rattnviz-cli: step %d of %d, %.0f tokens/s, about %.0f s left (Ctrl-C stops and saves)\033[K", done,
+        total_, spent > 0 ? static_cast<double>(tokens) / spent : 0.0, left);
+    err_ << buf << std::flush;
+  }
+
+ private:
+  std::ostream& err_;
+  bool shown_;
+  int total_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_;
+};
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n') c = ' ';  // the book prints decoded_text.replace("\n", " ")
+  return s;
+}
+
+Status positive(const char* flag, int v) {
+  if (v >= 1) return Status::ok();
+  return Status::fail(std::string(flag) + " is " + std::to_string(v) + ": it must be at least 1");
+}
+
+Status positive(const char* flag, double v) {
+  if (std::isfinite(v) && v > 0) return Status::ok();
+  return Status::fail(std::string(flag) + " must be a positive number");
+}
+
+Status config_of(const CLI::App& app, const TrainArgs& a, TrainConfig& c) {
+  const std::optional<GptConfig> preset = find_gpt_preset(a.preset);
+  if (!preset)
+    return Status::fail("--preset " + quote(a.preset) +
+                        " is not gpt2-small, gpt2-medium, gpt2-large or gpt2-xl");
+  c.gpt = *preset;
+  c.gpt.context_length = 256;  // the book's chapter 5 shortens GPT_CONFIG_124M's context
+  if (a.vocab_size) c.gpt.vocab_size = *a.vocab_size;
+  if (a.context_length) c.gpt.context_length = *a.context_length;
+  if (a.emb_dim) c.gpt.d_model = *a.emb_dim;
+  if (a.heads) c.gpt.n_heads = *a.heads;
+  if (a.layers) c.gpt.n_layers = *a.layers;
+  if (a.drop_rate) c.gpt.drop_rate = *a.drop_rate;
+  if (app.count("--qkv-bias")) c.gpt.qkv_bias = a.qkv_bias;
+  c.attention_only = a.attention_only;
+  return validate(c);
+}
+
+// Parameters, gradients, both AdamW moments and one step's activations, checked before anything is drawn.
+Status check_train_memory(const TrainConfig& cfg, int batch_size, std::uint64_t given_budget) {
+  const TrainMemory need = train_memory(cfg, batch_size, cfg.gpt.context_length);
+  const std::uint64_t budget = given_budget ? given_budget : available_memory_bytes();
+  const std::string breakdown = "parameters " + format_bytes(need.params) + ", gradients " +
+                                format_bytes(need.grads) + ", AdamW moments " + format_bytes(need.moments) +
+                                ", activations " + format_bytes(need.activations);
+  return check_memory(need.total(), budget, given_budget != 0, breakdown);
+}
+
+}  // namespace
+
+int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                  const GenerateControl& control) {
+  CLI::App app{
+      "attnviz-cli train: pretrain the book's GPTModel as its chapter 5 does (train_model_simple), step for "
+      "step\n"
+      "as PyTorch computes it, and print the book's lines. With no flags: gpt2-small's sizes, context 256,\n"
+      "batch 2, 10 epochs, AdamW (lr 4e-4, weight decay 0.1), evaluation every 5 steps over 5 batches, seed "
+      "123.",
+      "attnviz-cli train"};
+  TrainArgs a;
+  ConfigArgs exec_args;
+  app.add_option("file", a.file,
+                 "UTF-8 text to train on (the first 90% of its characters; the rest validates)");
+  app.add_option("--text", a.text, "the text itself, instead of a file")->excludes("file");
+  app.add_option("--preset", a.preset, "sizes: gpt2-small, gpt2-medium, gpt2-large, gpt2-xl")
+      ->capture_default_str();
+  app.add_option("--vocab-size", a.vocab_size, "vocabulary size (default: the preset's, 50257)")
+      ->transform(decimal_int());
+  app.add_option("--context-length", a.context_length, "context length (default: 256, as the book trains)")
+      ->transform(decimal_int());
+  app.add_option("--emb-dim", a.emb_dim, "embedding size d_model")->transform(decimal_int());
+  app.add_option("--heads", a.heads, "attention heads")->transform(decimal_int());
+  app.add_option("--layers", a.layers, "transformer blocks")->transform(decimal_int());
+  app.add_option("--drop-rate", a.drop_rate, "dropout rate (default 0.1)")->transform(decimal_number());
+  app.add_flag("--qkv-bias,!--no-qkv-bias", a.qkv_bias, "biases on the query, key and value projections");
+  app.add_flag("--attention-only", a.attention_only, "blocks without norm2 and the feed-forward network");
+  app.add_option("--epochs", a.epochs, "passes over the training windows")
+      ->capture_default_str()
+      ->transform(decimal_int());
+  app.add_option("--batch-size", a.batch_size, "windows per step")
+      ->capture_default_str()
+      ->transform(decimal_int());
+  app.add_option("--stride", a.stride, "tokens between window starts (default: the context length)")
+      ->transform(decimal_int());
+  app.add_option("--lr", a.lr, "AdamW's learning rate (the peak with --warmup-steps)")
+      ->capture_default_str()
+      ->transform(decimal_number());
+  app.add_option("--weight-decay", a.weight_decay, "AdamW's weight decay")
+      ->capture_default_str()
+      ->transform(decimal_number());
+  app.add_option("--eval-freq", a.eval_freq, "evaluate every this many steps")
+      ->capture_default_str()
+      ->transform(decimal_int());
+  app.add_option("--eval-iter", a.eval_iter, "batches each evaluation averages")
+      ->capture_default_str()
+      ->transform(decimal_int());
+  app.add_option("--train-ratio", a.train_ratio, "share of the text's characters to train on")
+      ->capture_default_str()
+      ->transform(decimal_number());
+  app.add_option("--seed", exec_args.seed, "torch.manual_seed before the model is built")
+      ->capture_default_str()
+      ->transform(torch_seed());
+  app.add_option("--start-context", a.start_context, "the text each epoch's greedy sample continues")
+      ->capture_default_str();
+  app.add_option("--new-tokens", a.new_tokens, "tokens each sample generates")
+      ->capture_default_str()
+      ->transform(decimal_int());
+  app.add_option("--warmup-steps", a.warmup_steps,
+                 "the book's appendix D: linear warmup over this many steps, then cosine decay")
+      ->transform(decimal_int());
+  app.add_option("--initial-lr", a.initial_lr, "with --warmup-steps: the first step's learning rate")
+      ->capture_default_str()
+      ->transform(decimal_number());
+  app.add_option("--min-lr", a.min_lr, "with --warmup-steps: the learning rate the cosine ends at")
+      ->capture_default_str()
+      ->transform(decimal_number());
+  app.add_option("--max-norm", a.max_norm,
+                 "clip the gradients' norm to this after the warmup (0: no clipping)")
+      ->transform(decimal_number());
+  app.add_option("--out", a.out_dir,
+                 "write the trained model here (a folder --model opens, and --resume reads)");
+  app.add_option("--resume", a.resume, "start from this checkpoint folder (its model and AdamW state)");
+  app.add_option("--vocab", a.vocab_dir, "the tokenizer's folder (default: GPT-2's)");
+  app.add_flag("--json", a.json, "JSON lines: one per evaluation, per sample, and one at the end");
+  app.add_option("--isa", exec_args.isa, "kernels: auto, scalar (the reference), sse4.2, avx2, avx512")
+      ->capture_default_str();
+  app.add_option("--threads", exec_args.threads, "worker threads (0: every hardware thread)")
+      ->transform(decimal_int());
+  add_memory_budget_option(app, exec_args);
+  if (const std::optional<int> done = parse_command_line(app, args, out, err)) return *done;
+  const auto fail = [&err](const Status& st) {
+    err << "attnviz-cli train: " << st.error << "\n";
+    return 1;
+  };
+
+  // Flags first, before anything is read.
+  for (auto [flag, v] : {std::pair{"--epochs", a.epochs},
+                         {"--batch-size", a.batch_size},
+                         {"--eval-freq", a.eval_freq},
+                         {"--eval-iter", a.eval_iter}})
+    if (Status st = positive(flag, v); !st.is_ok()) return fail(st);
+  if (a.new_tokens < 0) return fail(Status::fail("--new-tokens must be 0 or more"));
+  if (Status st = positive("--lr", a.lr); !st.is_ok()) return fail(st);
+  if (!(a.weight_decay >= 0 && std::isfinite(a.weight_decay)))
+    return fail(Status::fail("--weight-decay must be 0 or more"));
+  if (!(a.train_ratio > 0 && a.train_ratio < 1))
+    return fail(Status::fail("--train-ratio must be between 0 and 1"));
+  if (!(a.max_norm >= 0 && std::isfinite(a.max_norm)))
+    return fail(Status::fail("--max-norm must be 0 or more"));
+  if (a.warmup_steps && *a.warmup_steps < 0) return fail(Status::fail("--warmup-steps must be 0 or more"));
+  if (a.file.empty() && !app.count("--text"))
+    return fail(Status::fail("give a text file to train on (or --text)"));
+  Exec exec;
+  if (Status st = exec_from_args(exec_args, exec); !st.is_ok()) return fail(st);
+
+  // The model: a checkpoint's, or the book's GPTModel drawn from the seed.
+  TrainConfig cfg;
+  if (!a.resume.empty()) {
+    for (const char* flag : {"--preset", "--vocab-size", "--context-length", "--emb-dim", "--heads",
+                             "--layers", "--drop-rate", "--qkv-bias", "--attention-only"})
+      if (app.count(flag) > 0)
+        return fail(
+            Status::fail(std::string(flag) + " does not apply to --resume: the checkpoint has its sizes"));
+  } else if (Status st = config_of(app, a, cfg); !st.is_ok()) {
+    return fail(st);
+  } else if (Status mem = check_train_memory(cfg, a.batch_size, exec_args.memory_budget); !mem.is_ok()) {
+    return fail(mem);
+  }
+
+  // The text, as the book reads it, and its tokens.
+  std::string raw = a.text;
+  if (!a.file.empty())
+    if (Status st = read_untrusted_file(a.file, kMaxTextBytes, raw); !st.is_ok()) return fail(st);
+  const std::string where = a.file.empty() ? std::string("--text") : quote(a.file);
+  if (raw.empty()) return fail(Status::fail(where + " is empty"));
+  std::string text, train_text, val_text;
+  if (Status st = read_text_universal(raw, text); !st.is_ok())
+    return fail(Status::fail(where + ": " + st.error));
+  split_text(text, a.train_ratio, train_text, val_text);
+  Bpe bpe;
+  const std::string vocab_dir = a.vocab_dir.empty() ? default_vocab_dir() : a.vocab_dir;
+  if (Status st = Bpe::load_dir(vocab_dir, bpe); !st.is_ok()) return fail(st);
+  std::vector<int> train_ids, val_ids, start_ids;
+  if (Status st = bpe.encode(train_text, train_ids); !st.is_ok()) return fail(st);
+  if (Status st = bpe.encode(val_text, val_ids); !st.is_ok()) return fail(st);
+  if (Status st = bpe.encode(a.start_context, start_ids); !st.is_ok()) return fail(st);
+
+  TrainModel model;
+  AdamW opt;
+  bool resumed_optimizer = false;
+  if (!a.resume.empty()) {
+    if (Status st = read_checkpoint(a.resume, model, opt, resumed_optimizer); !st.is_ok()) return fail(st);
+    cfg = model.config();
+    if (Status st = check_train_memory(cfg, a.batch_size, exec_args.memory_budget); !st.is_ok())
+      return fail(st);
+  }
+  const int ctx = cfg.gpt.context_length, stride = a.stride.value_or(ctx);
+  if (Status st = positive("--stride", stride); !st.is_ok()) return fail(st);
+  for (const std::vector<int>* ids : {&train_ids, &val_ids, &start_ids})
+    for (int id : *ids)
+      if (id >= cfg.gpt.vocab_size)
+        return fail(Status::fail("the tokenizer gives id " + std::to_string(id) +
+                                 ", outside the model's vocabulary of " +
+                                 std::to_string(cfg.gpt.vocab_size)));
+  if (start_ids.empty() && a.new_tokens > 0) return fail(Status::fail("--start-context is empty"));
+  const Windows train = make_windows(train_ids, ctx, stride), val = make_windows(val_ids, ctx, stride);
+  if (train.size() < a.batch_size)
+    return fail(Status::fail("the training text (" + std::to_string(train_ids.size()) +
+                             " tokens) is too short for one batch of " + std::to_string(a.batch_size) +
+                             " windows of " + std::to_string(ctx + 1) +
+                             " tokens: give more text, or a smaller --context-length or --batch-size"));
+  if (val.size() == 0)
+    return fail(Status::fail("the validation text (the last " +
+                             std::to_string(static_cast<int>(std::lround((1 - a.train_ratio) * 100))) +
+                             "%: " + std::to_string(val_ids.size()) +
+                             " tokens) is too short for one window of " + std::to_string(ctx + 1) +
+                             " tokens: give more text, or a smaller --context-length"));
+
+  TorchGenerator g(exec_args.seed);
+  if (a.resume.empty())
+    if (Status st = TrainModel::build(cfg, g, model); !st.is_ok()) return fail(st);
+  model.exec = exec;
+
+  TrainRun run;
+  run.batch_size = a.batch_size, run.epochs = a.epochs, run.eval_freq = a.eval_freq,
+  run.eval_iter = a.eval_iter;
+  run.new_tokens = a.new_tokens, run.lr = a.lr, run.weight_decay = a.weight_decay, run.start_ids = start_ids;
+  if (a.warmup_steps || a.max_norm > 0) {
+    run.use_schedule = true;
+    run.schedule.warmup_steps = a.warmup_steps.value_or(0);
+    run.schedule.initial_lr = a.initial_lr, run.schedule.min_lr = a.min_lr,
+    run.schedule.max_norm = a.max_norm;
+  }
+  const int total_steps = a.epochs * (train.size() / a.batch_size);
+  TrainProgress progress(err, control.progress && !a.json, total_steps);
+  bool stopped = false;
+  int steps_done = 0;
+  std::int64_t tokens = 0;
+  using nlohmann::json;
+  TrainEvents events;
+  events.eval = [&](int epoch, int step, double tl, double vl, std::int64_t seen) {
+    progress.clear();
+    if (a.json) {
+      out << json{{"event", "eval"},  {"epoch", epoch}, {"step", step},
+                  {"train_loss", tl}, {"val_loss", vl}, {"tokens_seen", seen}}
+                 .dump()
+          << '\n';
+    } else {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "Ep %d (Step %06d): Train loss %.3f, Val loss %.3f\n", epoch, step, tl,
+                    vl);
+      out << buf;
+    }
+    out.flush();
+  };
+  events.sample = [&](int epoch, const std::vector<int>& ids) {
+    progress.clear();
+    const std::string s = one_line(bpe.decode(ids));
+    if (a.json)
+      out << json{{"event", "sample"}, {"epoch", epoch}, {"text", to_valid_utf8(s)}}.dump() << '\n';
+    else
+      out << s << '\n';
+    out.flush();
+  };
+  events.step = [&](int, int step, double, std::int64_t seen) {
+    steps_done = step + 1;
+    tokens = seen;
+    progress.step(steps_done, seen);
+    stopped = control.stop && control.stop->load();
+    return !stopped;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  if (control.generating) control.generating->store(true);
+  const Status st = train_book(model, opt, train, val, run, g, events);
+  if (control.generating) control.generating->store(false);
+  progress.clear();
+  if (!st.is_ok()) return fail(st);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!a.out_dir.empty())
+    if (Status w = write_checkpoint(a.out_dir, model, opt, vocab_dir); !w.is_ok()) return fail(w);
+  if (a.json) {
+    json done = {{"event", "done"},    {"steps", steps_done}, {"tokens_seen", tokens},
+                 {"seconds", seconds}, {"stopped", stopped},  {"resumed_optimizer", resumed_optimizer}};
+    if (!a.out_dir.empty()) done["checkpoint"] = to_valid_utf8(a.out_dir);
+    out << done.dump() << '\n';
+  } else if (!a.out_dir.empty()) {
+    out << "checkpoint: " << quote(a.out_dir) << "\n";
+  }
+  out.flush();
+  if (stopped) {
+    err << "attnviz-cli train: stopped after step " << steps_done << " of " << total_steps
+        << (a.out_dir.empty() ? "" : "; the model so far is saved") << "\n";
+    return kStoppedStatus;
+  }
+  return 0;
+}
+
+}  // namespace attnviz

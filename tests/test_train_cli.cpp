@@ -1,0 +1,175 @@
+// attnviz-cli train end to end (in-process): the book's lines for the reduced run of the PyTorch fixture,
+// JSON lines, a checkpoint that --model opens and --resume continues from, and every bad input refused in one
+// line.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "attnviz/io/checkpoint.hpp"
+#include "cli_run.hpp"
+
+using namespace attnviz;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kTrain = fs::path(ATTNVIZ_FIXTURES_DIR) / "train";
+const std::string kVocab = (fs::path(ATTNVIZ_FIXTURES_DIR) / "gpt" / "vocab").string();
+const std::string kStory = (kTrain / "story.txt").string();
+
+// The book-run fixture's reduced sizes, as flags.
+std::vector<std::string> reduced(std::vector<std::string> more) {
+  std::vector<std::string> a = {"train",
+                                kStory,
+                                "--vocab",
+                                kVocab,
+                                "--vocab-size",
+                                "512",
+                                "--context-length",
+                                "32",
+                                "--emb-dim",
+                                "32",
+                                "--heads",
+                                "4",
+                                "--layers",
+                                "2",
+                                "--lr",
+                                "2e-3"};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+// reduced() with one of its flags given another value.
+std::vector<std::string> reduced_with(const std::string& flag, const std::string& value) {
+  std::vector<std::string> a = reduced({});
+  const auto it = std::find(a.begin(), a.end(), flag);
+  REQUIRE(it != a.end());
+  *(it + 1) = value;
+  return a;
+}
+
+// One line on stderr that holds `needle`, exit status 1, nothing on stdout.
+void check_refused(const std::vector<std::string>& args, const std::string& needle) {
+  const test::Run r = test::cli(args);
+  CAPTURE(r.err);
+  CHECK(r.status == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("attnviz-cli train: ", 0) == 0);
+  CHECK(r.err.find(needle) != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> v;
+  std::istringstream in(s);
+  for (std::string line; std::getline(in, line);) v.push_back(line);
+  return v;
+}
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("attnviz_train_cli_" + name);
+  fs::remove_all(p);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("train cli: the reduced book run prints PyTorch's lines") {
+  std::ifstream f(kTrain / "book_run.json");
+  const json want = json::parse(f);
+  const test::Run r = test::cli(reduced({"--epochs", "2"}));
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.err.empty());
+  const std::vector<std::string> got = lines_of(r.out);
+  // the first two epochs of the fixture (its third epoch starts at the third sample's line + 1)
+  std::vector<std::string> expected;
+  int samples = 0;
+  for (const json& line : want["lines"]) {
+    expected.push_back(line);
+    if (line.get<std::string>().rfind("Ep ", 0) != 0 && ++samples == 2) break;
+  }
+  CHECK(got == expected);
+}
+
+TEST_CASE("train cli: JSON lines, a checkpoint --model opens, and --resume") {
+  const fs::path dir = temp_dir("checkpoint");
+  const test::Run r = test::cli(reduced({"--epochs", "1", "--json", "--out", dir.string()}));
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  const std::vector<std::string> lines = lines_of(r.out);
+  REQUIRE(lines.size() == 11);  // 9 evaluations (steps 0, 5, ..., 40 of 42), 1 sample, done
+  const json first = json::parse(lines[0]);
+  CHECK(first["event"] == "eval");
+  CHECK(first["step"] == 0);
+  CHECK(first["tokens_seen"] == 64);
+  CHECK(std::abs(first["train_loss"].get<double>() - 6.371) < 0.0005);
+  CHECK(json::parse(lines[9])["event"] == "sample");
+  const json done = json::parse(lines[10]);
+  CHECK(done["event"] == "done");
+  CHECK(done["steps"] == 42);
+  CHECK(done["checkpoint"] == dir.string());
+  for (const char* file :
+       {"model.safetensors", "config.json", "optimizer.safetensors", "vocab.json", "merges.txt"})
+    CHECK(fs::exists(dir / file));
+
+  // The checkpoint reads back bit for bit, optimizer state included.
+  TrainModel m;
+  AdamW opt;
+  bool has_optimizer = false;
+  REQUIRE(read_checkpoint(dir.string(), m, opt, has_optimizer).is_ok());
+  CHECK(has_optimizer);
+  CHECK(opt.steps == 42);
+  CHECK(opt.lr == 2e-3);
+  CHECK(m.config().gpt.n_heads == 4);
+  CHECK(m.config().gpt.context_length == 32);
+
+  // The model view opens it with its own tokenizer; its greedy continuation is the run's sample.
+  const std::string sample = json::parse(lines[9])["text"];
+  const test::Run view =
+      test::cli({"--model", dir.string(), "--text", "Every effort moves you", "--generate", "50", "--json"});
+  CAPTURE(view.err);
+  REQUIRE(view.status == 0);
+  const json v = json::parse(view.out);
+  std::string generated = v["generated_text"];
+  for (char& c : generated)
+    if (c == '\n') c = ' ';
+  CHECK("Every effort moves you" + generated == sample);
+
+  // --resume continues from it: a step count that goes on, and sizes refused beside it.
+  const test::Run more = test::cli({"train", kStory, "--vocab", kVocab, "--resume", dir.string(), "--epochs",
+                                    "1", "--json", "--lr", "2e-3"});
+  CAPTURE(more.err);
+  REQUIRE(more.status == 0);
+  CHECK(json::parse(lines_of(more.out).back())["resumed_optimizer"] == true);
+  check_refused({"train", kStory, "--vocab", kVocab, "--resume", dir.string(), "--layers", "3"},
+                "--layers does not apply to --resume");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("train cli: bad input gets one line") {
+  const fs::path dir = temp_dir("bad");
+  fs::create_directories(dir);
+  const auto file = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir / name, std::ios::binary) << bytes;
+    return (dir / name).string();
+  };
+  check_refused({"train", file("empty.txt", ""), "--vocab", kVocab}, "is empty");
+  check_refused({"train", file("short.txt", "Every effort moves you."), "--vocab", kVocab, "--vocab-size",
+                 "512", "--emb-dim", "32", "--heads", "4", "--layers", "1"},
+                "too short for one batch of 2 windows of 257 tokens");
+  check_refused({"train", file("bad.txt", "ok \xff"), "--vocab", kVocab}, "not valid UTF-8 (byte 3)");
+  check_refused({"train", (dir / "missing.txt").string(), "--vocab", kVocab}, "missing.txt");
+  check_refused(reduced({"--epochs", "0"}), "--epochs is 0: it must be at least 1");
+  check_refused(reduced({"--train-ratio", "1.5"}), "--train-ratio must be between 0 and 1");
+  check_refused(reduced_with("--heads", "5"), "not divisible by 5 heads");
+  check_refused(reduced_with("--vocab-size", "100"), "outside the model's vocabulary of 100");
+  // the memory check counts parameters, gradients, both moments and activations before anything is drawn
+  check_refused({"train", kStory, "--vocab", kVocab, "--memory-budget", "100MB"}, "AdamW moments ");
+  check_refused({"train"}, "give a text file to train on");
+  fs::remove_all(dir);
+}
