@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "attnviz/head_kinds.hpp"
 #include "attnviz/io/bpe.hpp"
 #include "attnviz/io/checkpoint.hpp"
 #include "attnviz/io/files.hpp"
@@ -31,6 +32,8 @@ struct TrainArgs {
   double lr = 4e-4, weight_decay = 0.1, train_ratio = 0.9;
   std::optional<int> warmup_steps;
   double initial_lr = 3e-5, min_lr = 1e-6, max_norm = 0.0;
+  std::string task = "book";
+  int steps = 1200, fixed_distance = 0;
 };
 
 // The progress line on a terminal: step, tokens per second, time left. It goes before any other line.
@@ -109,6 +112,156 @@ Status check_train_memory(const TrainConfig& cfg, int batch_size, std::uint64_t 
                                 format_bytes(need.grads) + ", AdamW moments " + format_bytes(need.moments) +
                                 ", activations " + format_bytes(need.activations);
   return check_memory(need.total(), budget, given_budget != 0, breakdown);
+}
+
+// The flags that only one task reads, refused by name with the other.
+constexpr const char* kBookOnlyFlags[] = {"file",           "--text",       "--epochs",        "--stride",
+                                          "--train-ratio",  "--eval-iter",  "--start-context", "--new-tokens",
+                                          "--warmup-steps", "--initial-lr", "--min-lr",        "--max-norm",
+                                          "--resume",       "--vocab",      "--preset"};
+constexpr const char* kInductionOnlyFlags[] = {"--steps", "--fixed-distance"};
+
+std::string head_list(const std::vector<std::vector<HeadScores>>& heads) {
+  std::string s;
+  char buf[80];
+  for (std::size_t l = 0; l < heads.size(); ++l)
+    for (std::size_t h = 0; h < heads[l].size(); ++h) {
+      const HeadScores& x = heads[l][h];
+      if (x.kind == HeadKind::none) continue;
+      std::snprintf(buf, sizeof buf, "%sL%zu h%zu %s %.2f", s.empty() ? "" : ", ", l, h, to_string(x.kind),
+                    static_cast<double>(x.score(x.kind)));
+      s += buf;
+    }
+  return s.empty() ? "no labelled heads" : s;
+}
+
+nlohmann::json heads_json(const std::vector<std::vector<HeadScores>>& heads) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& layer : heads) {
+    nlohmann::json row = nlohmann::json::array();
+    for (const HeadScores& x : layer)
+      row.push_back({{"kind", to_string(x.kind)},
+                     {"previous", x.previous},
+                     {"first", x.first},
+                     {"self", x.self},
+                     {"broad", x.broad},
+                     {"induction", x.induction}});
+    layers.push_back(row);
+  }
+  return layers;
+}
+
+// attnviz-cli train --task induction: the synthetic task on a small GPT, with every head's kind on probes it
+// never trained on, as the model view labels them.
+int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exec_args, const Exec& exec,
+                  std::ostream& out, std::ostream& err, const GenerateControl& control) {
+  const auto fail = [&err](const Status& st) {
+    err << "attnviz-cli train: " << st.error << "\n";
+    return 1;
+  };
+  for (const char* flag : kBookOnlyFlags)
+    if (app.count(flag) > 0)
+      return fail(Status::fail(std::string(flag) + " does not apply to --task induction"));
+  TrainConfig cfg;
+  cfg.gpt = GptConfig{64, 64, 64, 4, 2, 0.0, false};  // the recipe: 2 layers of 4 heads, no dropout
+  cfg.gpt.vocab_size = a.vocab_size.value_or(64);
+  cfg.gpt.context_length = a.context_length.value_or(64);
+  if (a.emb_dim) cfg.gpt.d_model = *a.emb_dim;
+  if (a.heads) cfg.gpt.n_heads = *a.heads;
+  if (a.layers) cfg.gpt.n_layers = *a.layers;
+  if (a.drop_rate) cfg.gpt.drop_rate = *a.drop_rate;
+  if (app.count("--qkv-bias")) cfg.gpt.qkv_bias = a.qkv_bias;
+  cfg.attention_only = a.attention_only;
+  if (Status st = validate(cfg); !st.is_ok()) return fail(st);
+  if (Status st = positive("--steps", a.steps); !st.is_ok()) return fail(st);
+  InductionRun run;
+  run.task.vocab = cfg.gpt.vocab_size;
+  run.task.tokens = cfg.gpt.context_length;
+  run.task.max_repeat = std::min(run.task.max_repeat, run.task.tokens / 2);
+  run.task.min_repeat = std::min(run.task.min_repeat, run.task.max_repeat);
+  run.task.fixed_distance = a.fixed_distance;
+  if (Status st = validate(run.task); !st.is_ok()) return fail(st);
+  run.batch_size = app.count("--batch-size") ? a.batch_size : 32;
+  run.steps = a.steps;
+  run.eval_freq = app.count("--eval-freq") ? a.eval_freq : 50;
+  run.lr = app.count("--lr") ? a.lr : 1e-3;
+  run.weight_decay = app.count("--weight-decay") ? a.weight_decay : 0.0;
+  if (Status st = check_train_memory(cfg, run.batch_size, exec_args.memory_budget); !st.is_ok())
+    return fail(st);
+
+  TorchGenerator g(exec_args.seed), data(exec_args.seed + 1);
+  TrainModel model;
+  if (Status st = TrainModel::build(cfg, g, model); !st.is_ok()) return fail(st);
+  model.exec = exec;
+  AdamW opt;
+  TrainProgress progress(err, control.progress && !a.json, run.steps);
+  bool stopped = false;
+  int first_induction = -1, steps_done = 0;
+  using nlohmann::json;
+  const auto start = std::chrono::steady_clock::now();
+  const auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  double induction_seconds = -1.0;
+  std::vector<std::vector<HeadScores>> last;
+  const auto point = [&](const InductionPoint& p) {
+    progress.clear();
+    steps_done = p.step;
+    last = p.heads;
+    bool induction = false;
+    for (const auto& layer : p.heads)
+      for (const HeadScores& x : layer) induction = induction || x.kind == HeadKind::induction;
+    if (induction && first_induction < 0) first_induction = p.step, induction_seconds = seconds();
+    if (a.json) {
+      out << json{{"event", "eval"},      {"step", p.step},
+                  {"loss", p.loss},       {"in_context", p.in_context},
+                  {"seconds", seconds()}, {"heads", heads_json(p.heads)}}
+                 .dump()
+          << '\n';
+    } else {
+      char buf[120];
+      std::snprintf(buf, sizeof buf, "Step %06d: loss %.3f, in-context score %+.3f: ", p.step, p.loss,
+                    p.in_context);
+      out << buf << head_list(p.heads) << '\n';
+    }
+    out.flush();
+    progress.step(p.step, static_cast<std::int64_t>(p.step) * run.batch_size * run.task.tokens);
+    stopped = control.stop && control.stop->load();
+    return !stopped;
+  };
+  if (control.generating) control.generating->store(true);
+  const Status st = train_induction(model, opt, run, g, data, point);
+  if (control.generating) control.generating->store(false);
+  progress.clear();
+  if (!st.is_ok()) return fail(st);
+  if (!a.out_dir.empty())
+    if (Status w = write_checkpoint(a.out_dir, model, opt, ""); !w.is_ok()) return fail(w);
+  if (a.json) {
+    json done = {{"event", "done"},
+                 {"steps", steps_done},
+                 {"seconds", seconds()},
+                 {"stopped", stopped},
+                 {"heads", heads_json(last)}};
+    done["first_induction_step"] = first_induction >= 0 ? json(first_induction) : json(nullptr);
+    done["first_induction_seconds"] = first_induction >= 0 ? json(induction_seconds) : json(nullptr);
+    if (!a.out_dir.empty()) done["checkpoint"] = to_valid_utf8(a.out_dir);
+    out << done.dump() << '\n';
+  } else {
+    char buf[160];
+    if (first_induction >= 0)
+      std::snprintf(buf, sizeof buf, "the first induction head appeared by step %d, after %.1f s\n",
+                    first_induction, induction_seconds);
+    else
+      std::snprintf(buf, sizeof buf, "no induction head after %d steps\n", steps_done);
+    out << buf;
+    if (!a.out_dir.empty()) out << "checkpoint: " << quote(a.out_dir) << "\n";
+  }
+  out.flush();
+  if (stopped) {
+    err << "attnviz-cli train: stopped after step " << steps_done << " of " << run.steps << "\n";
+    return kStoppedStatus;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -191,12 +344,33 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
       ->capture_default_str();
   app.add_option("--threads", exec_args.threads, "worker threads (0: every hardware thread)")
       ->transform(decimal_int());
+  app.add_option("--task", a.task,
+                 "book: the book's chapter 5 on a text; induction: the synthetic task that grows "
+                 "induction heads")
+      ->capture_default_str();
+  app.add_option("--steps", a.steps, "--task induction: optimizer steps")
+      ->capture_default_str()
+      ->transform(decimal_int());
+  app.add_option("--fixed-distance", a.fixed_distance,
+                 "--task induction: always repeat this many positions later (teaches a fixed look-back, not "
+                 "induction)")
+      ->transform(decimal_int());
   add_memory_budget_option(app, exec_args);
   if (const std::optional<int> done = parse_command_line(app, args, out, err)) return *done;
   const auto fail = [&err](const Status& st) {
     err << "attnviz-cli train: " << st.error << "\n";
     return 1;
   };
+
+  if (a.task != "book" && a.task != "induction")
+    return fail(Status::fail("--task " + quote(a.task) + " is not book or induction"));
+  if (a.task == "induction") {
+    Exec exec;
+    if (Status st = exec_from_args(exec_args, exec); !st.is_ok()) return fail(st);
+    return run_induction(app, a, exec_args, exec, out, err, control);
+  }
+  for (const char* flag : kInductionOnlyFlags)
+    if (app.count(flag) > 0) return fail(Status::fail(std::string(flag) + " needs --task induction"));
 
   // Flags first, before anything is read.
   for (auto [flag, v] : {std::pair{"--epochs", a.epochs},

@@ -52,7 +52,7 @@ std::string safetensors(const std::vector<Named>& tensors,
   const std::uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
   out += text;
-  out.reserve(out.size() + offset);
+  out.reserve(out.size() + static_cast<std::size_t>(offset));
   static_assert(sizeof(float) == 4, "float32");
   for (const Named& t : tensors)  // x86-64 and WebAssembly are little-endian, as the format is
     out.append(reinterpret_cast<const char*>(t.tensor->ptr()), t.tensor->size() * sizeof(float));
@@ -200,7 +200,8 @@ Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool&
     o.steps = static_cast<std::int64_t>(step);
     o.exp_avg = model.params().zeros_like();
     o.exp_avg_sq = model.params().zeros_like();
-    for (auto [prefix, into] : {std::pair{"exp_avg.", &o.exp_avg}, {"exp_avg_sq.", &o.exp_avg_sq}}) {
+    for (auto [prefix_name, into] : {std::pair{"exp_avg.", &o.exp_avg}, {"exp_avg_sq.", &o.exp_avg_sq}}) {
+      const std::string prefix = prefix_name;  // a lambda cannot capture a structured binding in C++17
       Status st;
       into->each([&](const std::string& name, Tensor& t) {
         if (!st.is_ok()) return;

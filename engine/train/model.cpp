@@ -228,14 +228,15 @@ struct TrainModel::Activations {
   std::vector<std::uint8_t> keep_emb;
   std::vector<Layer> layers;
   std::vector<float> x_final, lnf, lnf_hat, rstd_f, probs;
+  std::vector<double> row_losses;
   std::vector<float> t1;                    // a working buffer
   std::unique_ptr<train::Kernels> kernels;  // kept: its packing buffers are reused from step to step
 
-  train::Kernels& kernels_for(const Exec& exec) {
-    const Isa isa = resolve(exec.isa);
-    const int threads = isa == Isa::scalar ? 1 : resolve_threads(exec.threads);
+  train::Kernels& kernels_for(const Exec& how) {
+    const Isa isa = resolve(how.isa);
+    const int threads = isa == Isa::scalar ? 1 : resolve_threads(how.threads);
     if (!kernels || kernels->isa != isa || kernels->threads != threads)
-      kernels = std::make_unique<train::Kernels>(exec);
+      kernels = std::make_unique<train::Kernels>(how);
     return *kernels;
   }
 };
@@ -323,7 +324,7 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
                       al.ln2_hat.data(), al.rstd2.data(), rows, d);
     al.h.resize(N * F), al.g.resize(N * F);
     k.linear(al.ln2.data(), b.fc_w.ptr(), b.fc_b.ptr(), al.h.data(), rows, d, F);
-    train::gelu(*k.pool, al.h.data(), al.g.data(), static_cast<std::int64_t>(N) * F);
+    train::gelu(*k.pool, al.h.data(), al.g.data(), N * F);
     k.linear(al.g.data(), b.proj_w.ptr(), b.proj_b.ptr(), branch.data(), rows, F, d);
     al.keep_ff_out.clear();
     if (drop) {
@@ -338,7 +339,7 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
                     a.lnf.data(), a.lnf_hat.data(), a.rstd_f.data(), rows, d);
   a.probs.resize(N * static_cast<std::size_t>(V));
   k.linear(a.lnf.data(), params_.out_head.ptr(), nullptr, a.probs.data(), rows, d, V);
-  const double mean = train::cross_entropy(*k.pool, a.probs.data(), targets.data(), rows, V);
+  const double mean = train::cross_entropy(*k.pool, a.probs.data(), targets.data(), rows, V, &a.row_losses);
   if (!std::isfinite(mean))
     return Status::fail("the loss is not finite: the parameters have overflowed float32");
   out = static_cast<float>(mean);
@@ -381,7 +382,7 @@ Status TrainModel::backward() {
       k.linear_dw(branch.data(), al.g.data(), gb.proj_w.ptr(), gb.proj_b.ptr(), rows, F, d);
       dh.resize(N * F);
       k.linear_dx(branch.data(), b.proj_w.ptr(), dh.data(), rows, F, d, false);
-      train::gelu_backward(*k.pool, al.h.data(), dh.data(), dh.data(), static_cast<std::int64_t>(N) * F);
+      train::gelu_backward(*k.pool, al.h.data(), dh.data(), dh.data(), N * F);
       k.linear_dw(dh.data(), al.ln2.data(), gb.fc_w.ptr(), gb.fc_b.ptr(), rows, d, F);
       k.linear_dx(dh.data(), b.fc_w.ptr(), dln.data(), rows, d, F, false);
       train::layer_norm_backward(*k.pool, dln.data(), al.ln2_hat.data(), al.rstd2.data(), b.norm2_scale.ptr(),
@@ -416,6 +417,36 @@ Status TrainModel::backward() {
     }
   }
   return Status::ok();
+}
+
+Status TrainModel::attention_maps(const std::vector<int>& ids,
+                                  std::vector<std::vector<std::vector<float>>>& out) {
+  const int T = static_cast<int>(ids.size());
+  if (T < 1) return Status::fail("the probe needs at least one token");
+  TorchGenerator unused;
+  const std::vector<int> targets(ids.size(), 0);
+  float loss_unused = 0.0f;
+  if (Status st = loss(ids, targets, 1, T, false, unused, loss_unused, false); !st.is_ok()) return st;
+  const int H = config_.gpt.n_heads;
+  const std::size_t tt = static_cast<std::size_t>(T) * T;
+  out.assign(acts_->layers.size(), {});
+  for (std::size_t l = 0; l < acts_->layers.size(); ++l)
+    for (int h = 0; h < H; ++h) {
+      const float* w = acts_->layers[l].weights.data() + static_cast<std::size_t>(h) * tt;
+      out[l].emplace_back(w, w + tt);
+    }
+  return Status::ok();
+}
+
+std::vector<double> TrainModel::position_losses() const {
+  std::vector<double> out;
+  if (!acts_ || acts_->row_losses.empty()) return out;
+  const Activations& a = *acts_;
+  out.assign(static_cast<std::size_t>(a.tokens), 0.0);
+  for (int b = 0; b < a.batch; ++b)
+    for (int t = 0; t < a.tokens; ++t)
+      out[static_cast<std::size_t>(t)] += a.row_losses[static_cast<std::size_t>(b) * a.tokens + t] / a.batch;
+  return out;
 }
 
 Status TrainModel::last_probabilities(const std::vector<int>& ids, std::vector<float>& out) {

@@ -25,6 +25,8 @@ void ensure(AlignedFloats& buf, std::size_t n) {
 Kernels::Kernels(const Exec& exec) : isa(resolve(exec.isa)) {
   threads = isa == Isa::scalar ? 1 : resolve_threads(exec.threads);
   pool = &ThreadPool::shared(threads);
+  workers.resize(static_cast<std::size_t>(threads));
+  for (Worker& w : workers) w.alone = std::make_unique<ThreadPool>(1);
 }
 
 void Kernels::linear(const float* x, const float* w, const float* b, float* y, int M, int K, int N) {
@@ -90,30 +92,33 @@ void Kernels::linear_dw(const float* dy, const float* x, float* dw, float* db, i
   ensure(product, static_cast<std::size_t>(N) * K);
   // the transpose in 64 x 64 tiles, a band of columns of dy per task
   constexpr int kTile = 64;
-  chunked(*pool, (N + kTile - 1) / kTile, 1, [&](std::int64_t t0, std::int64_t) {
+  chunked(*pool, (N + kTile - 1) / kTile, 1, [&](std::size_t t0, std::size_t) {
     const int n0 = static_cast<int>(t0) * kTile, n1 = std::min(N, n0 + kTile);
     for (int m0 = 0; m0 < M; m0 += kTile)
-      for (int m = m0; m < std::min(M, m0 + kTile); ++m)
-        for (int n = n0; n < n1; ++n) transposed[at(n, M, m)] = dy[at(m, N, n)];
+      for (int n = n0; n < n1; ++n)
+        for (int m = m0; m < std::min(M, m0 + kTile); ++m) transposed[at(n, M, m)] = dy[at(m, N, n)];
   });
   simd::pack_kn(x, M, K, K, nr, packed.data());
   simd::run_gemm(isa, N, K, M, transposed.data(), packed.data(), product.data(), *pool);
-  const std::int64_t total = static_cast<std::int64_t>(N) * K;
-  chunked(*pool, total, 1 << 16, [&](std::int64_t i0, std::int64_t i1) {
-    for (std::int64_t i = i0; i < i1; ++i) dw[i] += product[static_cast<std::size_t>(i)];
+  const std::size_t total = static_cast<std::size_t>(N) * K;
+  chunked(*pool, total, 1 << 16, [&](std::size_t i0, std::size_t i1) {
+    for (std::size_t i = i0; i < i1; ++i) dw[i] += product[i];
   });
 }
 
-void chunked(ThreadPool& pool, std::int64_t n, std::int64_t chunk,
-             const std::function<void(std::int64_t, std::int64_t)>& fn) {
+void chunked(ThreadPool& pool, std::size_t n, std::size_t chunk,
+             const std::function<void(std::size_t, std::size_t)>& fn) {
   const int tasks = static_cast<int>((n + chunk - 1) / chunk);
-  pool.run(tasks, [&](int t, int) { fn(t * chunk, std::min(n, (t + 1) * chunk)); });
+  pool.run(tasks, [&](int t, int) {
+    const std::size_t begin = static_cast<std::size_t>(t) * chunk;
+    fn(begin, std::min(n, begin + chunk));
+  });
 }
 
 void layer_norm(ThreadPool& pool, const float* x, const float* scale, const float* shift, float* y,
                 float* x_hat, float* rstd, int rows, int cols) {
-  chunked(pool, rows, 16, [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
+  chunked(pool, rows, 16, [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
       const float* xr = x + at(r, cols, 0);
       double mean = 0.0, var = 0.0;
       for (int j = 0; j < cols; ++j) mean += xr[j];
@@ -138,10 +143,10 @@ void layer_norm_backward(ThreadPool& pool, const float* dy, const float* x_hat, 
   const int chunks = (rows + kRows - 1) / kRows;
   // each chunk's sums of dscale and dshift, added in chunk order after
   std::vector<double> partial(static_cast<std::size_t>(chunks) * 2 * cols, 0.0);
-  chunked(pool, rows, kRows, [&](std::int64_t r0, std::int64_t r1) {
+  chunked(pool, rows, kRows, [&](std::size_t r0, std::size_t r1) {
     double* ps = partial.data() + static_cast<std::size_t>(r0 / kRows) * 2 * cols;
     double* pb = ps + cols;
-    for (std::int64_t r = r0; r < r1; ++r) {
+    for (std::size_t r = r0; r < r1; ++r) {
       const float* g = dy + at(r, cols, 0);
       const float* h = x_hat + at(r, cols, 0);
       // dx = rstd (dh - mean(dh) - h mean(dh h)), dh = dy * scale
@@ -176,20 +181,22 @@ namespace {
 const double kGeluC = std::sqrt(2.0 / 3.14159265358979323846);
 }
 
-void gelu(ThreadPool& pool, const float* x, float* y, std::int64_t n) {
-  chunked(pool, n, 1 << 14, [&](std::int64_t i0, std::int64_t i1) {
-    for (std::int64_t i = i0; i < i1; ++i) {
+void gelu(ThreadPool& pool, const float* x, float* y, std::size_t n) {
+  chunked(pool, n, 1 << 14, [&](std::size_t i0, std::size_t i1) {
+    for (std::size_t i = i0; i < i1; ++i) {
       const double v = x[i];
-      y[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(kGeluC * (v + 0.044715 * v * v * v))));
+      // tanh in float, as PyTorch's float32 GELU takes it (its error, below 1e-7, is far inside the tests')
+      const double t = std::tanh(static_cast<float>(kGeluC * (v + 0.044715 * v * v * v)));
+      y[i] = static_cast<float>(0.5 * v * (1.0 + t));
     }
   });
 }
 
-void gelu_backward(ThreadPool& pool, const float* x, const float* dy, float* dx, std::int64_t n) {
-  chunked(pool, n, 1 << 14, [&](std::int64_t i0, std::int64_t i1) {
-    for (std::int64_t i = i0; i < i1; ++i) {
+void gelu_backward(ThreadPool& pool, const float* x, const float* dy, float* dx, std::size_t n) {
+  chunked(pool, n, 1 << 14, [&](std::size_t i0, std::size_t i1) {
+    for (std::size_t i = i0; i < i1; ++i) {
       const double v = x[i];
-      const double t = std::tanh(kGeluC * (v + 0.044715 * v * v * v));
+      const double t = std::tanh(static_cast<float>(kGeluC * (v + 0.044715 * v * v * v)));
       const double d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kGeluC * (1.0 + 3.0 * 0.044715 * v * v);
       dx[i] = static_cast<float>(dy[i] * d);
     }
@@ -315,20 +322,21 @@ void attention_forward_fast(const Attention& a, const float* q, const float* k, 
   Kernels& K = *a.kernels;
   const int T = a.T, H = a.H, hd = a.hd, nr = simd::panel_width(K.isa);
   const std::size_t W = static_cast<std::size_t>(H) * hd, tt = static_cast<std::size_t>(T) * T;
-  ensure(K.head_a, static_cast<std::size_t>(T) * hd);
-  ensure(K.head_b, std::max(simd::panel_floats(T, hd, nr), simd::panel_floats(hd, T, nr)));
-  ensure(K.head_c, tt);
-  ensure(K.head_d, static_cast<std::size_t>(T) * hd);
-  std::vector<double> e(static_cast<std::size_t>(T));
-  for (int task = 0; task < a.batch * H; ++task) {
+  K.pool->run(a.batch * H, [&](int task, int worker) {
+    Kernels::Worker& wk = K.workers[static_cast<std::size_t>(worker)];
+    ensure(wk.a, static_cast<std::size_t>(T) * hd);
+    ensure(wk.b, std::max(simd::panel_floats(T, hd, nr), simd::panel_floats(hd, T, nr)));
+    ensure(wk.c, tt);
+    ensure(wk.d, static_cast<std::size_t>(T) * hd);
+    std::vector<double> e(static_cast<std::size_t>(T));
     const int b = task / H, h = task % H;
     const std::size_t row0 = static_cast<std::size_t>(b) * T, col = static_cast<std::size_t>(h) * hd;
     float* w = weights + static_cast<std::size_t>(task) * tt;
     const std::uint8_t* kp = keep ? keep + static_cast<std::size_t>(task) * tt : nullptr;
-    float* s = K.head_c.data();
-    copy_head(q, W, row0, col, T, hd, K.head_a.data());
-    simd::pack_nk(k + at(row0, W, col), T, hd, static_cast<int>(W), nr, K.head_b.data());
-    simd::run_gemm(K.isa, T, T, hd, K.head_a.data(), K.head_b.data(), s, *K.pool);
+    float* s = wk.c.data();
+    copy_head(q, W, row0, col, T, hd, wk.a.data());
+    simd::pack_nk(k + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
+    simd::run_gemm(K.isa, T, T, hd, wk.a.data(), wk.b.data(), s, *wk.alone);
     for (int i = 0; i < T; ++i) {
       const float* si = s + at(i, T, 0);
       float* wi = w + at(i, T, 0);
@@ -347,10 +355,10 @@ void attention_forward_fast(const Attention& a, const float* q, const float* k, 
       for (std::size_t c = 0; c < tt; ++c) s[c] = kp[c] ? w[c] * a.keep_scale : 0.0f;
       wd = s;
     }
-    simd::pack_kn(v + at(row0, W, col), T, hd, static_cast<int>(W), nr, K.head_b.data());
-    simd::run_gemm(K.isa, T, hd, T, wd, K.head_b.data(), K.head_d.data(), *K.pool);
-    store_head(K.head_d.data(), W, row0, col, T, hd, ctx);
-  }
+    simd::pack_kn(v + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
+    simd::run_gemm(K.isa, T, hd, T, wd, wk.b.data(), wk.d.data(), *wk.alone);
+    store_head(wk.d.data(), W, row0, col, T, hd, ctx);
+  });
 }
 
 void attention_backward_fast(const Attention& a, const float* q, const float* k, const float* v,
@@ -359,30 +367,32 @@ void attention_backward_fast(const Attention& a, const float* q, const float* k,
   Kernels& K = *a.kernels;
   const int T = a.T, H = a.H, hd = a.hd, nr = simd::panel_width(K.isa);
   const std::size_t W = static_cast<std::size_t>(H) * hd, tt = static_cast<std::size_t>(T) * T;
-  ensure(K.head_a, std::max(static_cast<std::size_t>(T) * hd, tt));
-  ensure(K.head_b, std::max(simd::panel_floats(T, hd, nr), simd::panel_floats(hd, T, nr)));
-  ensure(K.head_c, tt);
-  ensure(K.head_d, static_cast<std::size_t>(T) * hd);
-  for (int task = 0; task < a.batch * H; ++task) {
+  K.pool->run(a.batch * H, [&](int task, int worker) {
+    Kernels::Worker& wk = K.workers[static_cast<std::size_t>(worker)];
+    ensure(wk.a, std::max(static_cast<std::size_t>(T) * hd, tt));
+    ensure(wk.b, std::max(simd::panel_floats(T, hd, nr), simd::panel_floats(hd, T, nr)));
+    ensure(wk.c, tt);
+    ensure(wk.d, static_cast<std::size_t>(T) * hd);
+
     const int b = task / H, h = task % H;
     const std::size_t row0 = static_cast<std::size_t>(b) * T, col = static_cast<std::size_t>(h) * hd;
     const float* w = weights + static_cast<std::size_t>(task) * tt;
     const std::uint8_t* kp = keep ? keep + static_cast<std::size_t>(task) * tt : nullptr;
-    float* ds = K.head_c.data();
+    float* ds = wk.c.data();
     // dW' = dctx V^T
-    copy_head(dctx, W, row0, col, T, hd, K.head_a.data());
-    simd::pack_nk(v + at(row0, W, col), T, hd, static_cast<int>(W), nr, K.head_b.data());
-    simd::run_gemm(K.isa, T, T, hd, K.head_a.data(), K.head_b.data(), ds, *K.pool);
+    copy_head(dctx, W, row0, col, T, hd, wk.a.data());
+    simd::pack_nk(v + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
+    simd::run_gemm(K.isa, T, T, hd, wk.a.data(), wk.b.data(), ds, *wk.alone);
     // dV = W'^T dctx (W' the dropped weights)
-    float* wt = K.head_a.data();
+    float* wt = wk.a.data();
     for (int i = 0; i < T; ++i)
       for (int j = 0; j < T; ++j) {
         const std::size_t c = at(i, T, j);
         wt[at(j, T, i)] = kp ? (kp[c] ? w[c] * a.keep_scale : 0.0f) : w[c];
       }
-    simd::pack_kn(dctx + at(row0, W, col), T, hd, static_cast<int>(W), nr, K.head_b.data());
-    simd::run_gemm(K.isa, T, hd, T, wt, K.head_b.data(), K.head_d.data(), *K.pool);
-    store_head(K.head_d.data(), W, row0, col, T, hd, dv);
+    simd::pack_kn(dctx + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
+    simd::run_gemm(K.isa, T, hd, T, wt, wk.b.data(), wk.d.data(), *wk.alone);
+    store_head(wk.d.data(), W, row0, col, T, hd, dv);
     // dS, masked cells 0
     for (int i = 0; i < T; ++i) {
       float* di = ds + at(i, T, 0);
@@ -396,14 +406,14 @@ void attention_backward_fast(const Attention& a, const float* q, const float* k,
       for (int j = i + 1; j < T; ++j) di[j] = 0.0f;
     }
     // dQ = dS K, dK = dS^T Q
-    simd::pack_kn(k + at(row0, W, col), T, hd, static_cast<int>(W), nr, K.head_b.data());
-    simd::run_gemm(K.isa, T, hd, T, ds, K.head_b.data(), K.head_d.data(), *K.pool);
-    store_head(K.head_d.data(), W, row0, col, T, hd, dq);
-    transpose_square(ds, T, K.head_a.data());
-    simd::pack_kn(q + at(row0, W, col), T, hd, static_cast<int>(W), nr, K.head_b.data());
-    simd::run_gemm(K.isa, T, hd, T, K.head_a.data(), K.head_b.data(), K.head_d.data(), *K.pool);
-    store_head(K.head_d.data(), W, row0, col, T, hd, dk);
-  }
+    simd::pack_kn(k + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
+    simd::run_gemm(K.isa, T, hd, T, ds, wk.b.data(), wk.d.data(), *wk.alone);
+    store_head(wk.d.data(), W, row0, col, T, hd, dq);
+    transpose_square(ds, T, wk.a.data());
+    simd::pack_kn(q + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
+    simd::run_gemm(K.isa, T, hd, T, wk.a.data(), wk.b.data(), wk.d.data(), *wk.alone);
+    store_head(wk.d.data(), W, row0, col, T, hd, dk);
+  });
 }
 
 }  // namespace
@@ -425,10 +435,11 @@ void attention_backward(const Attention& a, const float* q, const float* k, cons
     attention_backward_fast(a, q, k, v, weights, keep, dctx, dq, dk, dv);
 }
 
-double cross_entropy(ThreadPool& pool, float* logits, const int* targets, int rows, int vocab) {
+double cross_entropy(ThreadPool& pool, float* logits, const int* targets, int rows, int vocab,
+                     std::vector<double>* row_losses) {
   std::vector<double> losses(static_cast<std::size_t>(rows));
-  chunked(pool, rows, 2, [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
+  chunked(pool, rows, 2, [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
       float* l = logits + at(r, vocab, 0);
       double mx = -HUGE_VAL;
       for (int j = 0; j < vocab; ++j) mx = std::max(mx, static_cast<double>(l[j]));
@@ -441,13 +452,14 @@ double cross_entropy(ThreadPool& pool, float* logits, const int* targets, int ro
   });
   double total = 0.0;
   for (double x : losses) total += x;
+  if (row_losses) *row_losses = std::move(losses);
   return total / rows;
 }
 
 void cross_entropy_backward(ThreadPool& pool, float* probs, const int* targets, int rows, int vocab) {
   const double inv = 1.0 / rows;
-  chunked(pool, rows, 2, [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
+  chunked(pool, rows, 2, [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
       float* p = probs + at(r, vocab, 0);
       for (int j = 0; j < vocab; ++j) p[j] = static_cast<float>((p[j] - (j == targets[r] ? 1.0 : 0.0)) * inv);
     }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "attnviz/exec.hpp"
@@ -23,7 +24,13 @@ struct Kernels {
   int threads = 1;
   ThreadPool* pool = nullptr;  // the shared pool of `threads` workers
   AlignedFloats packed, transposed, product;
-  AlignedFloats head_a, head_b, head_c, head_d;  // attention's per-head matrices
+  // Attention runs one (sequence, head) per task, each task's products on its worker's one-thread pool
+  // (the caller alone) with its worker's matrices.
+  struct Worker {
+    std::unique_ptr<ThreadPool> alone;
+    AlignedFloats a, b, c, d;
+  };
+  std::vector<Worker> workers;
 
   // y (M, N) = x (M, K) w^T + b; w (N, K) as nn.Linear stores it; b (N) or null.
   void linear(const float* x, const float* w, const float* b, float* y, int M, int K, int N);
@@ -46,8 +53,8 @@ void layer_norm_backward(ThreadPool& pool, const float* dy, const float* x_hat, 
                          bool accumulate);
 
 // GELU (tanh form) and its backward: dx = dy * gelu'(x).
-void gelu(ThreadPool& pool, const float* x, float* y, std::int64_t n);
-void gelu_backward(ThreadPool& pool, const float* x, const float* dy, float* dx, std::int64_t n);
+void gelu(ThreadPool& pool, const float* x, float* y, std::size_t n);
+void gelu_backward(ThreadPool& pool, const float* x, const float* dy, float* dx, std::size_t n);
 
 // Causal multi-head attention of one batch of `batch` sequences: q, k, v, ctx (batch * T, H * hd); weights
 // (batch, H, T, T) after softmax (masked cells 0); keep (batch, H, T, T) or null; scores divided by
@@ -67,12 +74,13 @@ void attention_backward(const Attention& a, const float* q, const float* k, cons
                         float* dk, float* dv);
 
 // Runs fn(begin, end) over [0, n) in chunks of `chunk`, one task each.
-void chunked(ThreadPool& pool, std::int64_t n, std::int64_t chunk,
-             const std::function<void(std::int64_t, std::int64_t)>& fn);
+void chunked(ThreadPool& pool, std::size_t n, std::size_t chunk,
+             const std::function<void(std::size_t, std::size_t)>& fn);
 
 // Mean cross-entropy of logits (rows, vocab) against targets; turns the logits into softmax probabilities
 // in place (what the backward pass needs). Returns the mean in double.
-double cross_entropy(ThreadPool& pool, float* logits_to_probs, const int* targets, int rows, int vocab);
+double cross_entropy(ThreadPool& pool, float* logits_to_probs, const int* targets, int rows, int vocab,
+                     std::vector<double>* row_losses = nullptr);
 // dlogits = (probs - onehot(target)) / rows, in place over probs.
 void cross_entropy_backward(ThreadPool& pool, float* probs_to_grad, const int* targets, int rows, int vocab);
 

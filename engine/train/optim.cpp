@@ -35,18 +35,17 @@ void AdamW::step(GptTensors& params, const GptTensors& grads) {
     float* md = m[t]->ptr();
     float* vd = v[t]->ptr();
     const float* gd = g[t]->ptr();
-    train::chunked(
-        pool, static_cast<std::int64_t>(p[t]->size()), 1 << 16, [&](std::int64_t i0, std::int64_t i1) {
-          for (std::int64_t i = i0; i < i1; ++i) {
-            pd[i] *= decay;                             // param.mul_(1 - lr * weight_decay)
-            md[i] = md[i] * b1 + one_minus_b1 * gd[i];  // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-            vd[i] = vd[i] * b2 +
-                    one_minus_b2 * gd[i] * gd[i];  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, ...)
-            const float denom = std::sqrt(vd[i]) / bc2_sqrt + e;  // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
-            // param.addcdiv_(exp_avg, denom, value=-step_size): (value * m) / denom
-            pd[i] += -step_size * md[i] / denom;
-          }
-        });
+    train::chunked(pool, p[t]->size(), 1 << 16, [&](std::size_t i0, std::size_t i1) {
+      for (std::size_t i = i0; i < i1; ++i) {
+        pd[i] *= decay;                             // param.mul_(1 - lr * weight_decay)
+        md[i] = md[i] * b1 + one_minus_b1 * gd[i];  // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+        vd[i] =
+            vd[i] * b2 + one_minus_b2 * gd[i] * gd[i];  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, ...)
+        const float denom = std::sqrt(vd[i]) / bc2_sqrt + e;  // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
+        // param.addcdiv_(exp_avg, denom, value=-step_size): (value * m) / denom
+        pd[i] += -step_size * md[i] / denom;
+      }
+    });
   }
 }
 

@@ -18,6 +18,7 @@
 #include "attnviz/config.hpp"
 #include "attnviz/exec.hpp"
 #include "attnviz/gpt.hpp"
+#include "attnviz/head_kinds.hpp"
 #include "attnviz/status.hpp"
 #include "attnviz/tensor.hpp"
 #include "attnviz/torch_rng.hpp"
@@ -95,6 +96,10 @@ class TrainModel {
               bool train, TorchGenerator& g, float& out, bool for_backward = true);
   // loss.backward(): adds the gradient of the last loss(..., for_backward = true) to grads().
   Status backward();
+  // Every head's attention weights (eval mode, no dropout) on `ids`: out[layer][head], each (T, T) row-major.
+  Status attention_maps(const std::vector<int>& ids, std::vector<std::vector<std::vector<float>>>& out);
+  // The loss of each position of the last loss() call, averaged over its batch.
+  std::vector<double> position_losses() const;
   // softmax of the last position's logits for `ids` in eval mode (no dropout), what generate_text_simple
   // takes the argmax of.
   Status last_probabilities(const std::vector<int>& ids, std::vector<float>& out);
@@ -212,5 +217,63 @@ Status train_book(TrainModel& m, AdamW& opt, const Windows& train, const Windows
 
 // generate_text_simple in eval mode: `steps` greedy tokens, the context cropped to context_length.
 Status generate_greedy(TrainModel& m, std::vector<int> ids, int steps, std::vector<int>& out);
+
+}  // namespace attnviz
+
+namespace attnviz {
+
+// --- The synthetic induction task
+// ------------------------------------------------------------------------------
+//
+// Sequences of random tokens in which one segment appears twice (the prefix-matching setup of Olsson et al.
+// 2022, "In-context learning and induction heads"): the second copy can only be predicted by finding the
+// earlier occurrence of the current token and copying the token that followed it, which an induction head
+// (with a previous-token head in an earlier layer) does. Repeat lengths and both positions are drawn at
+// random per sequence, so that looking back a fixed distance does not work; `fixed_distance` > 0 instead
+// always puts the copy that far after the original, which teaches a head to look back that distance and not
+// an induction head (docs/training.md: "Induction heads").
+struct InductionTask {
+  int vocab = 64;   // tokens 0 .. vocab - 1
+  int tokens = 64;  // positions per sequence (the model's context length)
+  int min_repeat = 4, max_repeat = 24;
+  int fixed_distance = 0;  // 0: random distances
+};
+Status validate(const InductionTask& t);
+
+// One batch of `batch` sequences (inputs and next-token targets, batch x tokens each) drawn from `g`.
+void induction_batch(const InductionTask& t, int batch, TorchGenerator& g, std::vector<int>& inputs,
+                     std::vector<int>& targets);
+
+// A probe the model never trained on: random tokens with a segment of `repeat` tokens repeated `distance`
+// positions later (drawn from its own seed), `tokens` long.
+std::vector<int> induction_probe(const InductionTask& t, int repeat, int distance, std::uint64_t seed);
+
+// Olsson et al.'s in-context learning score over a batch (eval mode): the mean loss at the last quarter of
+// the positions minus the mean loss at the first quarter. It falls below zero as the model learns to use the
+// context (at the induction phase change).
+Status in_context_score(TrainModel& m, const std::vector<int>& inputs, const std::vector<int>& targets,
+                        int batch, int tokens, double& out);
+
+// Each head's scores on the task's probes (induction_probe at several distances the task does not fix), the
+// scores averaged over the probes and labelled by label_of: heads[layer][head].
+Status probe_heads(TrainModel& m, const InductionTask& t, std::vector<std::vector<HeadScores>>& heads);
+
+struct InductionRun {
+  InductionTask task;
+  int batch_size = 32, steps = 1200, eval_freq = 50;
+  double lr = 1e-3, weight_decay = 0.0;
+};
+
+struct InductionPoint {
+  int step = 0;                                // steps done
+  double loss = 0.0;                           // this step's training loss
+  double in_context = 0.0;                     // in_context_score on a held-out batch
+  std::vector<std::vector<HeadScores>> heads;  // probe_heads
+};
+
+// AdamW on fresh task batches from `data`, dropout (if any) from `g`. `point` is called at step 0 (before
+// any update), every eval_freq steps and after the last; returning false stops the run there.
+Status train_induction(TrainModel& m, AdamW& opt, const InductionRun& run, TorchGenerator& g,
+                       TorchGenerator& data, const std::function<bool(const InductionPoint&)>& point);
 
 }  // namespace attnviz

@@ -1,66 +1,28 @@
-// What one attention head does, from its causal weight matrix and the token ids: a score in [0, 1] per kind
-// of pattern and a short label, for the model view's grid of layers x heads. Pure and headless.
-//
-// A is one head's (T, T) softmax weights, row i over the visible cells j <= i (row i sums to 1). Row 0 always
-// puts 1 on itself and is left out of every score. Cells that are not finite read as 0.
-//
-//   previous   mean over rows i >= 1 of A[i][i-1]
-//   first      mean over rows i >= 1 of A[i][0]            (the "attention sink")
-//   self       mean over rows i >= 1 of A[i][i]
-//   broad      mean over rows i >= 2 of H_i / log(i + 1), where H_i = -sum_j p_j log p_j is the entropy
-//              of row i over its i + 1 visible cells, p_j = A[i][j] / sum_j A[i][j] over the cells with
-//              A[i][j] > 0 (1 = uniform, 0 = all weight on one cell; a row with no positive cell counts 0)
-//   induction  over the positions i whose token appeared earlier at some j with j + 1 < i: the sum of
-//              A[i][j + 1] over every such j (the token that followed each earlier occurrence; j + 1 < i
-//              leaves out an occurrence right before i, whose successor would be i itself), averaged over
-//              those positions. Defined only when at least 2 such positions exist; otherwise
-//              induction_defined is false and the score is 0. On "A B C D A B C D" the second B (i = 5)
-//              scores A[5][2], its attention to the first C.
-//
-// Each score is clamped to [0, 1] (it only matters for rows that do not sum to 1, e.g. after dropout).
-// T < 2, an empty or non-square matrix: every score 0, kind none. With fewer ids than rows, induction looks
-// only at the positions that have an id; the other scores read the matrix alone.
-//
-// The label is the kind with the highest score among those whose score reaches its threshold (induction only
-// when defined); equal scores go to the kind earlier in all_head_kinds(); none when no kind reaches its
-// threshold. Cost: O(T^2) for the matrix plus O(T x earlier occurrences) for induction, no allocation
-// per row.
+// The head kinds of the model view's grid: the engine's (attnviz/head_kinds.hpp), read from a stage matrix.
 #pragma once
 
-#include <string>
 #include <vector>
 
+#include "attnviz/head_kinds.hpp"
 #include "attnviz/viz/stages.hpp"
 
 namespace attnviz::viz {
 
-enum class HeadKind { none, previous, first, self, broad, induction };
+using attnviz::all_head_kinds;
+using attnviz::head_kind_threshold;
+using attnviz::HeadKind;
+using attnviz::HeadScores;
+using attnviz::kBroadThreshold;
+using attnviz::kFirstThreshold;
+using attnviz::kInductionThreshold;
+using attnviz::kPreviousThreshold;
+using attnviz::kSelfThreshold;
+using attnviz::parse_head_kind;
+using attnviz::short_label;
+using attnviz::to_string;
 
-// The threshold each score must reach for its kind to be the label.
-inline constexpr float kPreviousThreshold = 0.4f;
-inline constexpr float kFirstThreshold = 0.4f;
-inline constexpr float kSelfThreshold = 0.4f;
-inline constexpr float kBroadThreshold = 0.75f;  // normalized entropy
-inline constexpr float kInductionThreshold = 0.4f;
-float head_kind_threshold(HeadKind k);  // the constant above; 0 for none
-
-// Every kind but none, in the order that breaks ties: induction, previous, first, self, broad.
-const std::vector<HeadKind>& all_head_kinds();
-// "previous-token", "first-token", "self", "broad", "induction"; "none"
-const char* to_string(HeadKind k);
-// At most 6 characters, for thumbnails: "prev", "first", "self", "broad", "induct"; "" for none.
-const char* short_label(HeadKind k);
-// to_string's names, "none" included.
-bool parse_head_kind(const std::string& s, HeadKind& out);
-
-struct HeadScores {
-  float previous = 0.0f, first = 0.0f, self = 0.0f, broad = 0.0f, induction = 0.0f;
-  bool induction_defined = false;
-  HeadKind kind = HeadKind::none;  // the label
-
-  float score(HeadKind k) const;  // 0 for none
-};
-
-HeadScores score_head(const MatrixDesc& weights, const std::vector<int>& ids);
+inline HeadScores score_head(const MatrixDesc& m, const std::vector<int>& ids) {
+  return attnviz::score_head(WeightsView{m.data, m.rows, m.cols, m.row_stride, m.multiplier}, ids);
+}
 
 }  // namespace attnviz::viz

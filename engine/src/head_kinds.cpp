@@ -1,4 +1,4 @@
-#include "attnviz/viz/head_kinds.hpp"
+#include "attnviz/head_kinds.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "attnviz/enum_names.hpp"
 
-namespace attnviz::viz {
+namespace attnviz {
 namespace {
 
 // Cell j of a row, 0 when not finite.
@@ -172,9 +172,9 @@ float HeadScores::score(HeadKind k) const {
   return 0.0f;
 }
 
-HeadScores score_head(const MatrixDesc& weights, const std::vector<int>& ids) {
+HeadScores score_head(const WeightsView& weights, const std::vector<int>& ids) {
   HeadScores s;
-  const MatrixDesc& m = weights;
+  const WeightsView& m = weights;
   const int T = m.rows;
   if (m.data == nullptr || T < 2 || m.cols != T) return s;
   const float mul = m.multiplier;
@@ -217,13 +217,19 @@ HeadScores score_head(const MatrixDesc& weights, const std::vector<int>& ids) {
   s.induction_defined = positions >= 2;
   s.induction = s.induction_defined ? clamp01(induction / positions) : 0.0f;
 
-  // the label: the highest score reaching its threshold, ties to the earlier kind
-  for (HeadKind k : all_head_kinds()) {
-    if (k == HeadKind::induction && !s.induction_defined) continue;
-    const float x = s.score(k);
-    if (x >= head_kind_threshold(k) && (s.kind == HeadKind::none || x > s.score(s.kind))) s.kind = k;
-  }
+  s.kind = label_of(s);
   return s;
 }
 
-}  // namespace attnviz::viz
+HeadKind label_of(const HeadScores& s) {
+  // the highest score reaching its threshold, ties to the earlier kind
+  HeadKind kind = HeadKind::none;
+  for (HeadKind k : all_head_kinds()) {
+    if (k == HeadKind::induction && !s.induction_defined) continue;
+    const float x = s.score(k);
+    if (x >= head_kind_threshold(k) && (kind == HeadKind::none || x > s.score(kind))) kind = k;
+  }
+  return kind;
+}
+
+}  // namespace attnviz
