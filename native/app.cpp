@@ -67,6 +67,15 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   add_memory_budget_option(cli, a);
   add_view_options(cli, v);
   cli.add_option("--screenshot", screenshot, "render headless, write this PNG and exit");
+  std::string train_recipe;
+  int train_steps = 0;
+  cli.add_option(
+      "--train-recipe", train_recipe,
+      "open the Train panel's view with this recipe: induction | book | custom (book and custom train "
+      "on --text)");
+  cli.add_option("--train-steps", train_steps,
+                 "with --train-recipe: train this many steps before the first frame")
+      ->transform(decimal_int());
   cli.add_option("--frames", frames, "frames to render before the screenshot (at most 100)")
       ->capture_default_str()
       ->transform(decimal_int());
@@ -114,6 +123,23 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   // A bad first configuration is an error on the command line; in the window it is explained in place.
   if (Status st = viz::start(app); !st.is_ok()) return fail(st);
   if (Status st = check_view(app); !st.is_ok()) return fail(st);
+  if (!train_recipe.empty() || train_steps != 0) {
+    const std::optional<viz::TrainRecipe> r = train_recipe == "induction" ? viz::TrainRecipe::induction
+                                              : train_recipe == "book"    ? viz::TrainRecipe::book
+                                              : train_recipe == "custom"  ? viz::TrainRecipe::custom
+                                                                          : std::optional<viz::TrainRecipe>{};
+    if (!r)
+      return fail(
+          Status::fail("--train-recipe " + quote(train_recipe) + " is not induction, book or custom"));
+    if (train_steps < 0 || train_steps > 1000000)
+      return fail(Status::fail("--train-steps must be between 0 and 1000000"));
+    app.train.settings = viz::recipe_settings(*r);
+    app.train.settings.seed = a.seed;
+    if (Status st = viz::reset_training(app); !st.is_ok()) return fail(st);
+    for (int i = 0; i < train_steps; ++i)
+      if (Status st = app.train.session->step(); !st.is_ok()) return fail(st);
+    app.train.show = true;
+  }
 
   Window window;
   WindowOptions wo;

@@ -33,7 +33,7 @@ struct TrainArgs {
   std::optional<int> warmup_steps;
   double initial_lr = 3e-5, min_lr = 1e-6, max_norm = 0.0;
   std::string task = "book";
-  int steps = 1200, fixed_distance = 0;
+  int steps = 6000, fixed_distance = 0;
 };
 
 // The progress line on a terminal: step, tokens per second, time left. It goes before any other line.
@@ -163,7 +163,8 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
     if (app.count(flag) > 0)
       return fail(Status::fail(std::string(flag) + " does not apply to --task induction"));
   TrainConfig cfg;
-  cfg.gpt = GptConfig{64, 64, 64, 4, 2, 0.0, false};  // the recipe: 2 layers of 4 heads, no dropout
+  // the recipe: attention-only, 2 layers of 4 heads, no dropout (the Train panel's "Induction heads")
+  cfg.gpt = GptConfig{64, 64, 64, 4, 2, 0.0, false};
   cfg.gpt.vocab_size = a.vocab_size.value_or(64);
   cfg.gpt.context_length = a.context_length.value_or(64);
   if (a.emb_dim) cfg.gpt.d_model = *a.emb_dim;
@@ -171,7 +172,8 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
   if (a.layers) cfg.gpt.n_layers = *a.layers;
   if (a.drop_rate) cfg.gpt.drop_rate = *a.drop_rate;
   if (app.count("--qkv-bias")) cfg.gpt.qkv_bias = a.qkv_bias;
-  cfg.attention_only = a.attention_only;
+  cfg.attention_only =
+      app.count("--attention-only") + app.count("--no-attention-only") > 0 ? a.attention_only : true;
   if (Status st = validate(cfg); !st.is_ok()) return fail(st);
   if (Status st = positive("--steps", a.steps); !st.is_ok()) return fail(st);
   InductionRun run;
@@ -184,7 +186,7 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
   run.batch_size = app.count("--batch-size") ? a.batch_size : 32;
   run.steps = a.steps;
   run.eval_freq = app.count("--eval-freq") ? a.eval_freq : 50;
-  run.lr = app.count("--lr") ? a.lr : 1e-3;
+  run.lr = app.count("--lr") ? a.lr : 2e-3;
   run.weight_decay = app.count("--weight-decay") ? a.weight_decay : 0.0;
   if (Status st = check_train_memory(cfg, run.batch_size, exec_args.memory_budget); !st.is_ok())
     return fail(st);
@@ -291,7 +293,8 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
   app.add_option("--layers", a.layers, "transformer blocks")->transform(decimal_int());
   app.add_option("--drop-rate", a.drop_rate, "dropout rate (default 0.1)")->transform(decimal_number());
   app.add_flag("--qkv-bias,!--no-qkv-bias", a.qkv_bias, "biases on the query, key and value projections");
-  app.add_flag("--attention-only", a.attention_only, "blocks without norm2 and the feed-forward network");
+  app.add_flag("--attention-only,!--no-attention-only", a.attention_only,
+               "blocks without norm2 and the feed-forward network (the default of --task induction)");
   app.add_option("--epochs", a.epochs, "passes over the training windows")
       ->capture_default_str()
       ->transform(decimal_int());

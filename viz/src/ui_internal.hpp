@@ -65,6 +65,11 @@ void export_model(App& app, ExportKind kind);
 // One frame of Generate: appends the next token while any are due.
 void step_generation(App& app);
 
+// The Train panel, its view in the main area, and one frame's slice of training.
+void draw_train_panel(App& app);
+void draw_train_main(App& app, TextureHost& textures, ImVec2 size);
+void step_training(App& app);
+
 // Brings a whole model's B up to date (a fork of A's model, or the other seed's).
 void sync_model_compare(App& app);
 

@@ -327,6 +327,8 @@ void draw_controls(App& app) {
     draw_compare(app);
     sync_compare(app);
   }
+  if (app.train.show) ImGui::SetNextItemOpen(true, ImGuiCond_Once);
+  if (ImGui::CollapsingHeader("Train")) draw_train_panel(app);
   if (ImGui::CollapsingHeader("Export")) draw_export(app);
   if (!app.message.empty()) {
     ImGui::PushTextWrapPos(0.0f);
@@ -484,12 +486,15 @@ void draw_frame(App& app, TextureHost& textures) {
   ImGui::BeginChild("main", ImVec2(0, -status_h), false,
                     ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   ui::step_generation(app);
+  ui::step_training(app);
   ui::sync_compare(app);  // B follows every change of A's text, layer or mode, whichever panel made it
   if (model_mode(app)) {
     ui::draw_tokens(app);
     if (app.model_view.layer >= 0) ui::draw_layer_bar(app);
   }
-  if (model_mode(app) && (app.model_view.layer < 0 || !shown_result(app))) {
+  if (app.train.show && app.train.session) {
+    ui::draw_train_main(app, textures, ImGui::GetContentRegionAvail());
+  } else if (model_mode(app) && (app.model_view.layer < 0 || !shown_result(app))) {
     ui::draw_model_main(app, textures, ImGui::GetContentRegionAvail());
   } else {
     ui::draw_stepper(app);

@@ -260,8 +260,8 @@ Status probe_heads(TrainModel& m, const InductionTask& t, std::vector<std::vecto
 
 struct InductionRun {
   InductionTask task;
-  int batch_size = 32, steps = 1200, eval_freq = 50;
-  double lr = 1e-3, weight_decay = 0.0;
+  int batch_size = 32, steps = 6000, eval_freq = 50;
+  double lr = 2e-3, weight_decay = 0.0;
 };
 
 struct InductionPoint {

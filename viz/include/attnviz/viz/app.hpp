@@ -12,6 +12,7 @@
 #include "attnviz/viz/model.hpp"
 #include "attnviz/viz/session.hpp"
 #include "attnviz/viz/stages.hpp"
+#include "attnviz/viz/train.hpp"
 
 namespace attnviz::viz {
 
@@ -111,10 +112,27 @@ struct ModelView {
   std::vector<Thumb> thumbs;
 };
 
+// Training slots: kTrainSlot + layer * kThumbStride + head.
+constexpr int kTrainSlot = 20000;
+
+// The Train panel's state: the settings the next Reset uses, the session, and what the training view shows.
+struct TrainView {
+  TrainSettings settings = recipe_settings(TrainRecipe::induction);
+  std::shared_ptr<TrainSession> session;  // null until the first Reset or Start
+  bool running = false;                   // steps run between frames
+  bool show = false;                      // the main area shows the training view
+  int snapshot = -1;                      // the step slider's snapshot (-1: follow the latest)
+  double budget_ms = 30.0;  // training time per frame (a step longer than this still runs whole)
+  std::string text_path;    // book and custom: a text file (empty: the sentence box's text)
+  std::string error;        // why the last action failed
+  int resets = 0;           // bumps on every Reset (texture keys)
+};
+
 struct App {
   Session session;
   ModelSession model;  // open: the view shows this GPT-2 (and the sentence is its input)
   ModelView model_view;
+  TrainView train;
   ViewState view;
   CompareState compare;
   std::string export_dir = "attnviz-export";
@@ -191,6 +209,10 @@ void draw_frame(App& app, TextureHost& textures);
 // head of the current stage, the result as JSON (the CLI's format), the stage as CSV per head. Files go to
 // app.export_dir and are listed in app.written; the outcome is in app.message.
 void run_export(App& app, ExportKind kind);
+
+// The Train panel's Reset: a new session from app.train.settings (book and custom: the sentence box's text,
+// or app.train.text_path's). On failure the current session stays and the error is returned.
+Status reset_training(App& app);
 
 // Finds the heatmap and cell under a screen point, from the last frame's layout.
 Cell cell_at(const App& app, float x, float y);

@@ -1,0 +1,101 @@
+// The Train panel's session: a model trained a slice of steps at a time between frames (both hosts), its loss
+// and in-context curves, and snapshots of every head's attention on a probe, so the moment a head becomes an
+// induction head can be found again with the step slider. Headless (tests/viz/test_train_session.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attnviz/head_kinds.hpp"
+#include "attnviz/status.hpp"
+#include "attnviz/train.hpp"
+
+namespace attnviz::viz {
+
+enum class TrainRecipe {
+  induction,  // "Induction heads": the synthetic task on a small attention-only model
+  book,       // "The book's chapter 5": the sentence box's text (or a file's), the book's loop
+  custom,     // the book's loop on the text with sizes of one's own
+};
+const char* to_string(TrainRecipe r);
+
+struct TrainSettings {
+  TrainRecipe recipe = TrainRecipe::induction;
+  TrainConfig config;  // the model (custom; the recipes set it)
+  InductionTask task;
+  int batch_size = 32, eval_freq = 50, snapshot_freq = 50, eval_iter = 5;
+  double lr = 1e-3, weight_decay = 0.0;
+  std::uint64_t seed = 123;
+  std::string text;  // book and custom: the text trained on (its first 90% of characters) and validated on
+};
+
+// The settings a recipe starts from (the book's: a small model, so that a step fits between frames; the text
+// is the caller's).
+TrainSettings recipe_settings(TrainRecipe r);
+
+struct TrainPoint {
+  int step = 0;
+  std::int64_t tokens = 0;
+  double loss = 0.0;        // the step's training loss
+  double val_loss = 0.0;    // book/custom: the evaluation's validation loss (NaN between evaluations)
+  double in_context = 0.0;  // the in-context score (NaN between evaluations)
+};
+
+// What the probe showed at one step: every head's kind and scores, and its attention (T x T) on the probe.
+struct TrainSnapshot {
+  int step = 0;
+  std::vector<std::vector<HeadScores>> heads;              // [layer][head]
+  std::vector<std::vector<std::vector<float>>> attention;  // [layer][head], T x T row-major
+};
+
+class TrainSession {
+ public:
+  // Builds the model from the settings' seed (and tokenizes the text with `tokenize` for book and custom);
+  // on failure nothing changes. `tokenize`: the tokenizer of the text recipes (GPT-2's).
+  Status reset(const TrainSettings& s,
+               const std::function<Status(const std::string&, std::vector<int>&)>& tokenize);
+  bool ready() const { return model_ != nullptr; }
+  const TrainSettings& settings() const { return settings_; }
+
+  // One optimizer step, and the evaluation and snapshot its step count calls for.
+  Status step();
+  // Steps until `budget_ms` has passed (at least one): what a host runs once a frame while training.
+  Status advance(double budget_ms);
+
+  int steps_done() const { return steps_; }
+  double ms_per_step() const { return ms_per_step_; }
+  const std::vector<TrainPoint>& points() const { return points_; }
+  const std::vector<TrainSnapshot>& snapshots() const { return snapshots_; }
+  const std::vector<int>& probe() const { return probe_; }
+  // The first snapshot with an induction head, or -1.
+  int first_induction() const;
+
+  // The model as the model view runs it (GPT-2 blocks only: not the attention-only variant).
+  Status weights(std::shared_ptr<GptWeights>& out) const;
+  // A checkpoint folder (checkpoint.hpp), the loss log as CSV (step,tokens,loss,val_loss,in_context).
+  Status write_checkpoint(const std::string& dir) const;
+  std::string loss_csv() const;
+
+ private:
+  Status evaluate();
+  Status snapshot();
+
+  TrainSettings settings_;
+  std::unique_ptr<TrainModel> model_;
+  AdamW opt_;
+  TorchGenerator g_, data_;
+  std::vector<int> train_ids_, val_ids_;
+  Windows train_, val_;
+  Loader loader_;
+  int batch_in_epoch_ = 0;
+  std::vector<int> eval_in_, eval_out_, probe_;
+  int steps_ = 0;
+  std::int64_t tokens_ = 0;
+  double ms_per_step_ = 0.0;
+  std::vector<TrainPoint> points_;
+  std::vector<TrainSnapshot> snapshots_;
+};
+
+}  // namespace attnviz::viz

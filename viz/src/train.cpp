@@ -1,0 +1,227 @@
+// The Train panel's session (train.hpp).
+#include "attnviz/viz/train.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "attnviz/enum_names.hpp"
+#include "attnviz/io/checkpoint.hpp"
+
+namespace attnviz::viz {
+
+namespace {
+
+constexpr EnumName<TrainRecipe> kRecipeNames[] = {
+    {TrainRecipe::induction, "Induction heads"},
+    {TrainRecipe::book, "The book's chapter 5"},
+    {TrainRecipe::custom, "Custom sizes"},
+};
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+const char* to_string(TrainRecipe r) {
+  return name_in(kRecipeNames, r);
+}
+
+TrainSettings recipe_settings(TrainRecipe r) {
+  TrainSettings s;
+  s.recipe = r;
+  if (r == TrainRecipe::induction) {
+    // attnviz-cli train --task induction --attention-only: 2 layers of 4 heads, no dropout
+    s.config.gpt = GptConfig{64, 64, 64, 4, 2, 0.0, false};
+    s.config.attention_only = true;
+    s.batch_size = 32, s.eval_freq = 50, s.snapshot_freq = 50;
+    s.lr = 2e-3, s.weight_decay = 0.0;
+    return s;
+  }
+  // The book's loop and optimizer (AdamW 4e-4, weight decay 0.1, batch 2, evaluation every 5 steps over 5
+  // batches) on GPT-2's vocabulary, with a model small enough that a step fits between frames.
+  s.config.gpt = GptConfig{50257, 64, 128, 4, 2, 0.1, false};
+  s.batch_size = 2, s.eval_freq = 5, s.snapshot_freq = 5, s.eval_iter = 5;
+  s.lr = 4e-4, s.weight_decay = 0.1;
+  return s;
+}
+
+Status TrainSession::reset(const TrainSettings& s,
+                           const std::function<Status(const std::string&, std::vector<int>&)>& tokenize) {
+  if (Status st = validate(s.config); !st.is_ok()) return st;
+  if (s.batch_size < 1 || s.eval_freq < 1 || s.snapshot_freq < 1 || !(s.lr > 0))
+    return Status::fail(
+        "the batch size, evaluation and snapshot intervals and learning rate must be positive");
+  auto model = std::make_unique<TrainModel>();
+  TorchGenerator g(s.seed), data(s.seed + 1);
+  if (Status st = TrainModel::build(s.config, g, *model); !st.is_ok()) return st;
+  std::vector<int> train_ids, val_ids, eval_in, eval_out, probe;
+  TrainSettings next = s;
+  if (s.recipe == TrainRecipe::induction) {
+    InductionTask& t = next.task;
+    t.vocab = s.config.gpt.vocab_size;
+    t.tokens = s.config.gpt.context_length;
+    t.max_repeat = std::min(t.max_repeat, t.tokens / 2);
+    t.min_repeat = std::min(t.min_repeat, t.max_repeat);
+    if (Status st = validate(t); !st.is_ok()) return st;
+    TorchGenerator held_out(0x5eed);
+    induction_batch(t, s.batch_size, held_out, eval_in, eval_out);
+    probe = induction_probe(t, std::min(10, t.tokens / 4), t.tokens / 3, 7919u);
+  } else {
+    std::string text, first, second;
+    if (Status st = read_text_universal(s.text, text); !st.is_ok()) return st;
+    split_text(text, 0.9, first, second);
+    if (!tokenize) return Status::fail("no tokenizer for the text");
+    if (Status st = tokenize(first, train_ids); !st.is_ok()) return st;
+    if (Status st = tokenize(second, val_ids); !st.is_ok()) return st;
+    for (const std::vector<int>* ids : {&train_ids, &val_ids})
+      for (int id : *ids)
+        if (id >= s.config.gpt.vocab_size)
+          return Status::fail("the tokenizer gives id " + std::to_string(id) +
+                              ", past the model's vocabulary");
+    const int ctx = s.config.gpt.context_length;
+    if (make_windows(train_ids, ctx, ctx).size() < s.batch_size)
+      return Status::fail("the text is too short: its first 90% (" + std::to_string(train_ids.size()) +
+                          " tokens) needs one batch of " + std::to_string(s.batch_size) + " windows of " +
+                          std::to_string(ctx + 1) + " tokens");
+    if (make_windows(val_ids, ctx, ctx).size() < 1)
+      return Status::fail("the text is too short: its last 10% (" + std::to_string(val_ids.size()) +
+                          " tokens) needs one window of " + std::to_string(ctx + 1) + " tokens");
+    probe.assign(val_ids.begin(), val_ids.begin() + ctx);
+  }
+  settings_ = std::move(next);
+  model_ = std::move(model);
+  opt_ = AdamW{};
+  opt_.lr = s.lr, opt_.weight_decay = s.weight_decay;
+  g_ = g, data_ = data;
+  train_ids_ = std::move(train_ids), val_ids_ = std::move(val_ids);
+  const int ctx = s.config.gpt.context_length;
+  train_ = make_windows(train_ids_, ctx, ctx), val_ = make_windows(val_ids_, ctx, ctx);
+  loader_ = Loader(train_.size(), s.batch_size, true, true);
+  batch_in_epoch_ = loader_.batches();  // the first step starts an epoch
+  eval_in_ = std::move(eval_in), eval_out_ = std::move(eval_out), probe_ = std::move(probe);
+  steps_ = 0, tokens_ = 0, ms_per_step_ = 0.0;
+  points_.clear(), snapshots_.clear();
+  return snapshot();  // step 0: the untrained heads
+}
+
+Status TrainSession::step() {
+  if (!model_) return Status::fail("nothing to train: reset first");
+  const double t0 = now_ms();
+  const TrainSettings& s = settings_;
+  std::vector<int> inputs, targets;
+  int batch = s.batch_size, tokens = s.config.gpt.context_length;
+  if (s.recipe == TrainRecipe::induction) {
+    induction_batch(s.task, batch, data_, inputs, targets);
+    tokens = s.task.tokens;
+  } else {
+    if (batch_in_epoch_ >= loader_.batches()) {
+      loader_.begin(g_);  // a new epoch: the loader's draws, as `for ... in train_loader` makes them
+      batch_in_epoch_ = 0;
+    }
+    const std::vector<int> indices = loader_.batch(batch_in_epoch_++);
+    gather_batch(train_, indices, inputs, targets);
+    batch = static_cast<int>(indices.size());
+  }
+  model_->zero_grad();
+  float loss = 0.0f;
+  if (Status st = model_->loss(inputs, targets, batch, tokens, true, g_, loss); !st.is_ok()) return st;
+  if (Status st = model_->backward(); !st.is_ok()) return st;
+  opt_.step(model_->params(), model_->grads());
+  ++steps_;
+  tokens_ += static_cast<std::int64_t>(inputs.size());
+  points_.push_back({steps_, tokens_, static_cast<double>(loss), kNaN, kNaN});
+  // as train_model_simple: after the steps whose 0-based global_step is a multiple of eval_freq (the 1st, the
+  // (eval_freq + 1)th, ...)
+  if ((steps_ - 1) % s.eval_freq == 0)
+    if (Status st = evaluate(); !st.is_ok()) return st;
+  if (steps_ % s.snapshot_freq == 0)
+    if (Status st = snapshot(); !st.is_ok()) return st;
+  const double ms = now_ms() - t0;
+  ms_per_step_ = ms_per_step_ == 0.0 ? ms : 0.9 * ms_per_step_ + 0.1 * ms;
+  return Status::ok();
+}
+
+Status TrainSession::advance(double budget_ms) {
+  const double until = now_ms() + budget_ms;
+  do {
+    if (Status st = step(); !st.is_ok()) return st;
+  } while (now_ms() + ms_per_step_ < until);
+  return Status::ok();
+}
+
+Status TrainSession::evaluate() {
+  TrainPoint& p = points_.back();
+  const TrainSettings& s = settings_;
+  if (s.recipe == TrainRecipe::induction)
+    return in_context_score(*model_, eval_in_, eval_out_, s.batch_size, s.task.tokens, p.in_context);
+  double train_loss = 0.0;
+  if (Status st = loader_loss(*model_, train_, loader_, s.eval_iter, g_, train_loss); !st.is_ok()) return st;
+  Loader val(val_.size(), s.batch_size, false, false);
+  return loader_loss(*model_, val_, val, s.eval_iter, g_, p.val_loss);
+}
+
+Status TrainSession::snapshot() {
+  TrainSnapshot snap;
+  snap.step = steps_;
+  if (Status st = model_->attention_maps(probe_, snap.attention); !st.is_ok()) return st;
+  if (settings_.recipe == TrainRecipe::induction) {
+    if (Status st = probe_heads(*model_, settings_.task, snap.heads); !st.is_ok()) return st;
+  } else {
+    const int T = static_cast<int>(probe_.size());
+    for (const auto& layer : snap.attention) {
+      snap.heads.emplace_back();
+      for (const std::vector<float>& a : layer)
+        snap.heads.back().push_back(score_head(WeightsView{a.data(), T, T, T, 1.0f}, probe_));
+    }
+  }
+  snapshots_.push_back(std::move(snap));
+  return Status::ok();
+}
+
+int TrainSession::first_induction() const {
+  for (std::size_t i = 0; i < snapshots_.size(); ++i)
+    for (const auto& layer : snapshots_[i].heads)
+      for (const HeadScores& h : layer)
+        if (h.kind == HeadKind::induction) return static_cast<int>(i);
+  return -1;
+}
+
+Status TrainSession::weights(std::shared_ptr<GptWeights>& out) const {
+  if (!model_) return Status::fail("nothing trained yet");
+  if (settings_.config.attention_only)
+    return Status::fail("the model view runs GPT-2 blocks: an attention-only model cannot open there yet");
+  auto w = std::make_shared<GptWeights>(model_->to_weights());
+  w->source =
+      std::string("trained (") + to_string(settings_.recipe) + ", " + std::to_string(steps_) + " steps)";
+  out = std::move(w);
+  return Status::ok();
+}
+
+Status TrainSession::write_checkpoint(const std::string& dir) const {
+  if (!model_) return Status::fail("nothing trained yet");
+  return attnviz::write_checkpoint(dir, *model_, opt_, "");
+}
+
+std::string TrainSession::loss_csv() const {
+  std::string csv = "step,tokens,loss,val_loss,in_context\n";
+  char buf[160];
+  const auto cell = [](double x) {
+    char b[32];
+    if (std::isnan(x)) return std::string();
+    std::snprintf(b, sizeof b, "%.6f", x);
+    return std::string(b);
+  };
+  for (const TrainPoint& p : points_) {
+    std::snprintf(buf, sizeof buf, "%d,%lld,%.6f,", p.step, static_cast<long long>(p.tokens), p.loss);
+    csv += buf + cell(p.val_loss) + "," + cell(p.in_context) + "\n";
+  }
+  return csv;
+}
+
+}  // namespace attnviz::viz
