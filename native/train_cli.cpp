@@ -100,7 +100,7 @@ Status config_of(const CLI::App& app, const TrainArgs& a, TrainConfig& c) {
   if (a.layers) c.gpt.n_layers = *a.layers;
   if (a.drop_rate) c.gpt.drop_rate = *a.drop_rate;
   if (app.count("--qkv-bias")) c.gpt.qkv_bias = a.qkv_bias;
-  c.attention_only = a.attention_only;
+  c.gpt.attention_only = a.attention_only;
   return validate(c);
 }
 
@@ -172,7 +172,7 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
   if (a.layers) cfg.gpt.n_layers = *a.layers;
   if (a.drop_rate) cfg.gpt.drop_rate = *a.drop_rate;
   if (app.count("--qkv-bias")) cfg.gpt.qkv_bias = a.qkv_bias;
-  cfg.attention_only =
+  cfg.gpt.attention_only =
       app.count("--attention-only") + app.count("--no-attention-only") > 0 ? a.attention_only : true;
   if (Status st = validate(cfg); !st.is_ok()) return fail(st);
   if (Status st = positive("--steps", a.steps); !st.is_ok()) return fail(st);

@@ -43,7 +43,7 @@ TrainConfig config_of(const json& j) {
   c.gpt.n_layers = j["n_layers"];
   c.gpt.drop_rate = j["drop_rate"];
   c.gpt.qkv_bias = j["qkv_bias"];
-  c.attention_only = j["attention_only"];
+  c.gpt.attention_only = j["attention_only"];
   return c;
 }
 

@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "attnviz/io/checkpoint.hpp"
+#include "attnviz/io/gpt_file.hpp"
+#include "check.hpp"
 #include "cli_run.hpp"
 
 using namespace attnviz;
@@ -171,5 +173,59 @@ TEST_CASE("train cli: bad input gets one line") {
   // the memory check counts parameters, gradients, both moments and activations before anything is drawn
   check_refused({"train", kStory, "--vocab", kVocab, "--memory-budget", "100MB"}, "AdamW moments ");
   check_refused({"train"}, "give a text file to train on");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("train cli: --task induction, its checkpoint in the model view's engine, and its refusals") {
+  const fs::path dir = temp_dir("induction");
+  const test::Run r = test::cli({"train", "--task", "induction", "--steps", "20", "--eval-freq", "10",
+                                 "--json", "--out", dir.string()});
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  const std::vector<std::string> lines = lines_of(r.out);
+  REQUIRE(lines.size() == 4);  // steps 0, 10, 20, done
+  const json first = json::parse(lines[0]);
+  CHECK(first["step"] == 0);
+  CHECK(first["heads"].size() == 2);
+  CHECK(first["heads"][0].size() == 4);
+  CHECK(first["heads"][0][0]["kind"].is_string());
+  const json done = json::parse(lines[3]);
+  CHECK(done["steps"] == 20);
+  CHECK(done["checkpoint"] == dir.string());
+
+  // The attention-only checkpoint opens like any model folder, and its engine pass gives the trained
+  // model's own attention and next-token probabilities.
+  TrainModel m;
+  AdamW opt;
+  bool has_optimizer = false;
+  REQUIRE(read_checkpoint(dir.string(), m, opt, has_optimizer).is_ok());
+  CHECK(m.config().gpt.attention_only);
+  GptLoadOptions lo;
+  GptWeights w;
+  REQUIRE(load_gpt(dir.string(), lo, w).is_ok());
+  CHECK(w.config.attention_only);
+  const std::vector<int> ids = {3, 17, 5, 9, 3, 17, 5, 9, 41, 2};
+  GptOptions go;
+  go.train = false;
+  GptModel model(std::make_shared<GptWeights>(std::move(w)), TorchGenerator(1), go);
+  GptResult res;
+  REQUIRE(model.forward(ids, GptRequest{}, res).is_ok());
+  std::vector<std::vector<std::vector<float>>> maps;
+  REQUIRE(m.attention_maps(ids, maps).is_ok());
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 4; ++h) {
+      const Result* a = &res.layer(l)->attention;
+      const float* got = a->weights.slice(h);
+      CHECK(test::max_rel_error(got, maps[l][h].data(), maps[l][h].size()) <= 1e-5);
+    }
+  std::vector<float> probs;
+  REQUIRE(m.last_probabilities(ids, probs).is_ok());
+  CHECK(std::abs(res.next[0].probability - probs[static_cast<std::size_t>(res.next[0].id)]) <= 1e-5);
+
+  // --task induction refuses the book's flags, and the book its
+  check_refused({"train", "--task", "induction", "--epochs", "2"},
+                "--epochs does not apply to --task induction");
+  check_refused({"train", kStory, "--steps", "5"}, "--steps needs --task induction");
+  check_refused({"train", "--task", "story"}, "--task 'story' is not book or induction");
   fs::remove_all(dir);
 }

@@ -79,9 +79,6 @@ std::string number(double x) {
 
 Status write_checkpoint(const std::string& dir, const TrainModel& m, const AdamW& opt,
                         const std::string& vocab_dir) {
-  if (m.config().attention_only)
-    return Status::fail(
-        "an attention-only model cannot be written yet: the model loader reads GPT-2 blocks only");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir, ec)) return Status::fail("cannot create the folder " + quote(dir));
@@ -94,10 +91,11 @@ Status write_checkpoint(const std::string& dir, const TrainModel& m, const AdamW
     return st;
 
   const GptConfig& c = m.config().gpt;
-  const json config = {{"vocab_size", c.vocab_size}, {"context_length", c.context_length},
-                       {"emb_dim", c.d_model},       {"n_heads", c.n_heads},
-                       {"n_layers", c.n_layers},     {"drop_rate", c.drop_rate},
-                       {"qkv_bias", c.qkv_bias}};
+  json config = {{"vocab_size", c.vocab_size}, {"context_length", c.context_length},
+                 {"emb_dim", c.d_model},       {"n_heads", c.n_heads},
+                 {"n_layers", c.n_layers},     {"drop_rate", c.drop_rate},
+                 {"qkv_bias", c.qkv_bias}};
+  if (c.attention_only) config["attention_only"] = true;
   if (Status st = write_replacing(folder / "config.json", config.dump(2) + "\n"); !st.is_ok()) return st;
 
   if (opt.steps > 0) {

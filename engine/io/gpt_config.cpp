@@ -211,6 +211,14 @@ std::string qkv_bias(Reading& r, const Key& k, const json& v) {
   return {};
 }
 
+std::string attention_only(Reading& r, const Key& k, const json& v) {
+  if (!v.is_boolean()) return std::string(k.name) + " is " + shown(v) + ", not true or false";
+  if (v.get<bool>() != r.w.sizes.attention_only)
+    return std::string(k.name) + " is " + v.dump() + " but the weights' blocks " +
+           (r.w.sizes.attention_only ? "have no" : "have a") + " feed-forward network";
+  return {};
+}
+
 std::string tie_word_embeddings(Reading& r, const Key& k, const json& v) {
   if (!v.is_boolean()) return std::string(k.name) + " is " + shown(v) + ", not true or false";
   if (v.get<bool>() && !r.w.tied)
@@ -235,7 +243,8 @@ const Key kKeys[] = {
     {"activation_function", activation},
     {"add_cross_attention", must_be_false, -1, "the engine's blocks have no cross-attention"},
     {"architectures", accept},
-    {"attn_implementation", accept},  // eager, sdpa, flash: the same attention
+    {"attn_implementation", accept},     // eager, sdpa, flash: the same attention
+    {"attention_only", attention_only},  // attnviz's induction recipe: blocks without norm2 and feed-forward
     {"attn_pdrop", dropout},
     {"bad_words_ids", accept},  // generation defaults from here: only Hugging Face's generate() reads them
     {"begin_suppress_tokens", accept},

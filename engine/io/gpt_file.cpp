@@ -218,7 +218,7 @@ Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& 
 
   // The blocks, 0 .. highest index, each complete (a file without any reports block 0's first tensor).
   const int layers = std::max(max_block + 1, 1);
-  bool qkv_bias = true;
+  bool qkv_bias = true, attention_only = false;
   for (int i = 0; i < layers && look.error.empty(); ++i) {
     const std::string b = n.block + std::to_string(i) + ".";
     BlockPlan p;
@@ -247,10 +247,22 @@ Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& 
         if (qkv_bias) qkv[m]->b = look.need(bias, {D});
       }
       p.out_proj = {look.need(b + "att.out_proj.weight", {D, D}), look.need(b + "att.out_proj.bias", {D})};
-      p.fc = {look.need(b + "ff.layers.0.weight", {4 * D, D}), look.need(b + "ff.layers.0.bias", {4 * D})};
-      p.proj = {look.need(b + "ff.layers.2.weight", {D, 4 * D}), look.need(b + "ff.layers.2.bias", {D})};
       p.norm1_scale = look.need(b + "norm1.scale", {D});
       p.norm1_shift = look.need(b + "norm1.shift", {D});
+      // Attention-only blocks (no norm2, no feed-forward network) go together: block 0 decides.
+      if (i == 0) attention_only = file.find(b + "ff.layers.0.weight") == nullptr;
+      if (attention_only) {
+        for (const char* part : {"ff.layers.0.weight", "ff.layers.0.bias", "ff.layers.2.weight",
+                                 "ff.layers.2.bias", "norm2.scale", "norm2.shift"})
+          if (look.error.empty() && file.find(b + part) != nullptr)
+            look.error =
+                "tensor " + quote(b + part) +
+                " is present but block 0 has no feed-forward network (attention-only blocks go together)";
+        if (look.error.empty()) plan.blocks.push_back(p);
+        continue;
+      }
+      p.fc = {look.need(b + "ff.layers.0.weight", {4 * D, D}), look.need(b + "ff.layers.0.bias", {4 * D})};
+      p.proj = {look.need(b + "ff.layers.2.weight", {D, 4 * D}), look.need(b + "ff.layers.2.bias", {D})};
       p.norm2_scale = look.need(b + "norm2.scale", {D});
       p.norm2_shift = look.need(b + "norm2.shift", {D});
     }
@@ -276,6 +288,7 @@ Status make_plan(const SafetensorsFile& file, const std::optional<std::string>& 
   c.n_layers = layers;
   c.drop_rate = 0.1;  // GPT-2's; files do not record it
   c.qkv_bias = qkv_bias;
+  c.attention_only = attention_only;
 
   // config.json: every key agrees with the weights or is refused; it may set the heads and the dropout rate.
   GptConfigStated stated;
@@ -419,11 +432,14 @@ Status load(const SafetensorsFile& file, const std::optional<std::string>& confi
         b.value = linear(p.v);
       }
       b.out_proj = linear(p.out_proj);
-      b.norm2_scale = vector_of(*p.norm2_scale);
-      b.norm2_shift = vector_of(*p.norm2_shift);
-      b.fc = linear(p.fc);
-      b.proj = linear(p.proj);
-      for (const SafeTensor* t : {p.norm1_scale, p.norm1_shift, p.norm2_scale, p.norm2_shift}) done(t);
+      if (!c.attention_only) {
+        b.norm2_scale = vector_of(*p.norm2_scale);
+        b.norm2_shift = vector_of(*p.norm2_shift);
+        b.fc = linear(p.fc);
+        b.proj = linear(p.proj);
+        done(p.norm2_scale), done(p.norm2_shift);
+      }
+      done(p.norm1_scale), done(p.norm1_shift);
       w.blocks.push_back(std::move(b));
     }
     w.final_scale = vector_of(*plan.final_scale);

@@ -52,9 +52,9 @@ std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, co
   std::snprintf(
       buf, sizeof buf,
       "{\"model\":{\"vocab_size\":%d,\"context_length\":%d,\"d_model\":%d,\"n_heads\":%d,\"n_layers\":%d,"
-      "\"drop_rate\":%.15g,\"qkv_bias\":%s,\"tied_head\":%s,\"parameters\":%lld",
+      "\"drop_rate\":%.15g,\"qkv_bias\":%s,\"attention_only\":%s,\"tied_head\":%s,\"parameters\":%lld",
       c.vocab_size, c.context_length, c.d_model, c.n_heads, c.n_layers, c.drop_rate,
-      c.qkv_bias ? "true" : "false", weights.tied() ? "true" : "false",
+      c.qkv_bias ? "true" : "false", c.attention_only ? "true" : "false", weights.tied() ? "true" : "false",
       static_cast<long long>(parameter_count(c, weights.tied())));
   w.out += buf;
   w.out += ",\"source\":";

@@ -47,8 +47,8 @@ Status validate(const GptConfig& c) {
 std::int64_t parameter_count(const GptConfig& c, bool tied_head) {
   const std::int64_t d = c.d_model, V = c.vocab_size;
   const std::int64_t attention = 3 * (d * d + (c.qkv_bias ? d : 0)) + d * d + d;
-  const std::int64_t ff = d * 4 * d + 4 * d + 4 * d * d + d;
-  const std::int64_t block = attention + ff + 4 * d;  // two LayerNorms: scale and shift
+  const std::int64_t ff = c.attention_only ? 0 : d * 4 * d + 4 * d + 4 * d * d + d;
+  const std::int64_t block = attention + ff + (c.attention_only ? 2 : 4) * d;  // LayerNorms: scale and shift
   return V * d + static_cast<std::int64_t>(c.context_length) * d + c.n_layers * block + 2 * d +
          (tied_head ? 0 : V * d);
 }
@@ -108,9 +108,10 @@ Status build_gpt(const GptConfig& c, TorchGenerator& g, GptWeights& out, Isa isa
     b.key = packed_linear(g, d, d, c.qkv_bias, isa);
     b.value = packed_linear(g, d, d, c.qkv_bias, isa);
     b.out_proj = packed_linear(g, d, d, true, isa);
+    b.norm1_scale = filled(d, 1.0f), b.norm1_shift = filled(d, 0.0f);
+    if (c.attention_only) continue;
     b.fc = packed_linear(g, d, 4 * d, true, isa);
     b.proj = packed_linear(g, 4 * d, d, true, isa);
-    b.norm1_scale = filled(d, 1.0f), b.norm1_shift = filled(d, 0.0f);
     b.norm2_scale = filled(d, 1.0f), b.norm2_shift = filled(d, 0.0f);
   }
   w.final_scale = filled(d, 1.0f), w.final_shift = filled(d, 0.0f);
@@ -134,6 +135,7 @@ GptWeights repacked(const GptWeights& w, Isa isa) {
                             {&b.out_proj, &n.out_proj},
                             {&b.fc, &n.fc},
                             {&b.proj, &n.proj}}) {
+      if (from->weight.data.empty()) continue;  // an attention-only block's feed-forward network
       to->weight = repack(from->weight, isa);
       to->bias = from->bias;
     }

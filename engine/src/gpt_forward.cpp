@@ -567,14 +567,16 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     // attn (T, d) = out_proj(context): q, k, v (T, d) = ln1 W^T + b; per head (H, T, T) weights =
     // drop(causal softmax(q k^T / sqrt(d / H))); context (T, d) = weights v
     if (Status st = attention.forward(s, l, b, k, ln1, before, reuse, a, attn); !st.is_ok()) return fail(st);
-    s.dropout(attn);                                    // attn (T, d) = drop(attn)
-    s.residual(x, attn);                                // x (T, d) += attn
-    s.layernorm(x, ln2, b.norm2_scale, b.norm2_shift);  // ln2 (T, d) = norm2(x)
-    s.matmul(ln2, fch, b.fc);                           // fch (T, 4d) = ln2 W_fc^T + b
-    s.gelu(fch);                                        // fch (T, 4d) = GELU(fch)
-    s.matmul(fch, ln2, b.proj);                         // ln2 (T, d) = fch W_proj^T + b
-    s.dropout(ln2);                                     // ln2 (T, d) = drop(ln2)
-    s.residual(x, ln2);                                 // x (T, d) += ln2
+    s.dropout(attn);                                      // attn (T, d) = drop(attn)
+    s.residual(x, attn);                                  // x (T, d) += attn
+    if (!w.config.attention_only) {                       // an attention-only block ends here
+      s.layernorm(x, ln2, b.norm2_scale, b.norm2_shift);  // ln2 (T, d) = norm2(x)
+      s.matmul(ln2, fch, b.fc);                           // fch (T, 4d) = ln2 W_fc^T + b
+      s.gelu(fch);                                        // fch (T, 4d) = GELU(fch)
+      s.matmul(fch, ln2, b.proj);                         // ln2 (T, d) = fch W_proj^T + b
+      s.dropout(ln2);                                     // ln2 (T, d) = drop(ln2)
+      s.residual(x, ln2);                                 // x (T, d) += ln2
+    }
 
     if (k.any) {
       if (k.residuals) layer.resid_out = reuse.copy(x, before ? &before->resid_out : nullptr);

@@ -180,9 +180,11 @@ std::uint64_t packed_bytes(const GptConfig& c, bool tied_head, Isa isa) {
   const auto matrix = [nr](std::uint64_t out, std::uint64_t in) { return (out + nr - 1) / nr * nr * in; };
   std::uint64_t floats = matrix(V, D) * (tied_head ? 1 : 2);   // token embedding (and an untied head)
   floats += static_cast<std::uint64_t>(c.context_length) * D;  // position embedding
-  floats += L * (4 * matrix(D, D) + matrix(4 * D, D) + matrix(D, 4 * D));  // q, k, v, out_proj; fc; proj
-  floats += L * D * (c.qkv_bias ? 13 : 10);  // norms 4D, q/k/v biases 3D, out_proj D, fc 4D, proj D
-  floats += 2 * D;                           // the final norm
+  floats += L * 4 * matrix(D, D);                              // q, k, v, out_proj
+  if (!c.attention_only) floats += L * (matrix(4 * D, D) + matrix(D, 4 * D));  // fc; proj
+  // norms 4D (2D attention-only), q/k/v biases 3D, out_proj D, fc 4D, proj D
+  floats += L * D * ((c.qkv_bias ? 3 : 0) + (c.attention_only ? 3 : 10));
+  floats += 2 * D;  // the final norm
   return floats * sizeof(float);
 }
 

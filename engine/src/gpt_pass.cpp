@@ -101,7 +101,7 @@ double forward_flops(const GptConfig& c, int tokens, int first, bool all_logits)
   // per row and layer: q, k, v, out_proj (4 d^2) and fc, proj (8 d^2); row i's scores and context over its
   // i + 1 visible keys (the layer's forward_flops counts the same at first = 0)
   const double visible = (T * (T + 1.0) - P * (P + 1.0)) / 2.0;
-  const double layer = 2.0 * rows * 12.0 * d * d + 4.0 * d * visible;
+  const double layer = 2.0 * rows * (c.attention_only ? 4.0 : 12.0) * d * d + 4.0 * d * visible;
   const double head = 2.0 * d * c.vocab_size * (all_logits ? rows : 1.0);
   return c.n_layers * layer + head;
 }

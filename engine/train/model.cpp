@@ -95,7 +95,7 @@ Status TrainModel::build(const TrainConfig& c, TorchGenerator& g, TrainModel& ou
     b.key_w = linear_weight(g, d, d, k.qkv_bias, b.key_b);
     b.value_w = linear_weight(g, d, d, k.qkv_bias, b.value_b);
     b.out_w = linear_weight(g, d, d, true, b.out_b);
-    if (!c.attention_only) {
+    if (!c.gpt.attention_only) {
       b.fc_w = linear_weight(g, d, 4 * d, true, b.fc_b);
       b.proj_w = linear_weight(g, 4 * d, d, true, b.proj_b);
       b.norm2_scale = Tensor::vector(d, 1.0f), b.norm2_shift = Tensor::vector(d, 0.0f);
@@ -144,7 +144,7 @@ Status TrainModel::from_tensors(const TrainConfig& c, GptTensors params, TrainMo
                            {&b.norm1_scale, "norm1.scale"},
                            {&b.norm1_shift, "norm1.shift"}})
       if (st.is_ok()) st = check(*t, d, 0, p + name);
-    if (!c.attention_only) {
+    if (!c.gpt.attention_only) {
       if (st.is_ok()) st = check(b.fc_w, 4 * d, d, p + "ff.layers.0.weight");
       if (st.is_ok()) st = check(b.fc_b, 4 * d, 0, p + "ff.layers.0.bias");
       if (st.is_ok()) st = check(b.proj_w, d, 4 * d, p + "ff.layers.2.weight");
@@ -171,8 +171,8 @@ void TrainModel::zero_grad() {
 
 StepFlops train_step_flops(const TrainConfig& c, int batch, int tokens) {
   const double N = static_cast<double>(batch) * tokens, d = c.gpt.d_model, V = c.gpt.vocab_size;
-  const double per_layer_linear = (c.attention_only ? 4.0 : 12.0) * d * d;  // q, k, v, out (+ fc, proj)
-  const double attention = 2.0 * d * (tokens + 1) / 2.0;                    // scores and context, causal half
+  const double per_layer_linear = (c.gpt.attention_only ? 4.0 : 12.0) * d * d;  // q, k, v, out (+ fc, proj)
+  const double attention = 2.0 * d * (tokens + 1) / 2.0;  // scores and context, causal half
   const double forward = 2.0 * N * (c.gpt.n_layers * (per_layer_linear + attention) + d * V);
   return {forward, 2.0 * forward};
 }
@@ -192,7 +192,7 @@ TrainMemory train_memory(const TrainConfig& c, int batch, int tokens) {
   // parameters, as count() will say
   std::uint64_t p = sat_mul(V, d) * 2 + sat_mul(static_cast<std::uint64_t>(c.gpt.context_length), d) + 2 * d;
   const std::uint64_t block = 4 * d * d + 3 * (c.gpt.qkv_bias ? d : 0) + d + 2 * d +
-                              (c.attention_only ? 0 : 8 * d * d + 5 * d + 2 * d);
+                              (c.gpt.attention_only ? 0 : 8 * d * d + 5 * d + 2 * d);
   p = sat_add(p, sat_mul(L, block));
   // activations per layer: x_in, ln1 + x_hat, q, k, v, ctx, x_mid (8 N d), ln2 + x_hat, h, gelu (2 N d + 8 N
   // d); the weights (B H T T) and three masks (bytes); the final norm, the logits (N V) and the backward
@@ -200,7 +200,7 @@ TrainMemory train_memory(const TrainConfig& c, int batch, int tokens) {
   const std::uint64_t nd = sat_mul(N, d);
   const std::uint64_t square =
       sat_mul(sat_mul(static_cast<std::uint64_t>(std::max(batch, 0)), H), sat_mul(T, T));
-  std::uint64_t layer = sat_add(sat_mul(nd, c.attention_only ? 8 : 18), square);
+  std::uint64_t layer = sat_add(sat_mul(nd, c.gpt.attention_only ? 8 : 18), square);
   std::uint64_t floats = sat_mul(L, layer);
   floats = sat_add(floats, sat_add(sat_mul(nd, 14), sat_mul(N, V)));
   floats = sat_add(floats, sat_add(sat_mul(V, d) * 2, sat_mul(N, V)));  // packed head and dy^T of the head
@@ -317,7 +317,7 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
       dropout_inplace(branch.data(), al.keep_att_out.data(), nd, s);
     }
     for (std::size_t i = 0; i < nd; ++i) x[i] += branch[i];
-    if (config_.attention_only) continue;
+    if (config_.gpt.attention_only) continue;
     al.x_mid = x;
     al.ln2.resize(nd), al.ln2_hat.resize(nd), al.rstd2.resize(N);
     train::layer_norm(*k.pool, x.data(), b.norm2_scale.ptr(), b.norm2_shift.ptr(), al.ln2.data(),
@@ -375,7 +375,7 @@ Status TrainModel::backward() {
     const GptTensors::Block& b = params_.blocks[li];
     GptTensors::Block& gb = grads_.blocks[li];
     Activations::Layer& al = a.layers[li];
-    if (!config_.attention_only) {
+    if (!config_.gpt.attention_only) {
       // x = x_mid + drop(proj(gelu(fc(norm2(x_mid)))))
       branch = dx;
       if (drop) dropout_inplace(branch.data(), al.keep_ff_out.data(), nd, s);
@@ -484,7 +484,7 @@ GptWeights TrainModel::to_weights(Isa isa) const {
     };
     n.query = lin(b.query_w, b.query_b), n.key = lin(b.key_w, b.key_b), n.value = lin(b.value_w, b.value_b);
     n.out_proj = lin(b.out_w, b.out_b);
-    n.fc = lin(b.fc_w, b.fc_b), n.proj = lin(b.proj_w, b.proj_b);
+    if (!c.attention_only) n.fc = lin(b.fc_w, b.fc_b), n.proj = lin(b.proj_w, b.proj_b);
     w.blocks.push_back(std::move(n));
   }
   w.final_scale = params_.final_scale, w.final_shift = params_.final_shift;

@@ -38,7 +38,7 @@ TrainSettings recipe_settings(TrainRecipe r) {
   if (r == TrainRecipe::induction) {
     // attnviz-cli train --task induction --attention-only: 2 layers of 4 heads, no dropout
     s.config.gpt = GptConfig{64, 64, 64, 4, 2, 0.0, false};
-    s.config.attention_only = true;
+    s.config.gpt.attention_only = true;
     s.batch_size = 32, s.eval_freq = 50, s.snapshot_freq = 50;
     s.lr = 2e-3, s.weight_decay = 0.0;
     return s;
@@ -194,8 +194,6 @@ int TrainSession::first_induction() const {
 
 Status TrainSession::weights(std::shared_ptr<GptWeights>& out) const {
   if (!model_) return Status::fail("nothing trained yet");
-  if (settings_.config.attention_only)
-    return Status::fail("the model view runs GPT-2 blocks: an attention-only model cannot open there yet");
   auto w = std::make_shared<GptWeights>(model_->to_weights());
   w->source =
       std::string("trained (") + to_string(settings_.recipe) + ", " + std::to_string(steps_) + " steps)";

@@ -106,9 +106,6 @@ void export_training(App& app, bool checkpoint) {
 void open_trained(App& app) {
   TrainSession& s = *app.train.session;
   const std::string dir = app.export_dir + "/trained-model";
-  if (s.settings().config.attention_only)
-    return fail(app,
-                Status::fail("the model view runs GPT-2 blocks: an attention-only model cannot open there"));
   if (Status st = s.write_checkpoint(dir); !st.is_ok()) return fail(app, st);
   ModelChoice c;
   c.kind = ModelKind::file;

@@ -37,6 +37,9 @@ struct GptConfig {
   int n_layers = 12;
   double drop_rate = 0.1;
   bool qkv_bias = false;  // the book's chapter-4 config; GPT-2 files have biases
+  // Blocks without norm2 and the feed-forward network: x = x + drop(att(norm1(x))). The small model of
+  // induction-head studies (attnviz's induction recipe); the book's files name it with "attention_only".
+  bool attention_only = false;
 };
 
 // The published sizes: gpt2-small, gpt2-medium, gpt2-large, gpt2-xl (the book's chapter-4 config otherwise:

@@ -25,11 +25,10 @@
 
 namespace attnviz {
 
-// The model trained: GPTModel(gpt), or with `attention_only` the variant whose blocks are only
+// The model trained: GPTModel(gpt), or with gpt.attention_only the variant whose blocks are only
 // x = x + drop(att(norm1(x))) (no norm2, no feed-forward network), the small model of induction-head studies.
 struct TrainConfig {
   GptConfig gpt;
-  bool attention_only = false;
 };
 
 Status validate(const TrainConfig& c);
