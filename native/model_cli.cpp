@@ -17,7 +17,9 @@ namespace {
 constexpr int kShown = 12;  // a terminal shows at most this many rows and columns of a head
 
 void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r,
-                const std::vector<int>* generated) {
+                const std::vector<int>* generated, bool id_labels) {
+  // --ids: tokens by their ids ("#17"), whatever the tokenizer would call them
+  const auto label = [&](int id) { return id_labels ? "#" + std::to_string(id) : m.bpe.label(id); };
   const GptConfig& c = r.config;
   const GptWeights& w = m.model.weights();
   char mode[64] = "eval";
@@ -35,17 +37,16 @@ void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r,
                 r.threads, r.threads == 1 ? "" : "s", r.seconds * 1e3);
   out << buf;
   out << "tokens (" << r.ids.size() << "):";
-  for (int id : r.ids) out << ' ' << m.bpe.label(id) << '(' << id << ')';
+  for (int id : r.ids) out << ' ' << label(id) << '(' << id << ')';
   out << '\n';
   const int T = static_cast<int>(r.ids.size()), shown = std::min(T, kShown);
   for (const GptLayer& l : r.layers) {
     for (int h = 0; h < c.n_heads; ++h) {
       out << "\nlayer " << l.index << " head " << h << " attention weights:\n" << std::string(10, ' ');
-      for (int j = 0; j < shown; ++j)
-        out << ' ' << pad(m.bpe.label(r.ids[static_cast<std::size_t>(j)]), 7, true);
+      for (int j = 0; j < shown; ++j) out << ' ' << pad(label(r.ids[static_cast<std::size_t>(j)]), 7, true);
       out << '\n';
       for (int i = 0; i < shown; ++i) {
-        out << pad(m.bpe.label(r.ids[static_cast<std::size_t>(i)]), 10, true);
+        out << pad(label(r.ids[static_cast<std::size_t>(i)]), 10, true);
         for (int j = 0; j < shown; ++j) {
           if (j > i) {
             out << "       -";
@@ -62,13 +63,13 @@ void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r,
   out << "\nnext token:\n";
   for (std::size_t i = 0; i < r.next.size(); ++i) {
     std::snprintf(buf, sizeof buf, "  %2zu. %s %6d %8.4f%%  logit %.4f\n", i + 1,
-                  pad(m.bpe.label(r.next[i].id), 16, true).c_str(), r.next[i].id,
-                  100.0 * r.next[i].probability, static_cast<double>(r.next[i].logit));
+                  pad(label(r.next[i].id), 16, true).c_str(), r.next[i].id, 100.0 * r.next[i].probability,
+                  static_cast<double>(r.next[i].logit));
     out << buf;
   }
   if (generated) {
     out << "\ngenerated (" << generated->size() << " tokens, greedy):";
-    for (int id : *generated) out << ' ' << m.bpe.label(id);
+    for (int id : *generated) out << ' ' << label(id);
     out << '\n';
   }
 }
@@ -143,6 +144,9 @@ void add_model_options(CLI::App& app, ModelArgs& m) {
                  "with --model: what each shown layer keeps, a list of weights, scores, dropped, context, "
                  "residuals, logits (every position's)")
       ->capture_default_str();
+  app.add_option("--ids", m.ids,
+                 "with --model: the token ids themselves, e.g. 3,17,5, instead of --text (a model whose "
+                 "vocabulary is not GPT-2's, such as the induction recipe's); tokens are labelled #ID");
   app.add_option("--top-k", m.top_k, "with --model: the next-token candidates shown")
       ->capture_default_str()
       ->transform(decimal_int());
@@ -154,6 +158,23 @@ void add_model_options(CLI::App& app, ModelArgs& m) {
       "with --model FILE or FOLDER: train mode (dropout in three places); loaded weights run in eval "
       "mode, as from_pretrained gives them, and the seeded models in train mode, as the book "
       "builds them (--eval for eval)");
+}
+
+Status parse_ids(const std::string& spec, int vocab_size, int context_length, std::vector<int>& ids) {
+  ids.clear();
+  std::string list = spec + ",";
+  for (std::size_t i = 0, end; (end = list.find(',', i)) != std::string::npos; i = end + 1) {
+    const std::string item = list.substr(i, end - i);
+    const std::optional<int> id = parse_decimal_int(item);
+    if (!id) return Status::fail("--ids: " + quote(item) + " is not a token id");
+    if (*id < 0 || *id >= vocab_size)
+      return Status::fail("--ids: " + std::to_string(*id) + " is outside the vocabulary (0.." +
+                          std::to_string(vocab_size - 1) + ")");
+    if (static_cast<int>(ids.size()) == context_length)
+      return Status::fail("--ids: more than the context length " + std::to_string(context_length) + " ids");
+    ids.push_back(*id);
+  }
+  return Status::ok();
 }
 
 Status parse_layers(const std::string& spec, int n_layers, bool& all, std::vector<int>& layers) {
@@ -244,6 +265,9 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   }
 
   OpenedModel model;
+  spec.ids_only = !m.ids.empty();
+  if (spec.ids_only && !vocab_dir.empty())
+    return fail(Status::fail("--ids takes no tokenizer: leave --vocab out"));
   if (Status st = open_model(spec, model); !st.is_ok()) return fail(st);
   const GptConfig& c = model.model.weights().config;
   if (Status st = parse_layers(m.layers.empty() ? (json ? "all" : "none") : m.layers, c.n_layers,
@@ -251,7 +275,13 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
       !st.is_ok())
     return fail(st);
   std::vector<int> ids;
-  if (Status st = encode_for(model, a.text, ids); !st.is_ok()) return fail(st);
+  const bool id_labels = !m.ids.empty();
+  if (id_labels) {
+    if (app.count("--text") > 0) return fail(Status::fail("--ids and --text both give the tokens: give one"));
+    if (Status st = parse_ids(m.ids, c.vocab_size, c.context_length, ids); !st.is_ok()) return fail(st);
+  } else if (Status st = encode_for(model, a.text, ids); !st.is_ok()) {
+    return fail(st);
+  }
   if (Status st = check_generation(static_cast<std::int64_t>(ids.size()), m.generate, c.context_length);
       !st.is_ok())
     return fail(st);
@@ -286,10 +316,10 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   }
   const std::vector<int>* gen = m.generate > 0 ? &generated : nullptr;
   if (json) {
-    GptJsonModel info{model.model.weights().source, model.seeded, model.seed};
+    GptJsonModel info{model.model.weights().source, model.seeded, model.seed, id_labels};
     out << gpt_result_to_json(r, model.model.weights(), info, model.bpe, gen) << '\n';
   } else {
-    print_text(out, model, r, gen);
+    print_text(out, model, r, gen, id_labels);
   }
   out.flush();
   if (!out) return fail(Status::fail("cannot write the output"));

@@ -37,6 +37,7 @@ Status check_generation(std::int64_t prompt, std::int64_t generate, int context_
 struct ModelArgs {
   std::string model;   // empty: the chapter-3 layer
   std::string layers;  // "all", "none", or a list such as "0,5,9-11"
+  std::string ids;     // --ids "3,17,5": the token ids themselves, for a model without a tokenizer of its own
   std::string keep = "weights";
   int top_k = 10;
   int generate = 0;
@@ -49,6 +50,10 @@ void add_model_options(CLI::App& app, ModelArgs& m);
 
 // "0,5,9-11" -> {0, 5, 9, 10, 11}; "all" sets `all`; "none" gives no layers. Fails naming the bad part.
 Status parse_layers(const std::string& spec, int n_layers, bool& all, std::vector<int>& layers);
+
+// "3,17,5" -> {3, 17, 5}: decimal ids in [0, vocab_size), at most context_length of them. Fails naming the
+// bad part.
+Status parse_ids(const std::string& spec, int vocab_size, int context_length, std::vector<int>& ids);
 
 // Runs a model pass (and generation) with the shared flags `a` and prints text or JSON. Returns the exit
 // status.

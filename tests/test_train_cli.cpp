@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "attnviz/head_kinds.hpp"
 #include "attnviz/io/checkpoint.hpp"
 #include "attnviz/io/gpt_file.hpp"
 #include "check.hpp"
@@ -63,6 +64,10 @@ void check_refused(const std::vector<std::string>& args, const std::string& need
   CHECK(r.err.rfind("attnviz-cli train: ", 0) == 0);
   CHECK(r.err.find(needle) != std::string::npos);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+void check_refused_cli(const std::vector<std::string>& args, const std::string& needle) {
+  test::check_refused(args, needle);
 }
 
 std::vector<std::string> lines_of(const std::string& s) {
@@ -204,7 +209,7 @@ TEST_CASE("train cli: --task induction, its checkpoint in the model view's engin
   GptWeights w;
   REQUIRE(load_gpt(dir.string(), lo, w).is_ok());
   CHECK(w.config.attention_only);
-  const std::vector<int> ids = {3, 17, 5, 9, 3, 17, 5, 9, 41, 2};
+  const std::vector<int> ids = {3, 17, 5, 9, 41, 2, 3, 17, 5, 9};
   GptOptions go;
   go.train = false;
   GptModel model(std::make_shared<GptWeights>(std::move(w)), TorchGenerator(1), go);
@@ -221,6 +226,27 @@ TEST_CASE("train cli: --task induction, its checkpoint in the model view's engin
   std::vector<float> probs;
   REQUIRE(m.last_probabilities(ids, probs).is_ok());
   CHECK(std::abs(res.next[0].probability - probs[static_cast<std::size_t>(res.next[0].id)]) <= 1e-5);
+
+  // The model CLI takes it by ids (it has no tokenizer), labels tokens #ID, and gives each head's kind as
+  // the model view labels it.
+  const test::Run v = test::cli({"--model", dir.string(), "--ids", "3,17,5,9,41,2,3,17,5,9", "--json"});
+  CAPTURE(v.err);
+  REQUIRE(v.status == 0);
+  const json j = json::parse(v.out);
+  CHECK(j["model"]["attention_only"] == true);
+  CHECK(j["tokens"][1]["label"] == "#17");
+  CHECK(j["tokens"][1]["piece"].is_null());
+  const json& head = j["layers"][1]["heads"][2];
+  std::vector<float> weights;
+  for (const json& row : head["weights"])
+    for (const json& x : row) weights.push_back(x.is_null() ? 0.0f : x.get<float>());
+  const HeadScores k = score_head(WeightsView{weights.data(), 10, 10, 10, 1.0f}, ids);
+  CHECK(head["kind"] == to_string(k.kind));
+  CHECK(std::abs(head["scores"]["previous"].get<double>() - k.previous) < 1e-6);
+  CHECK(std::abs(head["scores"]["induction"].get<double>() - k.induction) < 1e-6);
+  check_refused_cli({"--model", dir.string(), "--ids", "3,64"},
+                    "--ids: 64 is outside the vocabulary (0..63)");
+  check_refused_cli({"--model", dir.string(), "--ids", "3,x"}, "--ids: 'x' is not a token id");
 
   // --task induction refuses the book's flags, and the book its
   check_refused({"train", "--task", "induction", "--epochs", "2"},

@@ -52,6 +52,10 @@ Status open_model(const ModelSpec& spec, OpenedModel& out) {
       vocab_dir = spec.model;
     m.model = GptModel(std::move(w), TorchGenerator(spec.seed), spec.options);
   }
+  if (spec.ids_only) {
+    out = std::move(m);
+    return Status::ok();
+  }
   if (vocab_dir.empty()) vocab_dir = default_vocab_dir();
   if (vocab_dir.empty())
     return Status::fail(

@@ -28,6 +28,9 @@ struct GptJsonModel {
   std::string source;
   bool seeded = false;
   std::uint64_t seed = 0;
+  // The ids came as ids (attnviz-cli --ids): tokens carry "piece": null and the label "#ID", and
+  // "generated_text" is null, whatever the tokenizer would say.
+  bool id_labels = false;
 };
 
 std::string gpt_result_to_json(const GptResult& r, const GptWeights& w, const GptJsonModel& model,

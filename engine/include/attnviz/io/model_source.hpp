@@ -19,8 +19,11 @@ struct ModelSpec {
   std::string model = "gpt2-small";  // gpt2-small | gpt2-medium | gpt2-large | gpt2-xl (seeded), or a path
   std::uint64_t seed = 123;          // torch.manual_seed for a seeded model
   GptOptions options;
-  int heads = 0;                    // a file's head count, overriding config.json and d_model / 64 (0: none)
-  std::string vocab_dir;            // the tokenizer's folder ("": the model folder's, else GPT-2's)
+  int heads = 0;          // a file's head count, overriding config.json and d_model / 64 (0: none)
+  std::string vocab_dir;  // the tokenizer's folder ("": the model folder's, else GPT-2's)
+  // The caller gives token ids itself (attnviz-cli --ids): no tokenizer is loaded, and OpenedModel::bpe
+  // stays empty.
+  bool ids_only = false;
   std::uint64_t memory_budget = 0;  // bytes the weights may take (0: no limit)
 };
 
