@@ -271,7 +271,7 @@ TEST_CASE("train: text as the book reads and splits it") {
   REQUIRE(read_text_universal("a\r\nb\rc\n\xC3\xA9", out).is_ok());
   CHECK(out == "a\nb\nc\n\xC3\xA9");
   const Status bad = read_text_universal("ok\xC3(", out);
-  CHECK(bad.error == "the text is not valid UTF-8 (byte 2)");
+  CHECK(bad.error == "the text is not valid UTF-8 (bad byte 0xC3 at offset 2)");
   CHECK_FALSE(read_text_universal("\xED\xA0\x80", out).is_ok());  // a surrogate, refused as Python does
   std::string a, b;
   split_text("\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9xxxxx", 0.9, a, b);  // 10 characters, 15 bytes

@@ -169,7 +169,8 @@ TEST_CASE("train cli: bad input gets one line") {
   check_refused({"train", file("short.txt", "Every effort moves you."), "--vocab", kVocab, "--vocab-size",
                  "512", "--emb-dim", "32", "--heads", "4", "--layers", "1"},
                 "too short for one batch of 2 windows of 257 tokens");
-  check_refused({"train", file("bad.txt", "ok \xff"), "--vocab", kVocab}, "not valid UTF-8 (byte 3)");
+  check_refused({"train", file("bad.txt", "ok \xff"), "--vocab", kVocab},
+                "not valid UTF-8 (bad byte 0xFF at offset 3)");
   check_refused({"train", (dir / "missing.txt").string(), "--vocab", kVocab}, "missing.txt");
   check_refused(reduced({"--epochs", "0"}), "--epochs is 0: it must be at least 1");
   check_refused(reduced({"--train-ratio", "1.5"}), "--train-ratio must be between 0 and 1");
@@ -242,8 +243,8 @@ TEST_CASE("train cli: --task induction, its checkpoint in the model view's engin
     for (const json& x : row) weights.push_back(x.is_null() ? 0.0f : x.get<float>());
   const HeadScores k = score_head(WeightsView{weights.data(), 10, 10, 10, 1.0f}, ids);
   CHECK(head["kind"] == to_string(k.kind));
-  CHECK(std::abs(head["scores"]["previous"].get<double>() - k.previous) < 1e-6);
-  CHECK(std::abs(head["scores"]["induction"].get<double>() - k.induction) < 1e-6);
+  CHECK(std::abs(head["kind_scores"]["previous"].get<double>() - k.previous) < 1e-6);
+  CHECK(std::abs(head["kind_scores"]["induction"].get<double>() - k.induction) < 1e-6);
   check_refused_cli({"--model", dir.string(), "--ids", "3,64"},
                     "--ids: 64 is outside the vocabulary (0..63)");
   check_refused_cli({"--model", dir.string(), "--ids", "3,x"}, "--ids: 'x' is not a token id");

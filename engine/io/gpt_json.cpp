@@ -93,7 +93,7 @@ std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, co
       const HeadScores k = score_head(WeightsView{a.weights.slice(h), T, T, T, 1.0f}, r.ids);
       w.out += "{\"kind\":";
       w.string(to_string(k.kind));
-      w.out += ",\"scores\":{";
+      w.out += ",\"kind_scores\":{";
       for (const auto& [name, x] : {std::pair{"previous", k.previous},
                                     {"first", k.first},
                                     {"self", k.self},

@@ -86,15 +86,20 @@ void context(const float* w, const float* v, float* ctx, int T, int H, int hd, b
   }
 }
 
+void layer_norm_stats(const float* xr, int cols, double& mean, double& inv) {
+  double sum = 0.0, var = 0.0;
+  for (int j = 0; j < cols; ++j) sum += xr[j];
+  mean = sum / cols;
+  for (int j = 0; j < cols; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+  var /= cols;
+  inv = 1.0 / std::sqrt(var + 1e-5);
+}
+
 void layer_norm(const float* x, float* y, int rows, int cols, const float* scale, const float* shift) {
   for (int r = 0; r < rows; ++r) {
     const float* xr = x + at(r, cols, 0);
-    double mean = 0.0, var = 0.0;
-    for (int j = 0; j < cols; ++j) mean += xr[j];
-    mean /= cols;
-    for (int j = 0; j < cols; ++j) var += (xr[j] - mean) * (xr[j] - mean);
-    var /= cols;
-    const double inv = 1.0 / std::sqrt(var + 1e-5);
+    double mean = 0.0, inv = 0.0;
+    layer_norm_stats(xr, cols, mean, inv);
     for (int j = 0; j < cols; ++j)
       y[at(r, cols, j)] = static_cast<float>((xr[j] - mean) * inv * scale[j] + shift[j]);
   }

@@ -25,6 +25,10 @@ void dropout(const float* w, const std::uint8_t* keep, float* out, std::int64_t 
 // Context vectors: each head's weights times its values.   w: (H, T, T); v, ctx: (T, width)
 void context(const float* w, const float* v, float* ctx, int T, int H, int hd, bool causal);
 
+// The statistics LayerNorm normalizes a row with: its mean and 1 / sqrt(var + 1e-5) (biased variance), in
+// double. Shared with training's LayerNorm (engine/train/ops.cpp).
+void layer_norm_stats(const float* row, int cols, double& mean, double& inv);
+
 // LayerNorm of each row: (x - mean) / sqrt(var + 1e-5) * scale + shift, biased variance.   x, y: (rows, cols)
 void layer_norm(const float* x, float* y, int rows, int cols, const float* scale, const float* shift);
 

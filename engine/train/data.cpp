@@ -3,55 +3,23 @@
 #include <cstdint>
 #include <string>
 
+#include "attnviz/text.hpp"
 #include "attnviz/train.hpp"
 
 namespace attnviz {
 
-namespace {
-
-// The length of the UTF-8 sequence at s[i] as Python's strict decoder accepts it (no overlong forms, no
-// surrogates, nothing past U+10FFFF), or 0.
-std::size_t utf8_length(std::string_view s, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = byte(i);
-  if (c < 0x80) return 1;
-  std::size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (std::size_t k = 2; k < n; ++k)
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  return n;
-}
-
-}  // namespace
-
 Status read_text_universal(std::string_view bytes, std::string& out) {
+  // Python's strict decoder and check_utf8 refuse the same bytes: overlong forms, surrogates, past U+10FFFF
+  if (Status st = check_utf8(bytes); !st.is_ok()) return st;
   std::string text;
   text.reserve(bytes.size());
-  for (std::size_t i = 0; i < bytes.size();) {
-    const std::size_t n = utf8_length(bytes, i);
-    if (n == 0) return Status::fail("the text is not valid UTF-8 (byte " + std::to_string(i) + ")");
-    if (bytes[i] == '\r') {
-      text += '\n';
-      i += i + 1 < bytes.size() && bytes[i + 1] == '\n' ? 2 : 1;
-      continue;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (bytes[i] != '\r') {
+      text += bytes[i];
+    } else {
+      text += '\n';  // "\r\n" and a lone "\r" (an ASCII byte, never inside a longer sequence)
+      if (i + 1 < bytes.size() && bytes[i + 1] == '\n') ++i;
     }
-    text.append(bytes.substr(i, n));
-    i += n;
   }
   out = std::move(text);
   return Status::ok();

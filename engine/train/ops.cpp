@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "reference/kernels.hpp"
 #include "simd/pack.hpp"
 
 namespace attnviz::train {
@@ -120,12 +121,8 @@ void layer_norm(ThreadPool& pool, const float* x, const float* scale, const floa
   chunked(pool, rows, 16, [&](std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {
       const float* xr = x + at(r, cols, 0);
-      double mean = 0.0, var = 0.0;
-      for (int j = 0; j < cols; ++j) mean += xr[j];
-      mean /= cols;
-      for (int j = 0; j < cols; ++j) var += (xr[j] - mean) * (xr[j] - mean);
-      var /= cols;
-      const double inv = 1.0 / std::sqrt(var + 1e-5);
+      double mean = 0.0, inv = 0.0;
+      ref::layer_norm_stats(xr, cols, mean, inv);
       rstd[r] = static_cast<float>(inv);
       for (int j = 0; j < cols; ++j) {
         const double h = (xr[j] - mean) * inv;

@@ -103,10 +103,14 @@ TEST_CASE("train session: induction recipe, slices between frames, snapshots and
   REQUIRE(a.weights(w).is_ok());
   CHECK(w->config.attention_only);
   CHECK(w->blocks[1].fc.weight.data.empty());
-  // the reset of bad settings changes nothing
+  // the reset of bad settings changes nothing: sizes validate() refuses, a budget too small
   TrainSettings bad = s;
   bad.config.gpt.n_heads = 5;
   CHECK_FALSE(a.reset(bad, nullptr).is_ok());
+  TrainSettings big = s;
+  big.memory_budget = 1000000;
+  const Status st = a.reset(big, nullptr);
+  CHECK(st.error.find("more than the 1.0 MB available") != std::string::npos);
   CHECK(a.steps_done() == before + 1);
 }
 

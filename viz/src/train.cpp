@@ -54,9 +54,17 @@ TrainSettings recipe_settings(TrainRecipe r) {
 Status TrainSession::reset(const TrainSettings& s,
                            const std::function<Status(const std::string&, std::vector<int>&)>& tokenize) {
   if (Status st = validate(s.config); !st.is_ok()) return st;
-  if (s.batch_size < 1 || s.eval_freq < 1 || s.snapshot_freq < 1 || !(s.lr > 0))
+  if (s.batch_size < 1 || s.batch_size > 4096 || s.eval_freq < 1 || s.snapshot_freq < 1 || !(s.lr > 0))
     return Status::fail(
-        "the batch size, evaluation and snapshot intervals and learning rate must be positive");
+        "the batch size (1 to 4096), evaluation and snapshot intervals and learning rate must be "
+        "positive");
+  const TrainMemory need = train_memory(s.config, s.batch_size, s.config.gpt.context_length);
+  if (s.memory_budget && need.total() > s.memory_budget)
+    return Status::fail("training this model needs " + format_bytes(need.total()) + " (parameters " +
+                        format_bytes(need.params) + ", gradients and AdamW's moments " +
+                        format_bytes(need.grads + need.moments) + ", activations " +
+                        format_bytes(need.activations) + "), more than the " + format_bytes(s.memory_budget) +
+                        " available");
   auto model = std::make_unique<TrainModel>();
   TorchGenerator g(s.seed), data(s.seed + 1);
   if (Status st = TrainModel::build(s.config, g, *model); !st.is_ok()) return st;

@@ -11,6 +11,7 @@
 
 #include "attnviz/io/bpe.hpp"
 #include "attnviz/io/files.hpp"
+#include "attnviz/io/model_source.hpp"
 #include "ui_internal.hpp"
 
 namespace attnviz::viz::ui {
@@ -55,6 +56,8 @@ namespace attnviz::viz {
 Status reset_training(App& app) {
   TrainView& t = app.train;
   TrainSettings s = t.settings;
+  // what the host says is free (the page: its heap), else what the machine has
+  s.memory_budget = app.model.free_memory ? app.model.free_memory() : available_memory_bytes();
   if (s.recipe != TrainRecipe::induction) {
     s.text = app.session.text;
     if (!t.text_path.empty())

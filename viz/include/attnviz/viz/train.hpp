@@ -29,6 +29,9 @@ struct TrainSettings {
   double lr = 1e-3, weight_decay = 0.0;
   std::uint64_t seed = 123;
   std::string text;  // book and custom: the text trained on (its first 90% of characters) and validated on
+  // The bytes training may take (parameters, gradients, both AdamW moments, a step's activations:
+  // train_memory), checked before anything is allocated; 0: no limit.
+  std::uint64_t memory_budget = 0;
 };
 
 // The settings a recipe starts from (the book's: a small model, so that a step fits between frames; the text
