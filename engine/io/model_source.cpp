@@ -53,6 +53,7 @@ Status open_model(const ModelSpec& spec, OpenedModel& out) {
     m.model = GptModel(std::move(w), TorchGenerator(spec.seed), spec.options);
   }
   if (spec.ids_only) {
+    m.ids_only = true;
     out = std::move(m);
     return Status::ok();
   }
@@ -137,9 +138,38 @@ Status check_pass_memory(const GptConfig& c, int tokens, const GptRequest& reque
                            : ": not even 1 token fits"));
 }
 
+std::string OpenedModel::decode(const std::vector<int>& ids) const {
+  if (!ids_only) return bpe.decode(ids);
+  std::string s;
+  for (int id : ids) s += " " + std::to_string(id);
+  return s;
+}
+
 Status encode_for(const OpenedModel& m, const std::string& text, std::vector<int>& ids) {
   std::vector<int> got;
-  if (Status st = m.bpe.encode(text, got); !st.is_ok()) return st;
+  if (m.ids_only) {  // "3 17 5" or "3,17,5": the ids themselves, each inside the vocabulary
+    const int V = m.model.weights().config.vocab_size;
+    std::string item;
+    for (std::size_t i = 0; i <= text.size(); ++i) {
+      const char c = i < text.size() ? text[i] : ' ';
+      if (c != ' ' && c != ',' && c != '\n' && c != '\t') {
+        if (item.size() > 12)
+          return Status::fail("the text is token ids, and " + quote(item.substr(0, 12)) + "... is not one");
+        item += c;
+        continue;
+      }
+      if (item.empty()) continue;
+      std::optional<int> id;
+      if (item.size() <= 9 && item.find_first_not_of("0123456789") == std::string::npos) id = std::stoi(item);
+      if (!id || *id >= V)
+        return Status::fail("the text is token ids (this model has no tokenizer): " + quote(item) +
+                            " is not one of 0.." + std::to_string(V - 1));
+      got.push_back(*id);
+      item.clear();
+    }
+  } else if (Status st = m.bpe.encode(text, got); !st.is_ok()) {
+    return st;
+  }
   if (got.empty()) return Status::fail("the text is empty: give at least one token");
   const GptConfig& c = m.model.weights().config;
   if (static_cast<int>(got.size()) > c.context_length) {

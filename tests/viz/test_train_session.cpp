@@ -143,3 +143,33 @@ TEST_CASE("train session: frames run the training while it runs, and draw its vi
   ui.frame(app);
   CHECK(app.uploads == shown + 8);  // cached
 }
+
+TEST_CASE("train session: Open in model view shows the trained induction model on its probe") {
+  test::Ui ui;
+  App app;
+  REQUIRE(start(app).is_ok());
+  const fs::path dir = fs::temp_directory_path() / "attnviz_train_open";
+  fs::remove_all(dir);
+  app.export_dir = dir.string();
+  app.train.settings = recipe_settings(TrainRecipe::induction);
+  REQUIRE(reset_training(app).is_ok());
+  for (int i = 0; i < 3; ++i) REQUIRE(app.train.session->step().is_ok());
+  train_action(app, TrainAction::open);
+  CAPTURE(app.train.error);
+  REQUIRE(app.train.error.empty());
+  REQUIRE(app.model.is_open());
+  CHECK(app.model.ids_only());
+  CHECK(app.model.config().attention_only);
+  REQUIRE(app.model.has_result());
+  CHECK(app.model.ids() == app.train.session->probe());
+  CHECK(app.model.pieces()[0] == "#" + std::to_string(app.train.session->probe()[0]));
+  CHECK_FALSE(app.train.show);
+  ui.frame(app);  // the grid draws
+  CHECK(app.model_view.thumbs.size() == 8);
+  // Save model and Loss CSV write their files
+  train_action(app, TrainAction::save);
+  CHECK(fs::exists(dir / "trained-model" / "optimizer.safetensors"));
+  train_action(app, TrainAction::csv);
+  CHECK(fs::exists(dir / "train-loss.csv"));
+  fs::remove_all(dir);
+}

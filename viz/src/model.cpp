@@ -84,6 +84,7 @@ Status ModelSession::open(const ModelChoice& choice) {
   spec.model = choice.kind == ModelKind::seeded ? choice.size : choice.path;
   spec.seed = choice.seed;
   spec.options.train = choice.train;
+  spec.ids_only = choice.ids_only;
   spec.options.exec = exec;
   spec.memory_budget = free_memory ? free_memory() : available_memory_bytes();
   if (choice.kind == ModelKind::seeded && !find_gpt_preset(choice.size)) {
@@ -109,6 +110,14 @@ Status ModelSession::open(const ModelChoice& choice) {
 
 const GptConfig& ModelSession::config() const {
   return model_->model.weights().config;
+}
+
+std::string ModelSession::label(int id) const {
+  return model_->label(id);
+}
+
+bool ModelSession::ids_only() const {
+  return model_ && model_->ids_only;
 }
 
 const Bpe& ModelSession::tokenizer() const {
@@ -181,7 +190,7 @@ Status ModelSession::run(const std::vector<int>& ids) {
 
 void ModelSession::adopt(double ms) {
   pieces_.clear();
-  for (int id : result_.ids) pieces_.push_back(model_->bpe.label(id));
+  for (int id : result_.ids) pieces_.push_back(model_->label(id));
   for (GptLayer& l : result_.layers) l.attention.tokens = pieces_;  // the heatmaps' labels
   kinds_.assign(result_.layers.size(), {});
   for (std::size_t l = 0; l < result_.layers.size(); ++l) {
@@ -295,7 +304,7 @@ Status ModelSession::generate(std::string& text, int steps) {
     }
     const int next = result_.next.front().id;  // argmax, as torch.argmax
     ids.push_back(next);
-    appended += model_->bpe.decode({next});
+    appended += model_->decode({next});
   }
   text = appended;
   return recompute(text);

@@ -164,7 +164,7 @@ void draw_next_tokens(App& app, ImVec2 size) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float w = ImGui::GetContentRegionAvail().x, fh = ImGui::GetTextLineHeight();
   for (const TopToken& t : g.next) {
-    const std::string label = visible_text(ms.tokenizer().label(t.id));
+    const std::string label = visible_text(ms.label(t.id));
     const ImVec2 p = ImGui::GetCursorScreenPos();
     const float bar = static_cast<float>(t.probability) * w;
     dl->AddRectFilled(p, ImVec2(p.x + bar, p.y + fh + 2.0f), IM_COL32(70, 110, 190, 255));
@@ -478,6 +478,7 @@ void export_model(App& app, ExportKind kind) {
     jm.source = ms.choice().kind == ModelKind::seeded ? ms.choice().size : ms.choice().path;
     jm.seeded = ms.choice().kind == ModelKind::seeded;
     jm.seed = ms.choice().seed;
+    jm.id_labels = ms.ids_only();
     for (const GptLayer& l : g.layers) {
       if (mv.layer >= 0 && l.index != mv.layer) continue;
       GptResult one;

@@ -113,12 +113,42 @@ void open_trained(App& app) {
   ModelChoice c;
   c.kind = ModelKind::file;
   c.path = dir;
-  if (Status st = open_model(app, c); !st.is_ok()) return fail(app, st);
+  // The induction recipe's model has no tokenizer: the view's sentence becomes the probe's ids.
+  c.ids_only = s.settings().recipe == TrainRecipe::induction;
+  const std::string text = app.session.text;
+  if (c.ids_only) {
+    std::string ids;
+    for (int id : s.probe()) ids += (ids.empty() ? "" : " ") + std::to_string(id);
+    app.session.text = ids;
+  }
+  if (Status st = open_model(app, c); !st.is_ok()) {
+    app.session.text = text;
+    return fail(app, st);
+  }
   app.train.show = false;
   app.train.running = false;
 }
 
 }  // namespace
+}  // namespace attnviz::viz::ui
+
+namespace attnviz::viz {
+
+void train_action(App& app, TrainAction a) {
+  if (!app.train.session) {
+    app.train.error = "nothing trained yet";
+    return;
+  }
+  app.train.error.clear();
+  if (a == TrainAction::open)
+    ui::open_trained(app);
+  else
+    ui::export_training(app, a == TrainAction::save);
+}
+
+}  // namespace attnviz::viz
+
+namespace attnviz::viz::ui {
 
 void step_training(App& app) {
   TrainView& t = app.train;

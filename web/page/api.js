@@ -21,6 +21,10 @@
 //                           files and config.json), read into the module in pieces; a promise of '' or why not
 //   attnviz.getModelResult()  the whole model's last pass in attnviz-cli --model --json's format (null: none)
 //   attnviz.loads           what the model loads did: [{name, loaded, total, visible}] per piece read
+//   attnviz.train(c)        what the Train panel's controls do: {action: 'reset' (with recipe: 'induction' |
+//                           'book' | 'custom') | 'start' | 'pause' | 'step' | 'snapshot' (with snapshot: N, -1 the
+//                           latest) | 'save' | 'csv' | 'open'}; returns '' or why not. status().train says where
+//                           it stands: steps, losses, snapshots, the shown snapshot's step and head kinds
 import { call, needModule, wellFormed } from './module.js';
 import { loadModelFiles, loads, openModel, setReadChunk } from './model-files.js';
 
@@ -97,6 +101,12 @@ window.attnviz = {
   },
   loadModelFiles(files, folder) {
     return loadModelFiles(files, folder || '');
+  },
+  train(c) {
+    needModule();
+    if (c === null || typeof c !== 'object' || Array.isArray(c))
+      return `TypeError: train takes an object {action, ...}, not ${typeName(c)}`;
+    return call('attnviz_train', JSON.stringify(c));
   },
   getModelResult() {
     needModule();

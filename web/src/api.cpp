@@ -72,10 +72,44 @@ std::string status_json() {
     thumbs.push_back(
         {{"layer", t.layer}, {"head", t.head}, {"x0", t.x0}, {"y0", t.y0}, {"x1", t.x1}, {"y1", t.y1}});
   model["thumb_rects"] = thumbs;
+  const attnviz::viz::TrainView& tv = p.app.train;
+  nlohmann::json train = {{"recipe", attnviz::viz::to_string(tv.settings.recipe)},
+                          {"running", tv.running},
+                          {"show", tv.show},
+                          {"error", tv.error},
+                          {"snapshot", tv.snapshot}};
+  if (tv.session) {
+    const attnviz::viz::TrainSession& ts = *tv.session;
+    nlohmann::json losses = nlohmann::json::array();
+    for (const attnviz::viz::TrainPoint& pt : ts.points()) losses.push_back(pt.loss);
+    train["steps"] = ts.steps_done();
+    train["ms_per_step"] = ts.ms_per_step();
+    train["losses"] = losses;
+    train["snapshots"] = ts.snapshots().size();
+    const int first = ts.first_induction();
+    train["first_induction_step"] =
+        first < 0 ? nlohmann::json(nullptr)
+                  : nlohmann::json(ts.snapshots()[static_cast<std::size_t>(first)].step);
+    if (!ts.snapshots().empty()) {
+      const std::size_t shown =
+          tv.snapshot < 0 ? ts.snapshots().size() - 1
+                          : std::min(ts.snapshots().size() - 1, static_cast<std::size_t>(tv.snapshot));
+      const attnviz::viz::TrainSnapshot& snap = ts.snapshots()[shown];
+      nlohmann::json kinds = nlohmann::json::array();
+      for (const auto& layer : snap.heads) {
+        nlohmann::json row = nlohmann::json::array();
+        for (const attnviz::HeadScores& k : layer) row.push_back(attnviz::to_string(k.kind));
+        kinds.push_back(row);
+      }
+      train["shown_step"] = snap.step;
+      train["kinds"] = kinds;
+    }
+  }
   const attnviz::viz::CompareState& cs = p.app.compare;
   return nlohmann::json{
       {"generation", view_generation(p.app)},
       {"model", model},
+      {"train", train},
       {"memory",
        {{"heap_max", heap_max()}, {"heap_size", emscripten_get_heap_size()}, {"free", heap_free()}}},
       {"compute", p.gpu.status()},
@@ -216,6 +250,53 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_open_model(const char* json) {
   });
 }
 
+// What the Train panel's controls do: {"action": "reset" | "start" | "pause" | "step" | "snapshot" | "save" |
+// "csv" | "open", "recipe": "induction" | "book" | "custom" (reset), "snapshot": N (-1: the latest)}. Returns
+// "" or why not (also shown in the panel).
+EMSCRIPTEN_KEEPALIVE const char* attnviz_train(const char* json) {
+  return guarded([&]() -> std::string {
+    using attnviz::viz::TrainRecipe;
+    attnviz::viz::App& app = page->app;
+    attnviz::viz::TrainView& t = app.train;
+    wake();
+    const nlohmann::json j = nlohmann::json::parse(text_arg(json), nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.value("action", nlohmann::json()).is_string())
+      return "the training call is not {action: reset | start | pause | step | snapshot | save | csv | open}";
+    const std::string action = j["action"].get<std::string>();
+    t.error.clear();
+    if (action == "reset") {
+      const std::string recipe = j.value("recipe", std::string("induction"));
+      const TrainRecipe r = recipe == "book"     ? TrainRecipe::book
+                            : recipe == "custom" ? TrainRecipe::custom
+                                                 : TrainRecipe::induction;
+      if (recipe != "induction" && recipe != "book" && recipe != "custom")
+        return "unknown recipe " + attnviz::quote(recipe) + " (induction, book, custom)";
+      t.settings = attnviz::viz::recipe_settings(r);
+      t.running = false;
+      if (Status st = attnviz::viz::reset_training(app); !st.is_ok()) return t.error = st.error;
+      t.show = true;
+      return std::string();
+    }
+    if (!t.session) return "nothing to train: reset first";
+    if (action == "start" || action == "pause") {
+      t.running = action == "start";
+      t.show = true;
+    } else if (action == "step") {
+      if (Status st = t.session->step(); !st.is_ok()) return t.error = st.error;
+    } else if (action == "snapshot") {
+      t.snapshot = j.value("snapshot", -1);
+    } else if (action == "save" || action == "csv" || action == "open") {
+      attnviz::viz::train_action(app, action == "save"  ? attnviz::viz::TrainAction::save
+                                      : action == "csv" ? attnviz::viz::TrainAction::csv
+                                                        : attnviz::viz::TrainAction::open);
+      return t.error;
+    } else {
+      return "unknown training action " + attnviz::quote(action);
+    }
+    return std::string();
+  });
+}
+
 // Shows a message in the control column (the page's refusals of model files).
 EMSCRIPTEN_KEEPALIVE const char* attnviz_set_message(const char* text) {
   return guarded([&]() -> std::string {
@@ -248,6 +329,7 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_model_json() {
     jm.seeded = m.choice().kind == attnviz::viz::ModelKind::seeded;
     jm.source = jm.seeded ? m.choice().size : m.choice().path;
     jm.seed = m.choice().seed;
+    jm.id_labels = m.ids_only();
     return attnviz::gpt_result_to_json(m.result(), m.weights(), jm, m.tokenizer());
   });
 }

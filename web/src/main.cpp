@@ -163,6 +163,7 @@ void tick() {
       wake();
     }
     if (p.first_heatmap_at == 0.0) wake();
+    if (p.app.train.running) wake();  // training runs a slice of steps a frame
     if (p.frames_due <= 0) return;
     --p.frames_due;
     render_safe();

@@ -33,6 +33,12 @@ struct OpenedModel {
   bool seeded = false;
   std::uint64_t seed = 0;
   std::string vocab_from;  // the folder the tokenizer came from
+  bool ids_only = false;   // opened without a tokenizer (ModelSpec::ids_only): its text is token ids
+
+  // A token's label ("#17" without a tokenizer) and the text of ids (" 17 3" without one, so that appending
+  // generated ids to a text of ids keeps it one).
+  std::string label(int id) const { return ids_only ? "#" + std::to_string(id) : bpe.label(id); }
+  std::string decode(const std::vector<int>& ids) const;
 };
 
 Status open_model(const ModelSpec& spec, OpenedModel& out);

@@ -214,6 +214,11 @@ void run_export(App& app, ExportKind kind);
 // or app.train.text_path's). On failure the current session stays and the error is returned.
 Status reset_training(App& app);
 
+// The Train panel's buttons: Save model (a checkpoint folder in the export folder), Loss CSV, Open in model
+// view. The outcome is app.message, or app.train.error.
+enum class TrainAction { save, csv, open };
+void train_action(App& app, TrainAction a);
+
 // Finds the heatmap and cell under a screen point, from the last frame's layout.
 Cell cell_at(const App& app, float x, float y);
 

@@ -33,10 +33,12 @@ struct ModelChoice {
   ModelKind kind = ModelKind::layer;
   std::string size = "gpt2-small";  // seeded: a GPT-2 size preset
   std::uint64_t seed = 123;
-  std::string path;    // file: the weights file or folder
-  bool train = false;  // dropout in three places (PyTorch's default mode); off: model.eval()
+  std::string path;       // file: the weights file or folder
+  bool train = false;     // dropout in three places (PyTorch's default mode); off: model.eval()
+  bool ids_only = false;  // file: open without a tokenizer; the sentence is token ids ("3 17 5")
   bool operator==(const ModelChoice& o) const {
-    return kind == o.kind && size == o.size && seed == o.seed && path == o.path && train == o.train;
+    return kind == o.kind && size == o.size && seed == o.seed && path == o.path && train == o.train &&
+           ids_only == o.ids_only;
   }
   bool operator!=(const ModelChoice& o) const { return !(*this == o); }
 };
@@ -79,6 +81,9 @@ class ModelSession {
   const ModelChoice& choice() const { return choice_; }  // of the open model
   const GptConfig& config() const;
   const Bpe& tokenizer() const;
+  // A token's label as the view shows it ("#17" for a model opened without a tokenizer), and whether it was.
+  std::string label(int id) const;
+  bool ids_only() const;
   const GptWeights& weights() const { return model_->model.weights(); }
   // "gpt2-small, seeded 123: 12 layers x 12 heads, d 768, 163.0 M parameters"
   std::string describe() const;
