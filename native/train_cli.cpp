@@ -33,7 +33,7 @@ struct TrainArgs {
   std::optional<int> warmup_steps;
   double initial_lr = 3e-5, min_lr = 1e-6, max_norm = 0.0;
   std::string task = "book";
-  int steps = 6000, fixed_distance = 0;
+  int steps = 3000, fixed_distance = 0;
 };
 
 // The progress line on a terminal: step, tokens per second, time left. It goes before any other line.

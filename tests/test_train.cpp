@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "attnviz/io/bpe.hpp"
@@ -340,4 +341,47 @@ TEST_CASE("train: the book's chapter-5 loop at a reduced size prints PyTorch's l
     CHECK(std::fabs(a1 - b1) <= 0.02);
     CHECK(std::fabs(a2 - b2) <= 0.02);
   }
+}
+
+TEST_CASE("train: the induction task's sequences repeat a segment, at random or fixed distances") {
+  InductionTask t;
+  REQUIRE(validate(t).is_ok());
+  // the longest run of positions k with seq[k] == seq[k + d], over d >= 1 (random) or d = fixed
+  const auto longest_copy = [](const int* s, int n, int d) {
+    int best = 0, run = 0;
+    for (int k = 0; k + d < n; ++k) {
+      run = s[k] == s[k + d] ? run + 1 : 0;
+      best = std::max(best, run);
+    }
+    return best;
+  };
+  TorchGenerator g(5);
+  std::vector<int> in, out;
+  induction_batch(t, 64, g, in, out);
+  REQUIRE(in.size() == 64u * 64u);
+  std::set<int> distances;
+  for (int b = 0; b < 64; ++b) {
+    std::vector<int> seq(in.begin() + b * 64, in.begin() + (b + 1) * 64);
+    seq.push_back(out[static_cast<std::size_t>(b) * 64 + 63]);  // the sequence is 65 tokens
+    CHECK(std::equal(out.begin() + b * 64, out.begin() + b * 64 + 63,
+                     seq.begin() + 1));  // targets: next tokens
+    int best = 0, at = 0;
+    for (int d = 1; d < 65; ++d) {
+      const int run = longest_copy(seq.data(), 65, d);
+      if (run > best) best = run, at = d;
+    }
+    CHECK(best >= t.min_repeat);
+    distances.insert(at);
+  }
+  CHECK(distances.size() > 10);  // the distances vary
+  t.fixed_distance = 16;
+  REQUIRE(validate(t).is_ok());
+  induction_batch(t, 32, g, in, out);
+  for (int b = 0; b < 32; ++b) CHECK(longest_copy(in.data() + b * 64, 64, 16) >= t.min_repeat - 1);
+  t.fixed_distance = 2;  // shorter than the shortest repeat
+  CHECK_FALSE(validate(t).is_ok());
+  // a probe: `repeat` tokens again `distance` later
+  const std::vector<int> p = induction_probe(InductionTask{}, 10, 31, 7);
+  REQUIRE(p.size() == 64u);
+  CHECK(longest_copy(p.data(), 64, 31) >= 10);
 }

@@ -17,14 +17,18 @@ int uniform(TorchGenerator& g, int lo, int hi) {
 
 // One sequence of `n` tokens: random tokens in which a random segment recurs, copy after copy, each copy a
 // random gap (0 .. its length) after the previous one, from a random first position, until the sequence is
-// full. With fixed_distance, every copy starts that far after the previous one instead.
+// full. With fixed_distance, every copy starts that far after the previous one instead (the segment no longer
+// than that distance).
 void sequence(const InductionTask& t, int n, TorchGenerator& g, int* out) {
   for (int i = 0; i < n; ++i) out[i] = uniform(g, 0, t.vocab - 1);
-  const int repeat = uniform(g, t.min_repeat, std::min(t.max_repeat, n / 2));
-  const int first = uniform(g, 0, n - 2 * std::max(repeat, t.fixed_distance));
+  const int fixed = t.fixed_distance;
+  const int repeat = uniform(g, t.min_repeat, std::min({t.max_repeat, n / 2, fixed > 0 ? fixed : n}));
+  const int first = uniform(g, 0, n - (fixed > 0 ? fixed + repeat : 2 * repeat));
   int at = first;
-  for (;;) {
-    const int next = at + (t.fixed_distance > 0 ? t.fixed_distance : repeat + uniform(g, 0, repeat));
+  for (int copy = 0;; ++copy) {
+    // a random gap of 0 .. repeat tokens, the first one short enough that one copy always fits
+    const int room = copy == 0 ? std::min(repeat, n - first - 2 * repeat) : repeat;
+    const int next = at + (fixed > 0 ? fixed : repeat + uniform(g, 0, room));
     if (next + repeat > n) break;
     for (int i = 0; i < repeat; ++i) out[next + i] = out[first + i];
     at = next;
@@ -39,9 +43,11 @@ Status validate(const InductionTask& t) {
   if (t.tokens < 8 || t.tokens > 8192) return Status::fail("the task's sequences must be 8 .. 8192 tokens");
   if (t.min_repeat < 1 || t.max_repeat < t.min_repeat || 2 * t.min_repeat > t.tokens + 1)
     return Status::fail("the repeat lengths must satisfy 1 <= min <= max and 2 min <= tokens + 1");
-  if (t.fixed_distance < 0 || (t.fixed_distance > 0 && (t.fixed_distance < t.max_repeat ||
-                                                        2 * t.fixed_distance + t.max_repeat > t.tokens + 1)))
-    return Status::fail("a fixed distance must be at least the longest repeat and leave room for it");
+  if (t.fixed_distance < 0 || (t.fixed_distance > 0 && (t.fixed_distance < t.min_repeat ||
+                                                        t.fixed_distance + t.min_repeat > t.tokens + 1)))
+    return Status::fail("a fixed distance must be at least the shortest repeat (" +
+                        std::to_string(t.min_repeat) + ") and leave room for one copy in " +
+                        std::to_string(t.tokens) + " tokens");
   return Status::ok();
 }
 

@@ -172,6 +172,9 @@ void draw_train_panel(App& app) {
   else
     ImGui::TextColored(kTrainDim, "the sentence box's text, or a file; its last 10%% validates");
   if (s.recipe != TrainRecipe::induction) ImGui::InputText("text file", &t.text_path);
+  // 0: copies at random distances (an induction head forms); N: always N positions later (a head that looks
+  // back N positions does as well, and the probes at other distances tell the two apart)
+  if (s.recipe == TrainRecipe::induction) input_int("fixed distance", s.task.fixed_distance, 1);
   if (s.recipe == TrainRecipe::custom) {
     input_int("d_model", s.config.gpt.d_model, 16);
     input_int("heads", s.config.gpt.n_heads, 1);

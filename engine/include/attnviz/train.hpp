@@ -235,7 +235,7 @@ struct InductionTask {
   int vocab = 64;   // tokens 0 .. vocab - 1
   int tokens = 64;  // positions per sequence (the model's context length)
   int min_repeat = 4, max_repeat = 24;
-  int fixed_distance = 0;  // 0: random distances
+  int fixed_distance = 0;  // 0: random distances; else every copy this far after the last (repeats <= it)
 };
 Status validate(const InductionTask& t);
 
@@ -259,7 +259,7 @@ Status probe_heads(TrainModel& m, const InductionTask& t, std::vector<std::vecto
 
 struct InductionRun {
   InductionTask task;
-  int batch_size = 32, steps = 6000, eval_freq = 50;
+  int batch_size = 32, steps = 3000, eval_freq = 50;
   double lr = 2e-3, weight_decay = 0.0;
 };
 

@@ -1,0 +1,20 @@
+// The Train panel's induction recipe in headless Chromium: the time until a head is first labelled induction
+// (the page trains a slice of steps each frame, one thread), printed as a figure.
+//   node web/bench/train_page.mjs        (ATTNVIZ_SITE: the built site, default build/wasm-release/web/site)
+import { start, openPage, load } from '../tests/harness.mjs';
+
+const env = await start();
+try {
+  const { page } = await openPage(env);
+  await load(page, env.url);
+  await page.evaluate(() => attnviz.train({ action: 'reset', recipe: 'induction' }));
+  const t0 = Date.now();
+  await page.evaluate(() => attnviz.train({ action: 'start' }));
+  await page.waitForFunction(() => attnviz.status().train.first_induction_step !== null, null,
+                             { timeout: 900000, polling: 1000 });
+  const s = await page.evaluate(() => attnviz.status().train);
+  console.log(`page: the first induction head by step ${s.first_induction_step}, after ${((Date.now() - t0) / 1000).toFixed(1)} s ` +
+              `(${s.ms_per_step.toFixed(1)} ms a step at the end)`);
+} finally {
+  await env.close();
+}
