@@ -4,7 +4,9 @@
 // a refusal is exactly one line on stderr and nothing on stdout. Arguments naming files or the tokenizer
 // (--inputs, --vocab, --tokenize, --model: their readers have fuzzers of their own, and loading GPT-2's
 // vocabulary or a model costs seconds a run) and a --memory-budget of the input's own are skipped; an 8 MB
-// budget comes last, so that no run allocates more than that.
+// budget comes last, so that no run allocates more than that. `attnviz-cli train` is skipped too: it reads a
+// text and a tokenizer and trains for as many epochs as asked (its text path has the train_text fuzzer, its
+// refusals tests/test_train_cli.cpp).
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
@@ -17,6 +19,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::vector<std::string> args = attnviz::fuzz::split_at_nul(data, size);
+  if (!args.empty() && args[0] == "train") return -1;
   for (const std::string& a : args)
     for (const char* skipped : {"--inputs", "--vocab", "--tokenize", "--model", "--memory-budget"})
       if (a.rfind(skipped, 0) == 0) return -1;  // not added to the corpus
