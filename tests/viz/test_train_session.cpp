@@ -171,5 +171,13 @@ TEST_CASE("train session: Open in model view shows the trained induction model o
   CHECK(fs::exists(dir / "trained-model" / "optimizer.safetensors"));
   train_action(app, TrainAction::csv);
   CHECK(fs::exists(dir / "train-loss.csv"));
+  // Plots PNG: the training view is shown, and the host is asked for its area after rendering
+  train_action(app, TrainAction::png);
+  CHECK(app.train.show);
+  CHECK(app.capture.pending);
+  CHECK(app.capture.path == (dir / "train-plots.png").string());
+  ui.frame(app);
+  CHECK(app.capture.w > 100.0f);
+  CHECK(app.capture.h > 100.0f);
   fs::remove_all(dir);
 }

@@ -140,10 +140,15 @@ void train_action(App& app, TrainAction a) {
     return;
   }
   app.train.error.clear();
-  if (a == TrainAction::open)
+  if (a == TrainAction::open) {
     ui::open_trained(app);
-  else
+  } else if (a == TrainAction::png) {
+    app.train.show = true;  // the view the PNG is of
+    app.capture.pending = true;
+    app.capture.path = app.export_dir + "/train-plots.png";
+  } else {
     ui::export_training(app, a == TrainAction::save);
+  }
 }
 
 }  // namespace attnviz::viz
@@ -222,6 +227,8 @@ void draw_train_panel(App& app) {
     if (ImGui::Button("Save model")) export_training(app, true);
     ImGui::SameLine();
     if (ImGui::Button("Loss CSV")) export_training(app, false);
+    ImGui::SameLine();
+    if (ImGui::Button("Plots PNG")) train_action(app, TrainAction::png);
   }
   if (!t.error.empty()) {
     ImGui::PushTextWrapPos(0.0f);
@@ -233,6 +240,9 @@ void draw_train_panel(App& app) {
 void draw_train_main(App& app, TextureHost& textures, ImVec2 size) {
   TrainView& t = app.train;
   const TrainSession& s = *t.session;
+  // the area a Plots PNG captures
+  const ImVec2 pos = ImGui::GetCursorScreenPos();
+  app.capture.x = pos.x, app.capture.y = pos.y, app.capture.w = size.x, app.capture.h = size.y;
   ImGui::BeginChild("training", size, false);
   const std::vector<TrainPoint>& points = s.points();
   const float plot_w = ImGui::GetContentRegionAvail().x, plot_h = 90.0f;

@@ -23,7 +23,7 @@
 //   attnviz.loads           what the model loads did: [{name, loaded, total, visible}] per piece read
 //   attnviz.train(c)        what the Train panel's controls do: {action: 'reset' (with recipe: 'induction' |
 //                           'book' | 'custom') | 'start' | 'pause' | 'step' | 'snapshot' (with snapshot: N, -1 the
-//                           latest) | 'save' | 'csv' | 'open'}; returns '' or why not. status().train says where
+//                           latest) | 'save' | 'csv' | 'png' | 'open'}; returns '' or why not. status().train says where
 //                           it stands: steps, losses, snapshots, the shown snapshot's step and head kinds
 import { call, needModule, wellFormed } from './module.js';
 import { loadModelFiles, loads, openModel, setReadChunk } from './model-files.js';

@@ -251,7 +251,8 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_open_model(const char* json) {
 }
 
 // What the Train panel's controls do: {"action": "reset" | "start" | "pause" | "step" | "snapshot" | "save" |
-// "csv" | "open", "recipe": "induction" | "book" | "custom" (reset), "snapshot": N (-1: the latest)}. Returns
+// "csv" | "png" | "open", "recipe": "induction" | "book" | "custom" (reset), "snapshot": N (-1: the latest)}.
+// Returns
 // "" or why not (also shown in the panel).
 EMSCRIPTEN_KEEPALIVE const char* attnviz_train(const char* json) {
   return guarded([&]() -> std::string {
@@ -285,9 +286,10 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_train(const char* json) {
       if (Status st = t.session->step(); !st.is_ok()) return t.error = st.error;
     } else if (action == "snapshot") {
       t.snapshot = j.value("snapshot", -1);
-    } else if (action == "save" || action == "csv" || action == "open") {
+    } else if (action == "save" || action == "csv" || action == "png" || action == "open") {
       attnviz::viz::train_action(app, action == "save"  ? attnviz::viz::TrainAction::save
                                       : action == "csv" ? attnviz::viz::TrainAction::csv
+                                      : action == "png" ? attnviz::viz::TrainAction::png
                                                         : attnviz::viz::TrainAction::open);
       return t.error;
     } else {

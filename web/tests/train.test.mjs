@@ -66,7 +66,7 @@ test('the Train panel: start, pause, the slider, exports and Open in model view'
   assert.equal((await train(page)).shown_step, 50);
 
   // Exports download: the loss log, then the checkpoint's three files.
-  for (const [action, names] of [['csv', ['train-loss.csv']],
+  for (const [action, names] of [['csv', ['train-loss.csv']], ['png', ['train-plots.png']],
                                  ['save', ['model.safetensors', 'config.json', 'optimizer.safetensors']]]) {
     const downloads = [];
     page.on('download', (d) => downloads.push(d));
@@ -74,6 +74,10 @@ test('the Train panel: start, pause, the slider, exports and Open in model view'
     while (downloads.length < names.length) await new Promise((resolve) => setTimeout(resolve, 10));
     page.removeAllListeners('download');
     assert.deepEqual(downloads.map((d) => d.suggestedFilename()), names);
+    if (action === 'png') {
+      const png = (await import('node:fs')).readFileSync(await downloads[0].path());
+      assert.ok(png.subarray(0, 4).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47])), 'a PNG');
+    }
     if (action === 'csv') {
       const rows = (await import('node:fs')).readFileSync(await downloads[0].path()).toString().trim().split('\n');
       assert.equal(rows[0], 'step,tokens,loss,val_loss,in_context');

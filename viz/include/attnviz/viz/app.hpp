@@ -214,9 +214,10 @@ void run_export(App& app, ExportKind kind);
 // or app.train.text_path's). On failure the current session stays and the error is returned.
 Status reset_training(App& app);
 
-// The Train panel's buttons: Save model (a checkpoint folder in the export folder), Loss CSV, Open in model
-// view. The outcome is app.message, or app.train.error.
-enum class TrainAction { save, csv, open };
+// The Train panel's buttons: Save model (a checkpoint folder in the export folder), Loss CSV, Plots PNG (the
+// training view as on screen, written by the host after rendering, as the view's PNG is), Open in model view.
+// The outcome is app.message, or app.train.error.
+enum class TrainAction { save, csv, png, open };
 void train_action(App& app, TrainAction a);
 
 // Finds the heatmap and cell under a screen point, from the last frame's layout.
