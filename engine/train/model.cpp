@@ -229,7 +229,9 @@ struct TrainModel::Activations {
   std::vector<Layer> layers;
   std::vector<float> x_final, lnf, lnf_hat, rstd_f, probs;
   std::vector<double> row_losses;
-  std::vector<float> t1;                    // a working buffer
+  std::vector<float> t1;  // a working buffer
+  // the backward pass's gradients, kept so that a step allocates (and faults in) nothing new
+  std::vector<float> dlnf, dx, branch, dq, dk, dv, dctx, dln, dh;
   std::unique_ptr<train::Kernels> kernels;  // kept: its packing buffers are reused from step to step
 
   train::Kernels& kernels_for(const Exec& how) {
@@ -275,8 +277,9 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
   const int rows = static_cast<int>(N);
   train::Kernels& k = a.kernels_for(exec);
 
-  // embeddings and drop_emb
-  std::vector<float> x(nd);
+  // embeddings and drop_emb; x, the residual stream, ends as the final norm's input
+  std::vector<float>& x = a.x_final;
+  x.resize(nd);
   for (std::size_t n = 0; n < N; ++n) {
     const float* te = params_.tok_emb.ptr() + static_cast<std::size_t>(inputs[n]) * d;
     const float* pe = params_.pos_emb.ptr() + (n % static_cast<std::size_t>(tokens)) * d;
@@ -333,7 +336,6 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
     }
     for (std::size_t i = 0; i < nd; ++i) x[i] += branch[i];
   }
-  a.x_final = std::move(x);
   a.lnf.resize(nd), a.lnf_hat.resize(nd), a.rstd_f.resize(N);
   train::layer_norm(*k.pool, a.x_final.data(), params_.final_scale.ptr(), params_.final_shift.ptr(),
                     a.lnf.data(), a.lnf_hat.data(), a.rstd_f.data(), rows, d);
@@ -362,13 +364,16 @@ Status TrainModel::backward() {
   // the head and the final norm
   train::cross_entropy_backward(*k.pool, a.probs.data(), a.targets.data(), rows, V);
   k.linear_dw(a.probs.data(), a.lnf.data(), grads_.out_head.ptr(), nullptr, rows, d, V);
-  std::vector<float> dlnf(nd), dx(nd);
+  std::vector<float>&dlnf = a.dlnf, &dx = a.dx;
+  dlnf.resize(nd), dx.resize(nd);
   k.linear_dx(a.probs.data(), params_.out_head.ptr(), dlnf.data(), rows, d, V, false);
   train::layer_norm_backward(*k.pool, dlnf.data(), a.lnf_hat.data(), a.rstd_f.data(),
                              params_.final_scale.ptr(), dx.data(), grads_.final_scale.ptr(),
                              grads_.final_shift.ptr(), rows, d, false);
 
-  std::vector<float> branch(nd), dq(nd), dk(nd), dv(nd), dctx(nd), dln(nd), dh;
+  std::vector<float>&branch = a.branch, &dq = a.dq, &dk = a.dk, &dv = a.dv, &dctx = a.dctx, &dln = a.dln,
+  &dh = a.dh;
+  for (std::vector<float>* buf : {&branch, &dq, &dk, &dv, &dctx, &dln}) buf->resize(nd);
   train::Attention att{a.batch, a.tokens, H, hd, static_cast<float>(std::sqrt(static_cast<double>(hd))),
                        s,       &k};
   for (std::size_t li = params_.blocks.size(); li-- > 0;) {
