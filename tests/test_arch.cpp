@@ -133,6 +133,15 @@ TEST_CASE("decoders: every architecture's attention and logits equal PyTorch's o
             CHECK(sum == doctest::Approx(1.0).epsilon(1e-5));
           }
       }
+      // The q/k steps kept for the stepper: the projections, the normed q and k where the model has q/k
+      // norms, and the rotation, which at position 0 turns by angle 0 (row 0 unchanged, bit for bit).
+      const GptLayer& l0 = r.layers[0];
+      REQUIRE(l0.q_proj.size() == static_cast<std::size_t>(ids.size()) * c.q_width());
+      REQUIRE(l0.k_proj.size() == static_cast<std::size_t>(ids.size()) * c.kv_width());
+      CHECK(l0.q_normed.empty() == !c.arch.qk_norm);
+      const Tensor& before_rotation = c.arch.qk_norm ? l0.q_normed : l0.q_proj;
+      CHECK(std::memcmp(before_rotation.ptr(), l0.attention.q.ptr(),
+                        static_cast<std::size_t>(c.q_width()) * 4) == 0);
       if (isa == Isa::scalar) continue;
       // Typing: the pass over all but the last 3 tokens, then the whole text, reuses the prefix's rows and
       // gives the full pass's numbers exactly.
@@ -146,13 +155,17 @@ TEST_CASE("decoders: every architecture's attention and logits equal PyTorch's o
       for (int l = 0; l < c.n_layers; ++l) {
         const Result& a = t.layers[static_cast<std::size_t>(l)].attention;
         const Result& b = r.layers[static_cast<std::size_t>(l)].attention;
-        for (auto [x, y] : {std::pair{&a.weights, &b.weights},
+        const GptLayer& tl = t.layers[static_cast<std::size_t>(l)];
+        const GptLayer& rl = r.layers[static_cast<std::size_t>(l)];
+        for (auto [x, y] : {std::pair{&tl.q_proj, &rl.q_proj},
+                            {&tl.k_normed, &rl.k_normed},
+                            {&a.weights, &b.weights},
                             {&a.scores, &b.scores},
                             {&a.q, &b.q},
                             {&a.k, &b.k},
                             {&a.context, &b.context}}) {
           REQUIRE(x->size() == y->size());
-          CHECK(std::memcmp(x->ptr(), y->ptr(), x->size() * sizeof(float)) == 0);
+          if (!x->empty()) CHECK(std::memcmp(x->ptr(), y->ptr(), x->size() * sizeof(float)) == 0);
         }
       }
     }

@@ -80,7 +80,7 @@ class Spare {
   void give(GptLayer& l) {
     Result& a = l.attention;
     for (Tensor* t : {&a.inputs, &a.q, &a.k, &a.v, &a.scores, &a.scaled, &a.weights, &a.dropped, &a.context,
-                      &a.output, &l.resid_in, &l.resid_out})
+                      &a.output, &l.resid_in, &l.resid_out, &l.q_proj, &l.k_proj, &l.q_normed, &l.k_normed})
       give(*t);
   }
   void give(GptResult& r) {
@@ -488,18 +488,46 @@ Status attention_scalar(const Steps& s, const Config& ac, const GptBlock& b, con
 // The projections of a layer whose attention is not GPT-2's, rows [P, T): q (T, H hd), k and v (T, KV hd) =
 // h W^T + b; then each head's q and k normed (arch.qk_norm, before the rotation as Qwen3 and Gemma 3 do) and
 // rotated at its position.
-void project_qkv(const Steps& s, const GptConfig& c, const GptBlock& b, const Tensor& h, const Rotary& rot,
-                 float* q, float* k, float* v) {
-  const int T = s.T, P = s.P, d = c.d_model, H = c.n_heads, KV = c.kv_heads(), hd = c.head_dim();
+// What the detail layer keeps of those steps (GptLayer::q_proj ...): rows [P, T) are written; null: not kept.
+struct QkKeep {
+  Tensor *q_proj = nullptr, *k_proj = nullptr, *q_normed = nullptr, *k_normed = nullptr;
+};
+
+// The tensors a layer keeps of its q/k steps, rows [0, P) taken from the previous pass's layer.
+QkKeep keep_qk_steps(const GptConfig& c, int T, GptLayer& layer, const GptLayer* before, Reuse& reuse) {
   const int QW = c.q_width(), KW = c.kv_width();
+  const auto rows = [&](Tensor GptLayer::*t, int width) {
+    layer.*t = reuse.rows(T, width, before && !(before->*t).empty() ? &(before->*t) : nullptr);
+    return &(layer.*t);
+  };
+  QkKeep keep;
+  keep.q_proj = rows(&GptLayer::q_proj, QW);
+  keep.k_proj = rows(&GptLayer::k_proj, KW);
+  if (c.arch.qk_norm) {
+    keep.q_normed = rows(&GptLayer::q_normed, QW);
+    keep.k_normed = rows(&GptLayer::k_normed, KW);
+  }
+  return keep;
+}
+
+void project_qkv(const Steps& s, const GptConfig& c, const GptBlock& b, const Tensor& h, const Rotary& rot,
+                 float* q, float* k, float* v, const QkKeep& keep) {
+  const int T = s.T, P = s.P, H = c.n_heads, KV = c.kv_heads(), hd = c.head_dim();
+  const int QW = c.q_width(), KW = c.kv_width();
+  const auto copy = [&](Tensor* to, const float* from, int width) {
+    if (to) std::memcpy(row(*to, P), from + count(P, width), count(T - P, width) * sizeof(float));
+  };
   s.kern.linear(row(h, P), q + count(P, QW), T - P, b.query.weight, b.query.bias);
   s.kern.linear(row(h, P), k + count(P, KW), T - P, b.key.weight, b.key.bias);
   s.kern.linear(row(h, P), v + count(P, KW), T - P, b.value.weight, b.value.bias);
-  (void)d;
+  copy(keep.q_proj, q, QW);
+  copy(keep.k_proj, k, KW);
   if (c.arch.qk_norm) {
     static const Tensor no_shift;
     s.norm_rows(q + count(P, QW), q + count(P, QW), (T - P) * H, hd, b.q_norm, no_shift, c.arch);
     s.norm_rows(k + count(P, KW), k + count(P, KW), (T - P) * KV, hd, b.k_norm, no_shift, c.arch);
+    copy(keep.q_normed, q, QW);
+    copy(keep.k_normed, k, KW);
   }
   if (rot.dims > 0) {
     rotate(q, P, T, H, hd, QW, rot);
@@ -525,11 +553,11 @@ Tensor per_query_head(const float* k, int T, int H, int KV, int hd, Reuse* reuse
 // context W_out^T + b.
 Status attention_scalar_generic(const Steps& s, const GptConfig& c, const Config& ac, const Shape& shape,
                                 const GptBlock& b, const LayerKeep& k, const Rotary& rot, const Tensor& h,
-                                Result& a, Tensor& out) {
+                                const QkKeep& keep, Result& a, Tensor& out) {
   const int T = s.T, d = c.d_model, H = c.n_heads, KV = c.kv_heads(), hd = c.head_dim();
   const int QW = c.q_width(), KW = c.kv_width(), group = H / KV;
   Tensor q(T, QW), kk(T, KW), v(T, KW);
-  project_qkv(s, c, b, h, rot, q.ptr(), kk.ptr(), v.ptr());
+  project_qkv(s, c, b, h, rot, q.ptr(), kk.ptr(), v.ptr(), keep);
   a.config = ac;
   a.config.stages = k.any ? k.stages : 0u;
   a.shape = shape;
@@ -602,7 +630,7 @@ Status attention_scalar_generic(const Steps& s, const GptConfig& c, const Config
 Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, const Shape& shape,
                       const GptBlock& b, const LayerKeep& k, const Rotary& rot, const Tensor& h,
                       const GptLayer* before, LayerCache cache, Reuse& reuse, AttentionScratch& scratch,
-                      Result& a, Tensor& out) {
+                      const QkKeep& keep, Result& a, Tensor& out) {
   const int T = s.T, P = s.P, d = h.shape[1], H = ac.num_heads, KV = c.kv_heads(), hd = c.head_dim();
   const int QW = c.q_width(), KW = c.kv_width();
   const Isa isa = s.kern.isa;
@@ -623,7 +651,7 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
   job.kv_heads = KV, job.kv_width = KW, job.window = shape.window;
   job.first = P, job.has_weights = true, job.causal = true, job.scale = shape.scale, job.pool = s.kern.pool;
   if (!c.plain_attention()) {
-    project_qkv(s, c, b, h, rot, scratch.q.ptr(), cache.k.data(), cache.v.data());
+    project_qkv(s, c, b, h, rot, scratch.q.ptr(), cache.k.data(), cache.v.data(), keep);
     job.qkv_given = true;
   }
   job.x = h.ptr();
@@ -699,18 +727,22 @@ struct Attention {
 
   // out (T, d) = out_proj(context), `a` given what layer l keeps: attention_scalar or attention_fast
   Status forward(const Steps& s, int l, const GptBlock& b, const LayerKeep& keep, const Tensor& h,
-                 const GptLayer* before, Reuse& reuse, Result& a, Tensor& out) {
+                 const GptLayer* before, Reuse& reuse, GptLayer& layer, Tensor& out) {
     const GptConfig& c = *model;
-    const Shape layer = layer_shape(c, config, l);
+    const Shape shape_l = layer_shape(c, config, l);
     const Rotary& rot = c.local_layer(l) ? local : global;
+    Result& a = layer.attention;
+    const QkKeep qk =
+        keep.qkv && !c.plain_attention() ? keep_qk_steps(c, s.T, layer, before, reuse) : QkKeep{};
     if (s.kern.isa == Isa::scalar)
-      return c.plain_attention() ? attention_scalar(s, config, b, keep, labels, h, a, out)
-                                 : attention_scalar_generic(s, c, config, layer, b, keep, rot, h, a, out);
+      return c.plain_attention()
+                 ? attention_scalar(s, config, b, keep, labels, h, a, out)
+                 : attention_scalar_generic(s, c, config, shape_l, b, keep, rot, h, qk, a, out);
     const auto at = [l](std::vector<std::vector<float>>& per_layer) -> std::vector<float>& {
       return per_layer[static_cast<std::size_t>(l)];
     };
-    return attention_fast(s, c, config, layer, b, keep, rot, h, before, {at(q), at(k), at(v)}, reuse, scratch,
-                          a, out);
+    return attention_fast(s, c, config, shape_l, b, keep, rot, h, before, {at(q), at(k), at(v)}, reuse,
+                          scratch, qk, a, out);
   }
 };
 
@@ -840,7 +872,8 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     // attn (T, d) = out_proj(context): q, k, v (T, d) = ln1 W^T + b; per head (H, T, T) weights =
     // drop(causal softmax(q k^T / sqrt(d / H))); context (T, d) = weights v. Other architectures: q (T, H
     // hd), k, v (T, KV hd), normed and rotated; head h reads key/value head h / (H / KV), within its window.
-    if (Status st = attention.forward(s, l, b, k, ln1, before, reuse, a, attn); !st.is_ok()) return fail(st);
+    if (Status st = attention.forward(s, l, b, k, ln1, before, reuse, layer, attn); !st.is_ok())
+      return fail(st);
     s.dropout(attn);  // attn (T, d) = drop(attn)
     if (arch.residual == ResidualKind::sandwich)
       s.norm(attn, attn, b.post_attn_norm, b.norm2_shift, arch);       // attn (T, d) = post_attn_norm(attn)

@@ -271,6 +271,10 @@ struct GptLayer {
   int index = 0;
   Result attention;            // the chapter-3 result of this layer's `mha` (inputs = norm1's output)
   Tensor resid_in, resid_out;  // (T, d) when asked
+  // Rotary models, where q, k, v are kept: q (T, H hd) and k (T, KV hd) as projected, and after the model's
+  // q/k norms (empty without them), before the rotation. attention.q and attention.k hold them rotated (k
+  // laid out per query head).
+  Tensor q_proj, k_proj, q_normed, k_normed;
 };
 
 struct GptOptions {
