@@ -398,8 +398,7 @@ Status Bpe::load(std::string_view vocab_json, std::string_view merges_text, cons
     const int l = id_of[left], r = id_of[right];
     const auto [it, fresh] =
         impl->merges.emplace(hf::pair_key(l, r), hf::MergeRule{static_cast<int>(rank), result->second});
-    if (!fresh)
-      return Status::fail(m.where + " repeats " + texts[static_cast<std::size_t>(it->second.rank)].where);
+    if (!fresh) return Status::fail(m.where + " repeats " + texts[static_cast<std::size_t>(it->rank)].where);
     const int made = first_use[static_cast<std::size_t>(result->second)];
     if (made >= 0) {
       return Status::fail(m.where + " makes " + quote(m.left + m.right) + ", which the earlier " +

@@ -18,14 +18,13 @@ constexpr std::size_t kCachedWords = std::size_t{1} << 16;
 // when fuse_unk), else nothing; then the merges.
 void tokenize_word(const Tokenizer& t, std::string_view w, std::vector<int>& ids) {
   if (t.ignore_merges) {
-    if (const auto it = t.id_of.find(std::string(w)); it != t.id_of.end()) {
-      ids.push_back(it->second);
+    if (const int id = t.id_of.find(w); id >= 0) {
+      ids.push_back(id);
       return;
     }
   }
   std::vector<int> syms;
   syms.reserve(w.size());
-  std::string ch_key;
   bool unk_pending = false;
   for (std::size_t i = 0; i < w.size();) {
     std::size_t n = 1;
@@ -34,8 +33,7 @@ void tokenize_word(const Tokenizer& t, std::string_view w, std::vector<int>& ids
       id = t.byte_token[static_cast<unsigned char>(w[i])];
     } else {
       while (i + n < w.size() && (static_cast<unsigned char>(w[i + n]) & 0xC0) == 0x80) ++n;
-      ch_key.assign(w.substr(i, n));
-      if (const auto it = t.id_of.find(ch_key); it != t.id_of.end()) id = it->second;
+      id = t.id_of.find(w.substr(i, n));
     }
     const std::string_view ch = w.substr(i, n);
     i += n;

@@ -558,6 +558,7 @@ Status read_tokenizer_json(std::string_view text, const std::string& name, Token
   // GPT-2's alphabet (a token with any other character is kept for display but can never be produced).
   std::string raw;
   std::vector<const std::string*> written;  // id -> the token as written, for messages
+  t.id_of.reserve(r.vocab.size());
   for (const auto& [token, id] : r.vocab) {
     if (id < 0 || id >= kMaxTokenId)
       return fail(Status::fail("model.vocab: the id " + std::to_string(id) + " of " + quote(token) +
@@ -577,47 +578,46 @@ Status read_tokenizer_json(std::string_view text, const std::string& name, Token
     const bool readable = !t.byte_level || from_byte_alphabet(token, raw);
     const std::string& key = t.byte_level && readable ? raw : token;
     t.token[index] = key;
-    if (readable && !t.id_of.emplace(key, static_cast<int>(id)).second)
+    if (readable && !t.id_of.emplace(key, static_cast<int>(id)))
       return fail(Status::fail("model.vocab: the token " + quote(token) + " appears twice"));
   }
   std::fill(std::begin(t.byte_token), std::end(t.byte_token), -1);
   std::fill(std::begin(t.fallback_token), std::end(t.fallback_token), -1);
   for (int b = 0; b < 256; ++b) {
-    if (const auto it = t.id_of.find(std::string(1, static_cast<char>(b)));
-        t.byte_level && it != t.id_of.end())
-      t.byte_token[b] = it->second;
-    if (const auto it = t.id_of.find(hex_token(b)); t.byte_fallback && it != t.id_of.end())
-      t.fallback_token[b] = it->second;
+    const char byte = static_cast<char>(b);
+    if (t.byte_level) t.byte_token[b] = t.id_of.find(std::string_view(&byte, 1));
+    if (t.byte_fallback) t.fallback_token[b] = t.id_of.find(hex_token(b));
   }
   std::string unk;
   if (Status st = model.string("unk_token", unk, false); !st.is_ok()) return fail(st);
   if (!unk.empty()) {
     std::string key = unk;
     if (t.byte_level && from_byte_alphabet(unk, raw)) key = raw;
-    const auto it = t.id_of.find(key);
-    if (it == t.id_of.end())
-      return fail(Status::fail("model.unk_token " + quote(unk) + " is not in model.vocab"));
-    t.unk = it->second;
+    t.unk = t.id_of.find(key);
+    if (t.unk < 0) return fail(Status::fail("model.unk_token " + quote(unk) + " is not in model.vocab"));
   }
 
   // The merges: rank = order; both parts and their concatenation in the vocabulary.
   t.merges.reserve(r.merges.size());
-  std::string left, right;
+  std::string left, right, both;
   for (std::size_t rank = 0; rank < r.merges.size(); ++rank) {
     const auto& [a, b] = r.merges[rank];
-    const std::string where = "model.merges entry " + std::to_string(rank + 1);
+    const auto where = [rank] { return "model.merges entry " + std::to_string(rank + 1); };
     if (t.byte_level && !(from_byte_alphabet(a, left) && from_byte_alphabet(b, right))) {
       // a part outside the byte alphabet can never meet another on byte-level input: a merge that never fires
       continue;
     }
     if (!t.byte_level) left = a, right = b;
-    const auto l = t.id_of.find(left), rr = t.id_of.find(right);
-    if (l == t.id_of.end()) return fail(Status::fail(where + ": " + quote(a) + " is not in model.vocab"));
-    if (rr == t.id_of.end()) return fail(Status::fail(where + ": " + quote(b) + " is not in model.vocab"));
-    const auto result = t.id_of.find(left + right);
-    if (result == t.id_of.end())
-      return fail(Status::fail(where + ": the result " + quote(a + b) + " is not in model.vocab"));
-    t.merges[pair_key(l->second, rr->second)] = MergeRule{static_cast<int>(rank), result->second};
+    const int l = t.id_of.find(left), rr = t.id_of.find(right);
+    if (l < 0) return fail(Status::fail(where() + ": " + quote(a) + " is not in model.vocab"));
+    if (rr < 0) return fail(Status::fail(where() + ": " + quote(b) + " is not in model.vocab"));
+    both.assign(left).append(right);
+    const int result = t.id_of.find(both);
+    if (result < 0)
+      return fail(Status::fail(where() + ": the result " + quote(a + b) + " is not in model.vocab"));
+    // (a pair listed twice keeps its later rank, as tokenizers' HashMap does)
+    const auto [rule, fresh] = t.merges.emplace(pair_key(l, rr), {static_cast<int>(rank), result});
+    if (!fresh) *rule = MergeRule{static_cast<int>(rank), result};
   }
 
   // The added tokens: id and content each unique; normalized ones matched in normalized text.

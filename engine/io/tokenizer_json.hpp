@@ -107,7 +107,23 @@ void split_added(const AddedMatcher& m, std::string_view s, std::vector<Segment>
 struct MergeRule {
   int rank, result;
 };
-using MergeMap = std::unordered_map<std::uint64_t, MergeRule>;
+// pair_key(left, right) -> the merge: open addressing in one array (a file has up to 500,000 merges, and
+// encoding looks one up for every adjacent pair).
+class MergeMap {
+ public:
+  const MergeRule* find(std::uint64_t key) const;
+  // Inserts unless the key is there; returns the entry and whether it was inserted.
+  std::pair<MergeRule*, bool> emplace(std::uint64_t key, MergeRule rule);
+  void reserve(std::size_t n);
+  std::size_t size() const { return size_; }
+
+ private:
+  static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
+  std::size_t slot(std::uint64_t key) const;
+  std::vector<std::uint64_t> keys_;
+  std::vector<MergeRule> rules_;
+  std::size_t size_ = 0;
+};
 inline std::uint64_t pair_key(int left, int right) {
   return static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32 |
          static_cast<std::uint32_t>(right);
@@ -116,7 +132,25 @@ inline std::uint64_t pair_key(int left, int right) {
 // Hugging Face's Word::merge_all does. `ids` in: the word's symbols; out: its tokens.
 void merge_symbols(const MergeMap& merges, std::vector<int>& ids);
 
-using IdMap = std::unordered_map<std::string, int>;
+// token -> id: open addressing over one arena of the tokens' bytes (looked up by string_view, no allocation).
+class IdMap {
+ public:
+  int find(std::string_view key) const;        // -1 where absent
+  bool emplace(std::string_view key, int id);  // false when the key is there already
+  void reserve(std::size_t n);
+  std::size_t size() const { return ids_.size(); }
+
+ private:
+  std::size_t slot(std::string_view key, std::size_t hash) const;
+  std::string_view key_of(std::size_t entry) const {
+    return std::string_view(chars_).substr(begin_[entry], len_[entry]);
+  }
+  std::string chars_;
+  std::vector<std::uint32_t> begin_, len_;
+  std::vector<int> ids_;
+  std::vector<std::size_t> hash_;
+  std::vector<std::uint32_t> slots_;  // entry + 1, 0 where empty
+};
 
 struct Tokenizer {
   // The model.

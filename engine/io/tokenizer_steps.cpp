@@ -477,6 +477,88 @@ void split_added(const AddedMatcher& m, std::string_view s, std::vector<Segment>
   if (start_offset != s.size() || s.empty()) out.push_back({start_offset, s.size(), -1});
 }
 
+std::size_t MergeMap::slot(std::uint64_t key) const {
+  const std::size_t mask = keys_.size() - 1;
+  std::size_t i = static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+  while (keys_[i] != kEmpty && keys_[i] != key) i = (i + 1) & mask;
+  return i;
+}
+
+const MergeRule* MergeMap::find(std::uint64_t key) const {
+  if (keys_.empty()) return nullptr;
+  const std::size_t i = slot(key);
+  return keys_[i] == key ? &rules_[i] : nullptr;
+}
+
+void MergeMap::reserve(std::size_t n) {
+  std::size_t cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  if (cap <= keys_.size()) return;
+  std::vector<std::uint64_t> keys(cap, kEmpty);
+  std::vector<MergeRule> rules(cap);
+  keys.swap(keys_);
+  rules.swap(rules_);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i] == kEmpty) continue;
+    const std::size_t j = slot(keys[i]);
+    keys_[j] = keys[i];
+    rules_[j] = rules[i];
+  }
+}
+
+std::pair<MergeRule*, bool> MergeMap::emplace(std::uint64_t key, MergeRule rule) {
+  if (2 * (size_ + 1) > keys_.size()) reserve(size_ + 1 > 8 ? 2 * (size_ + 1) : 16);
+  const std::size_t i = slot(key);
+  if (keys_[i] == key) return {&rules_[i], false};
+  keys_[i] = key;
+  rules_[i] = rule;
+  ++size_;
+  return {&rules_[i], true};
+}
+
+std::size_t IdMap::slot(std::string_view key, std::size_t hash) const {
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = hash & mask;
+  while (slots_[i] != 0) {
+    const std::size_t e = slots_[i] - 1;
+    if (hash_[e] == hash && key_of(e) == key) break;
+    i = (i + 1) & mask;
+  }
+  return i;
+}
+
+int IdMap::find(std::string_view key) const {
+  if (slots_.empty()) return -1;
+  const std::size_t i = slot(key, std::hash<std::string_view>{}(key));
+  return slots_[i] ? ids_[slots_[i] - 1] : -1;
+}
+
+void IdMap::reserve(std::size_t n) {
+  std::size_t cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  if (cap <= slots_.size()) return;
+  slots_.assign(cap, 0);
+  for (std::size_t e = 0; e < ids_.size(); ++e) {
+    std::size_t i = hash_[e] & (cap - 1);
+    while (slots_[i] != 0) i = (i + 1) & (cap - 1);
+    slots_[i] = static_cast<std::uint32_t>(e + 1);
+  }
+}
+
+bool IdMap::emplace(std::string_view key, int id) {
+  if (2 * (ids_.size() + 1) > slots_.size()) reserve(2 * (ids_.size() + 1));
+  const std::size_t hash = std::hash<std::string_view>{}(key);
+  const std::size_t i = slot(key, hash);
+  if (slots_[i]) return false;
+  begin_.push_back(static_cast<std::uint32_t>(chars_.size()));
+  len_.push_back(static_cast<std::uint32_t>(key.size()));
+  chars_.append(key);
+  ids_.push_back(id);
+  hash_.push_back(hash);
+  slots_[i] = static_cast<std::uint32_t>(ids_.size());
+  return true;
+}
+
 // Hugging Face's Word::merge_all through a priority queue keyed by (rank, position): stale entries (a side
 // merged away, or a pair whose merge no longer applies) are skipped when popped.
 void merge_symbols(const MergeMap& merges, std::vector<int>& ids) {
@@ -492,10 +574,7 @@ void merge_symbols(const MergeMap& merges, std::vector<int>& ids) {
     bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
   };
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
-  const auto find = [&](int left, int right) -> const MergeRule* {
-    const auto it = merges.find(pair_key(left, right));
-    return it == merges.end() ? nullptr : &it->second;
-  };
+  const auto find = [&](int left, int right) { return merges.find(pair_key(left, right)); };
   const auto consider = [&](int left, int right) {
     if (const MergeRule* m = find(ids[static_cast<std::size_t>(left)], ids[static_cast<std::size_t>(right)]))
       queue.push({m->rank, left, right});
