@@ -297,7 +297,7 @@ TEST_CASE("bpe: files and folders") {
                 "nope.json': No such file or directory");
   check_refused(Bpe::load_files((dir / "sub").string(), (dir / "merges.txt").string(), bpe),
                 "sub': is a directory");
-  check_refused(Bpe::load_dir((dir / "sub").string(), bpe), "no GPT-2 vocabulary in");
+  check_refused(Bpe::load_dir((dir / "sub").string(), bpe), "no vocabulary in");
   check_refused(Bpe::load_dir("", bpe), "no vocabulary folder");
   // Errors name the file; a file over the cap is refused before it is read (a sparse file: no disk used).
   std::ofstream(dir / "bad.json", std::ios::binary) << "{\"a\": true}";

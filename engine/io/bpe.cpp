@@ -1,7 +1,9 @@
 #include "attnviz/io/bpe.hpp"
 #include "attnviz/io/files.hpp"
 
+#ifndef PCRE2_CODE_UNIT_WIDTH
 #define PCRE2_CODE_UNIT_WIDTH 8
+#endif
 #include <pcre2.h>
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include <unordered_map>
 
 #include "attnviz/text.hpp"
+#include "io/tokenizer_json.hpp"
 
 namespace attnviz {
 namespace {
@@ -133,10 +136,6 @@ void append_label(std::string& out, std::string_view s) {
   }
 }
 
-std::uint64_t pair_key(int left, int right) {
-  return static_cast<std::uint64_t>(left) << 32 | static_cast<std::uint32_t>(right);
-}
-
 bool holds_vocab(const std::filesystem::path& dir, const char* a, const char* b) {
   std::error_code ec;
   return std::filesystem::is_regular_file(dir / a, ec) && std::filesystem::is_regular_file(dir / b, ec);
@@ -144,61 +143,32 @@ bool holds_vocab(const std::filesystem::path& dir, const char* a, const char* b)
 
 }  // namespace
 
+bool hf::from_byte_alphabet(std::string_view s, std::string& raw) {
+  return from_alphabet(s, raw);
+}
+
 struct Bpe::Impl {
-  struct Merge {
-    int rank, result;
-  };
-  std::vector<std::string> bytes;                   // id -> raw bytes ("" where no token has the id)
-  int byte_id[256] = {};                            // byte -> its single-byte token
-  std::unordered_map<std::uint64_t, Merge> merges;  // pair_key(left, right) -> rank and result
+  std::vector<std::string> bytes;  // id -> raw bytes ("" where no token has the id)
+  int byte_id[256] = {};           // byte -> its single-byte token
+  hf::MergeMap merges;             // pair_key(left, right) -> rank and result
+  // A tokenizer.json's pipeline; null for GPT-2's vocab.json + merges.txt.
+  std::shared_ptr<const hf::Tokenizer> hf;
 
   mutable std::mutex cache_mutex;
   mutable std::unordered_map<std::string, std::vector<int>> cache;  // piece bytes -> ids
 
-  const Merge* find(int left, int right) const {
-    const auto it = merges.find(pair_key(left, right));
-    return it == merges.end() ? nullptr : &it->second;
-  }
   void encode_piece(std::string_view piece, std::vector<int>& ids) const;
   void merge_piece(std::string_view piece, std::vector<int>& ids) const;
 };
 
 // GPT-2's bpe() on one pre-token: repeatedly merge the adjacent pair of lowest rank, all of its occurrences
-// left to right. This does the same merges through a priority queue keyed by (rank, position), so a piece of
-// n bytes costs O(n log n) rather than O(n^2). It gives GPT-2's result because a merge's parts always come
-// from earlier merges (checked at load), so a merge never creates a pair of lower rank than its own.
+// left to right. merge_symbols does the same merges through a priority queue keyed by (rank, position), so a
+// piece of n bytes costs O(n log n) rather than O(n^2).
 void Bpe::Impl::merge_piece(std::string_view piece, std::vector<int>& ids) const {
-  const int n = static_cast<int>(piece.size());
-  std::vector<int> id(piece.size()), next(piece.size()), prev(piece.size());
-  for (int i = 0; i < n; ++i) {
-    id[i] = byte_id[static_cast<unsigned char>(piece[static_cast<std::size_t>(i)])];
-    next[i] = i + 1 < n ? i + 1 : -1;
-    prev[i] = i - 1;
-  }
-  struct Candidate {
-    int rank, left, right;
-    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
-  };
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
-  const auto consider = [&](int left, int right) {
-    if (const Merge* m = find(id[left], id[right])) queue.push({m->rank, left, right});
-  };
-  for (int i = 0; i + 1 < n; ++i) consider(i, i + 1);
-  while (!queue.empty()) {
-    const Candidate c = queue.top();
-    queue.pop();
-    // Skip candidates that earlier merges made stale: a side was merged away or changed.
-    if (id[c.left] < 0 || next[c.left] != c.right) continue;
-    const Merge* m = find(id[c.left], id[c.right]);
-    if (!m || m->rank != c.rank) continue;
-    id[c.left] = m->result;
-    id[c.right] = -1;
-    next[c.left] = next[c.right];
-    if (next[c.left] >= 0) prev[next[c.left]] = c.left;
-    if (prev[c.left] >= 0) consider(prev[c.left], c.left);
-    if (next[c.left] >= 0) consider(c.left, next[c.left]);
-  }
-  for (int i = 0; i >= 0; i = next[i]) ids.push_back(id[i]);
+  std::vector<int> id(piece.size());
+  for (std::size_t i = 0; i < piece.size(); ++i) id[i] = byte_id[static_cast<unsigned char>(piece[i])];
+  hf::merge_symbols(merges, id);
+  ids.insert(ids.end(), id.begin(), id.end());
 }
 
 void Bpe::Impl::encode_piece(std::string_view piece, std::vector<int>& ids) const {
@@ -219,9 +189,10 @@ void Bpe::Impl::encode_piece(std::string_view piece, std::vector<int>& ids) cons
   cache.emplace(key, std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end()));
 }
 
-Status Bpe::encode(std::string_view utf8, std::vector<int>& ids) const {
+Status Bpe::encode(std::string_view utf8, std::vector<int>& ids, bool add_special_tokens) const {
   ids.clear();
   if (!impl_) return Status::fail("no vocabulary is loaded");
+  if (impl_->hf) return hf::encode_hf(*impl_->hf, utf8, add_special_tokens, ids);
   if (Status st = check_utf8(utf8); !st.is_ok()) return st;
   const pcre2_code* re = pretokenizer();
   if (!re) return Status::fail("GPT-2's pre-tokenizer pattern does not compile (PCRE2 without Unicode?)");
@@ -253,6 +224,7 @@ Status Bpe::encode(std::string_view utf8, std::vector<int>& ids) const {
 }
 
 std::string Bpe::decode(const std::vector<int>& ids) const {
+  if (impl_ && impl_->hf) return hf::decode_hf(*impl_->hf, ids);
   std::string out;
   for (int id : ids) out += bytes(id);
   return out;
@@ -270,6 +242,18 @@ std::string Bpe::label(int id) const {
 
 int Bpe::size() const {
   return impl_ ? static_cast<int>(impl_->bytes.size()) : 0;
+}
+
+int Bpe::bos() const {
+  return impl_ && impl_->hf && !impl_->hf->prefix.empty() ? impl_->hf->prefix.front() : -1;
+}
+
+int Bpe::eos() const {
+  return impl_ && impl_->hf && !impl_->hf->suffix.empty() ? impl_->hf->suffix.back() : -1;
+}
+
+bool Bpe::is_special(int id) const {
+  return impl_ && impl_->hf && id >= 0 && id < size() && impl_->hf->special[static_cast<std::size_t>(id)];
 }
 
 std::string token_label(std::string_view bytes) {
@@ -413,9 +397,8 @@ Status Bpe::load(std::string_view vocab_json, std::string_view merges_text, cons
       return Status::fail(m.where + ": the result " + quote(m.left + m.right) + " is not in the vocabulary");
     const int l = id_of[left], r = id_of[right];
     const auto [it, fresh] =
-        impl->merges.emplace(pair_key(l, r), Impl::Merge{static_cast<int>(rank), result->second});
-    if (!fresh)
-      return Status::fail(m.where + " repeats " + texts[static_cast<std::size_t>(it->second.rank)].where);
+        impl->merges.emplace(hf::pair_key(l, r), hf::MergeRule{static_cast<int>(rank), result->second});
+    if (!fresh) return Status::fail(m.where + " repeats " + texts[static_cast<std::size_t>(it->rank)].where);
     const int made = first_use[static_cast<std::size_t>(result->second)];
     if (made >= 0) {
       return Status::fail(m.where + " makes " + quote(m.left + m.right) + ", which the earlier " +
@@ -435,6 +418,27 @@ Status Bpe::from_memory(std::string_view vocab_json, std::string_view merges_tex
   return load(vocab_json, merges_text, "vocab", "merges", out);
 }
 
+Status Bpe::from_tokenizer_json(std::string_view json, Bpe& out) {
+  return load_tokenizer_json(json, "tokenizer.json", out);
+}
+
+Status Bpe::load_tokenizer_json(std::string_view json, const std::string& name, Bpe& out) {
+  auto t = std::make_shared<hf::Tokenizer>();
+  if (Status st = hf::read_tokenizer_json(json, quote(name, kQuoteCap, '\0'), *t); !st.is_ok()) return st;
+  auto impl = std::make_shared<Impl>();
+  impl->bytes.resize(t->token.size());
+  std::vector<std::string> one(1);
+  for (std::size_t id = 0; id < t->token.size(); ++id) {  // labels: each token decoded on its own
+    if (t->token[id].empty()) continue;
+    one.assign(1, t->token[id]);
+    hf::decode_tokens(t->decoders, one, true);
+    impl->bytes[id] = one.empty() ? std::string() : std::move(one[0]);
+  }
+  impl->hf = std::move(t);
+  out.impl_ = std::move(impl);
+  return Status::ok();
+}
+
 Status Bpe::load_files(const std::string& vocab_path, const std::string& merges_path, Bpe& out) {
   std::string vocab, merges;
   if (Status st = read_untrusted_file(vocab_path, kMaxVocabFileBytes, vocab); !st.is_ok()) return st;
@@ -443,7 +447,9 @@ Status Bpe::load_files(const std::string& vocab_path, const std::string& merges_
 }
 
 bool holds_vocabulary(const std::string& dir) {
-  return holds_vocab(dir, "vocab.json", "merges.txt") || holds_vocab(dir, "encoder.json", "vocab.bpe");
+  std::error_code ec;
+  return std::filesystem::is_regular_file(std::filesystem::path(dir) / "tokenizer.json", ec) ||
+         holds_vocab(dir, "vocab.json", "merges.txt") || holds_vocab(dir, "encoder.json", "vocab.bpe");
 }
 
 Status Bpe::load_dir(const std::string& dir, Bpe& out) {
@@ -451,12 +457,19 @@ Status Bpe::load_dir(const std::string& dir, Bpe& out) {
     return Status::fail(
         "no vocabulary folder (see ATTNVIZ_VOCAB_DIR; scripts/install-deps installs GPT-2's)");
   const std::filesystem::path d(dir);
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(d / "tokenizer.json", ec)) {
+    const std::string path = (d / "tokenizer.json").string();
+    std::string json;
+    if (Status st = read_untrusted_file(path, kMaxVocabFileBytes, json); !st.is_ok()) return st;
+    return load_tokenizer_json(json, path, out);
+  }
   if (holds_vocab(d, "vocab.json", "merges.txt"))
     return load_files((d / "vocab.json").string(), (d / "merges.txt").string(), out);
   if (holds_vocab(d, "encoder.json", "vocab.bpe"))
     return load_files((d / "encoder.json").string(), (d / "vocab.bpe").string(), out);
-  return Status::fail("no GPT-2 vocabulary in " + quote(dir) +
-                      " (expected vocab.json + merges.txt, or encoder.json + vocab.bpe)");
+  return Status::fail("no vocabulary in " + quote(dir) +
+                      " (expected tokenizer.json, vocab.json + merges.txt, or encoder.json + vocab.bpe)");
 }
 
 std::string default_vocab_dir() {

@@ -1,0 +1,602 @@
+// The steps of a tokenizer.json pipeline, as Hugging Face's `tokenizers` runs them (see tokenizer_json.hpp):
+// patterns, normalizers, pre-tokenizers, added-token matching, the BPE merges and the decoders.
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <queue>
+
+#include "attnviz/text.hpp"
+#include "io/tokenizer_json.hpp"
+
+namespace attnviz::hf {
+namespace {
+
+struct MatchDataDeleter {
+  void operator()(pcre2_match_data* m) const { pcre2_match_data_free(m); }
+};
+struct ContextDeleter {
+  void operator()(pcre2_match_context* c) const { pcre2_match_context_free(c); }
+};
+
+// A bound on each regex match's work, so that a hostile pattern fails with a message instead of running for
+// hours (real files' patterns need a few hundred steps a match).
+pcre2_match_context* match_context() {
+  static const std::unique_ptr<pcre2_match_context, ContextDeleter> ctx = [] {
+    pcre2_match_context* c = pcre2_match_context_create(nullptr);
+    if (c) {
+      pcre2_set_match_limit(c, 1000000);
+      pcre2_set_depth_limit(c, 10000);
+      pcre2_set_heap_limit(c, 16384);  // KiB
+    }
+    return std::unique_ptr<pcre2_match_context, ContextDeleter>(c);
+  }();
+  return ctx.get();
+}
+
+std::size_t char_len(std::string_view s, std::size_t i) {
+  std::size_t n = 1;
+  while (i + n < s.size() && (static_cast<unsigned char>(s[i + n]) & 0xC0) == 0x80) ++n;
+  return n;
+}
+
+bool is_white_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
+}
+
+// Rust's regex \w: alphabetic, marks, decimal digits, connector punctuation, join controls.
+bool is_word_char(char32_t c) {
+  if (c == 0x200C || c == 0x200D) return true;
+  const utf8proc_category_t cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+  switch (cat) {
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_PC:
+      return true;
+    default:
+      return false;
+  }
+}
+
+char32_t last_char(std::string_view s) {
+  std::size_t i = s.size();
+  while (i > 0 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) --i;
+  char32_t cp = 0;
+  return i > 0 && decode_utf8(s, i - 1, cp) ? cp : 0;
+}
+
+// Applies a split behaviour to find_matches' spans (tokenizers' NormalizedString::split), dropping empties.
+void apply_behavior(const std::vector<Span>& spans, Behavior b,
+                    std::vector<std::pair<std::size_t, std::size_t>>& out) {
+  out.clear();
+  bool previous = false;
+  switch (b) {
+    case Behavior::Removed:
+      for (const Span& s : spans)
+        if (!s.match) out.emplace_back(s.begin, s.end);
+      break;
+    case Behavior::Isolated:
+      for (const Span& s : spans) out.emplace_back(s.begin, s.end);
+      break;
+    case Behavior::Contiguous:
+      for (const Span& s : spans) {
+        if (s.match == previous && !out.empty())
+          out.back().second = s.end;
+        else
+          out.emplace_back(s.begin, s.end);
+        previous = s.match;
+      }
+      break;
+    case Behavior::MergedWithPrevious:
+      for (const Span& s : spans) {
+        if (s.match && !previous && !out.empty())
+          out.back().second = s.end;
+        else
+          out.emplace_back(s.begin, s.end);
+        previous = s.match;
+      }
+      break;
+    case Behavior::MergedWithNext:
+      for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+        if (it->match && !previous && !out.empty())
+          out.back().first = it->begin;
+        else
+          out.emplace_back(it->begin, it->end);
+        previous = it->match;
+      }
+      std::reverse(out.begin(), out.end());
+      break;
+  }
+  out.erase(std::remove_if(out.begin(), out.end(), [](const auto& r) { return r.first == r.second; }),
+            out.end());
+}
+
+Status split_pieces(const Pattern& p, Behavior b, bool invert, std::vector<Piece>& pieces) {
+  std::vector<Piece> out;
+  std::vector<Span> spans;
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  for (Piece& piece : pieces) {
+    if (Status st = find_matches(p, piece.text, spans); !st.is_ok()) return st;
+    if (invert)
+      for (Span& s : spans) s.match = !s.match;
+    apply_behavior(spans, b, ranges);
+    for (const auto& [begin, end] : ranges)
+      out.push_back({piece.text.substr(begin, end - begin), piece.first && begin == 0});
+  }
+  pieces = std::move(out);
+  return Status::ok();
+}
+
+std::string replace_all(const Pattern& p, std::string_view s, std::string_view content, Status& st) {
+  std::vector<Span> spans;
+  st = find_matches(p, s, spans);
+  std::string out;
+  for (const Span& sp : spans) {
+    if (sp.match)
+      out += content;
+    else
+      out.append(s.substr(sp.begin, sp.end - sp.begin));
+  }
+  return out;
+}
+
+std::string replace_literal(std::string_view s, std::string_view from, std::string_view to) {
+  if (from.empty()) return std::string(s);
+  std::string out;
+  for (std::size_t pos = 0;;) {
+    const std::size_t at = s.find(from, pos);
+    if (at == std::string_view::npos) {
+      out.append(s.substr(pos));
+      return out;
+    }
+    out.append(s.substr(pos, at - pos));
+    out += to;
+    pos = at + from.size();
+  }
+}
+
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
+
+// "<0xAB>" -> 0xAB, else -1 (tokenizers' ByteFallback accepts either case of hex digits).
+int fallback_byte(std::string_view t) {
+  if (t.size() != 6 || !starts_with(t, "<0x") || t[5] != '>') return -1;
+  int v = 0;
+  for (char c : t.substr(3, 2)) {
+    v *= 16;
+    if (c >= '0' && c <= '9')
+      v += c - '0';
+    else if (c >= 'A' && c <= 'F')
+      v += c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f')
+      v += c - 'a' + 10;
+    else
+      return -1;
+  }
+  return v;
+}
+
+}  // namespace
+
+Status compile_regex(std::string_view pattern, const std::string& where, Pattern& out) {
+  if (pattern.size() > kMaxPatternBytes)
+    return Status::fail(where + ": the regex is longer than " + std::to_string(kMaxPatternBytes) + " bytes");
+  // Oniguruma's \s is Unicode's White_Space; PCRE2's also matches U+180E.
+  std::string p;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '\\' && i + 1 < pattern.size()) {
+      const char c = pattern[++i];
+      if (c == 's')
+        p += "\\p{White_Space}";
+      else if (c == 'S')
+        p += "\\P{White_Space}";
+      else
+        (p += '\\') += c;
+    } else {
+      p += pattern[i];
+    }
+  }
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), PCRE2_UTF | PCRE2_UCP,
+                                   &error, &offset, nullptr);
+  if (!code) {
+    PCRE2_UCHAR message[160];
+    pcre2_get_error_message(error, message, sizeof message);
+    return Status::fail(where + ": the regex " + quote(pattern) + " does not compile (" +
+                        reinterpret_cast<const char*>(message) + ")");
+  }
+  out.literal.clear();
+  out.re = std::shared_ptr<pcre2_code>(code, pcre2_code_free);
+  return Status::ok();
+}
+
+Status find_matches(const Pattern& p, std::string_view s, std::vector<Span>& out) {
+  out.clear();
+  if (s.empty()) {
+    out.push_back({0, 0, false});
+    return Status::ok();
+  }
+  std::size_t prev = 0;
+  const auto add = [&](std::size_t b, std::size_t e) {
+    if (prev != b) out.push_back({prev, b, false});
+    out.push_back({b, e, true});
+    prev = e;
+  };
+  if (!p.re) {
+    if (p.literal.empty()) {
+      out.push_back({0, s.size(), false});
+      return Status::ok();
+    }
+    for (std::size_t at = s.find(p.literal); at != std::string_view::npos; at = s.find(p.literal, prev))
+      add(at, at + p.literal.size());
+  } else {
+    const std::unique_ptr<pcre2_match_data, MatchDataDeleter> md(
+        pcre2_match_data_create_from_pattern(p.re.get(), nullptr));
+    if (!md) return Status::fail("out of memory for a regex");
+    const auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
+    // Oniguruma's find_iter: an empty match right where the last match ended is skipped.
+    std::size_t pos = 0, last_match_end = SIZE_MAX;
+    while (pos <= s.size()) {
+      const int rc =
+          pcre2_match(p.re.get(), subject, s.size(), pos, PCRE2_NO_UTF_CHECK, md.get(), match_context());
+      if (rc == PCRE2_ERROR_NOMATCH) break;
+      if (rc < 0) {
+        PCRE2_UCHAR message[160];
+        pcre2_get_error_message(rc, message, sizeof message);
+        return Status::fail(std::string("a tokenizer regex failed: ") +
+                            reinterpret_cast<const char*>(message));
+      }
+      const PCRE2_SIZE* v = pcre2_get_ovector_pointer(md.get());
+      const std::size_t b = v[0], e = v[1];
+      if (e == b && last_match_end == e) {
+        if (pos >= s.size()) break;
+        pos += char_len(s, pos);
+        continue;
+      }
+      pos = last_match_end = e;
+      add(b, e);
+    }
+  }
+  if (prev != s.size()) out.push_back({prev, s.size(), false});
+  return Status::ok();
+}
+
+Status normalize(const std::vector<Normalizer>& steps, std::string& s) {
+  for (const Normalizer& n : steps) {
+    switch (n.kind) {
+      case NormKind::NFC:
+      case NormKind::NFD:
+      case NormKind::NFKC:
+      case NormKind::NFKD: {
+        bool ascii = true;
+        for (char c : s) ascii = ascii && static_cast<unsigned char>(c) < 0x80;
+        if (ascii) break;  // every normal form leaves ASCII as it is
+        int options = UTF8PROC_STABLE;
+        if (n.kind == NormKind::NFC || n.kind == NormKind::NFKC)
+          options |= UTF8PROC_COMPOSE;
+        else
+          options |= UTF8PROC_DECOMPOSE;
+        if (n.kind == NormKind::NFKC || n.kind == NormKind::NFKD) options |= UTF8PROC_COMPAT;
+        utf8proc_uint8_t* result = nullptr;
+        const utf8proc_ssize_t len = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
+                                                  static_cast<utf8proc_ssize_t>(s.size()), &result,
+                                                  static_cast<utf8proc_option_t>(options));
+        if (len < 0) {
+          std::free(result);
+          return Status::fail(std::string("Unicode normalization failed: ") + utf8proc_errmsg(len));
+        }
+        s.assign(reinterpret_cast<const char*>(result), static_cast<std::size_t>(len));
+        std::free(result);
+        break;
+      }
+      case NormKind::Prepend:
+        if (!s.empty()) s.insert(0, n.content);
+        break;
+      case NormKind::Replace:
+        if (n.pattern.re) {
+          Status st;
+          s = replace_all(n.pattern, s, n.content, st);
+          if (!st.is_ok()) return st;
+        } else {
+          s = replace_literal(s, n.pattern.literal, n.content);
+        }
+        break;
+    }
+  }
+  return Status::ok();
+}
+
+Status pre_tokenize(const std::vector<PreTokenizer>& steps, std::vector<Piece>& pieces) {
+  for (const PreTokenizer& p : steps) {
+    switch (p.kind) {
+      case PreKind::Split:
+        if (Status st = split_pieces(p.pattern, p.behavior, p.invert, pieces); !st.is_ok()) return st;
+        break;
+      case PreKind::ByteLevel:
+        if (p.add_prefix_space)
+          for (Piece& piece : pieces)
+            if (!starts_with(piece.text, " ")) piece.text.insert(0, " ");
+        if (p.pattern.re)
+          if (Status st = split_pieces(p.pattern, Behavior::Isolated, false, pieces); !st.is_ok()) return st;
+        break;
+      case PreKind::Metaspace: {
+        for (Piece& piece : pieces) {
+          piece.text = replace_literal(piece.text, " ", p.replacement);
+          if (!starts_with(piece.text, p.replacement) &&
+              (p.scheme == PrependScheme::Always || (p.scheme == PrependScheme::First && piece.first)))
+            piece.text.insert(0, p.replacement);
+        }
+        if (p.split) {
+          Pattern lit;
+          lit.literal = p.replacement;
+          if (Status st = split_pieces(lit, Behavior::MergedWithNext, false, pieces); !st.is_ok()) return st;
+        }
+        break;
+      }
+    }
+  }
+  return Status::ok();
+}
+
+void decode_tokens(const std::vector<Decoder>& steps, std::vector<std::string>& tokens, bool labels) {
+  for (const Decoder& d : steps) {
+    switch (d.kind) {
+      case DecKind::ByteLevel:  // tokens are raw bytes already (read back at load)
+        break;
+      case DecKind::Replace:
+        for (std::string& t : tokens) {
+          if (d.pattern.re) {
+            Status st;
+            std::string r = replace_all(d.pattern, t, d.content, st);
+            if (st.is_ok()) t = std::move(r);
+          } else {
+            t = replace_literal(t, d.pattern.literal, d.content);
+          }
+        }
+        break;
+      case DecKind::ByteFallback:  // raw bytes, never U+FFFD: callers make text valid where they need it
+        for (std::string& t : tokens)
+          if (const int b = fallback_byte(t); b >= 0) t.assign(1, static_cast<char>(b));
+        break;
+      case DecKind::Fuse: {
+        if (labels || tokens.size() < 2) break;
+        std::string all;
+        for (const std::string& t : tokens) all += t;
+        tokens.assign(1, std::move(all));
+        break;
+      }
+      case DecKind::Strip:
+        if (labels) break;
+        for (std::string& t : tokens) {
+          for (int i = 0; i < d.start && starts_with(t, d.content); ++i) t.erase(0, d.content.size());
+          for (int i = 0; i < d.stop && t.size() >= d.content.size() &&
+                          t.compare(t.size() - d.content.size(), d.content.size(), d.content) == 0;
+               ++i)
+            t.resize(t.size() - d.content.size());
+        }
+        break;
+      case DecKind::Metaspace:
+        for (std::size_t i = 0; i < tokens.size(); ++i)
+          tokens[i] = replace_literal(tokens[i], d.content, i == 0 && d.strip_first && !labels ? "" : " ");
+        break;
+    }
+  }
+}
+
+void AddedMatcher::build() {
+  nodes.assign(1, Node{});
+  for (std::size_t k = 0; k < tokens.size(); ++k) {
+    int at = 0;
+    for (unsigned char c : tokens[k].content) {
+      int next = -1;
+      for (const auto& [byte, child] : nodes[static_cast<std::size_t>(at)].next)
+        if (byte == c) next = child;
+      if (next < 0) {
+        next = static_cast<int>(nodes.size());
+        nodes[static_cast<std::size_t>(at)].next.emplace_back(c, next);
+        nodes.emplace_back();
+      }
+      at = next;
+    }
+    Node& end = nodes[static_cast<std::size_t>(at)];
+    if (end.token < 0) end.token = static_cast<int>(k);
+  }
+}
+
+// tokenizers' AddedVocabulary::find_matches: leftmost-longest matches, single_word, lstrip and rstrip.
+void split_added(const AddedMatcher& m, std::string_view s, std::vector<Segment>& out) {
+  out.clear();
+  std::size_t start_offset = 0;
+  if (!m.empty()) {
+    int root_next[256];
+    std::fill(std::begin(root_next), std::end(root_next), -1);
+    for (const auto& [byte, child] : m.nodes[0].next) root_next[byte] = child;
+    for (std::size_t i = 0; i < s.size();) {
+      int best = -1;
+      std::size_t best_end = 0;
+      for (int at = root_next[static_cast<unsigned char>(s[i])], j = static_cast<int>(i) + 1; at >= 0;) {
+        const AddedMatcher::Node& node = m.nodes[static_cast<std::size_t>(at)];
+        if (node.token >= 0) best = node.token, best_end = static_cast<std::size_t>(j);
+        if (static_cast<std::size_t>(j) >= s.size()) break;
+        int next = -1;
+        for (const auto& [byte, child] : node.next)
+          if (byte == static_cast<unsigned char>(s[static_cast<std::size_t>(j)])) next = child;
+        at = next;
+        ++j;
+      }
+      if (best < 0) {
+        ++i;
+        continue;
+      }
+      const AddedToken& t = m.tokens[static_cast<std::size_t>(best)];
+      std::size_t b = i, e = best_end;
+      // Leftmost-longest matching continues after this match whether or not it is kept.
+      i = best_end;
+      if (t.single_word) {
+        char32_t next = 0;
+        const bool before_ok = b == 0 || !is_word_char(last_char(s.substr(0, b)));
+        const bool after_ok = e == s.size() || !(decode_utf8(s, e, next) && is_word_char(next));
+        if (!before_ok || !after_ok) continue;
+      }
+      if (t.lstrip) {
+        std::size_t nb = b;
+        while (nb > 0) {
+          std::size_t k = nb - 1;
+          while (k > 0 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+          char32_t cp = 0;
+          if (!decode_utf8(s, k, cp) || !is_white_space(cp)) break;
+          nb = k;
+        }
+        b = std::max(nb, start_offset);
+      }
+      if (t.rstrip) {
+        char32_t cp = 0;
+        std::size_t n = 0;
+        while (e < s.size() && (n = decode_utf8(s, e, cp)) && is_white_space(cp)) e += n;
+        i = std::max(i, e);
+      }
+      if (b < start_offset) continue;
+      if (start_offset < b) out.push_back({start_offset, b, -1});
+      out.push_back({b, e, t.id});
+      start_offset = e;
+    }
+  }
+  if (start_offset != s.size() || s.empty()) out.push_back({start_offset, s.size(), -1});
+}
+
+std::size_t MergeMap::slot(std::uint64_t key) const {
+  const std::size_t mask = keys_.size() - 1;
+  std::size_t i = static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+  while (keys_[i] != kEmpty && keys_[i] != key) i = (i + 1) & mask;
+  return i;
+}
+
+const MergeRule* MergeMap::find(std::uint64_t key) const {
+  if (keys_.empty()) return nullptr;
+  const std::size_t i = slot(key);
+  return keys_[i] == key ? &rules_[i] : nullptr;
+}
+
+void MergeMap::reserve(std::size_t n) {
+  std::size_t cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  if (cap <= keys_.size()) return;
+  std::vector<std::uint64_t> keys(cap, kEmpty);
+  std::vector<MergeRule> rules(cap);
+  keys.swap(keys_);
+  rules.swap(rules_);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i] == kEmpty) continue;
+    const std::size_t j = slot(keys[i]);
+    keys_[j] = keys[i];
+    rules_[j] = rules[i];
+  }
+}
+
+std::pair<MergeRule*, bool> MergeMap::emplace(std::uint64_t key, MergeRule rule) {
+  if (2 * (size_ + 1) > keys_.size()) reserve(size_ + 1 > 8 ? 2 * (size_ + 1) : 16);
+  const std::size_t i = slot(key);
+  if (keys_[i] == key) return {&rules_[i], false};
+  keys_[i] = key;
+  rules_[i] = rule;
+  ++size_;
+  return {&rules_[i], true};
+}
+
+std::size_t IdMap::slot(std::string_view key, std::size_t hash) const {
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = hash & mask;
+  while (slots_[i] != 0) {
+    const std::size_t e = slots_[i] - 1;
+    if (hash_[e] == hash && key_of(e) == key) break;
+    i = (i + 1) & mask;
+  }
+  return i;
+}
+
+int IdMap::find(std::string_view key) const {
+  if (slots_.empty()) return -1;
+  const std::size_t i = slot(key, std::hash<std::string_view>{}(key));
+  return slots_[i] ? ids_[slots_[i] - 1] : -1;
+}
+
+void IdMap::reserve(std::size_t n) {
+  std::size_t cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  if (cap <= slots_.size()) return;
+  slots_.assign(cap, 0);
+  for (std::size_t e = 0; e < ids_.size(); ++e) {
+    std::size_t i = hash_[e] & (cap - 1);
+    while (slots_[i] != 0) i = (i + 1) & (cap - 1);
+    slots_[i] = static_cast<std::uint32_t>(e + 1);
+  }
+}
+
+bool IdMap::emplace(std::string_view key, int id) {
+  if (2 * (ids_.size() + 1) > slots_.size()) reserve(2 * (ids_.size() + 1));
+  const std::size_t hash = std::hash<std::string_view>{}(key);
+  const std::size_t i = slot(key, hash);
+  if (slots_[i]) return false;
+  begin_.push_back(static_cast<std::uint32_t>(chars_.size()));
+  len_.push_back(static_cast<std::uint32_t>(key.size()));
+  chars_.append(key);
+  ids_.push_back(id);
+  hash_.push_back(hash);
+  slots_[i] = static_cast<std::uint32_t>(ids_.size());
+  return true;
+}
+
+// Hugging Face's Word::merge_all through a priority queue keyed by (rank, position): stale entries (a side
+// merged away, or a pair whose merge no longer applies) are skipped when popped.
+void merge_symbols(const MergeMap& merges, std::vector<int>& ids) {
+  const int n = static_cast<int>(ids.size());
+  if (n < 2) return;
+  std::vector<int> next(ids.size()), prev(ids.size());
+  for (int i = 0; i < n; ++i) {
+    next[static_cast<std::size_t>(i)] = i + 1 < n ? i + 1 : -1;
+    prev[static_cast<std::size_t>(i)] = i - 1;
+  }
+  struct Candidate {
+    int rank, left, right;
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+  const auto find = [&](int left, int right) { return merges.find(pair_key(left, right)); };
+  const auto consider = [&](int left, int right) {
+    if (const MergeRule* m = find(ids[static_cast<std::size_t>(left)], ids[static_cast<std::size_t>(right)]))
+      queue.push({m->rank, left, right});
+  };
+  for (int i = 0; i + 1 < n; ++i) consider(i, i + 1);
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    const auto l = static_cast<std::size_t>(c.left), r = static_cast<std::size_t>(c.right);
+    if (ids[l] < 0 || next[l] != c.right || ids[r] < 0) continue;
+    const MergeRule* m = find(ids[l], ids[r]);
+    if (!m || m->rank != c.rank) continue;
+    ids[l] = m->result;
+    ids[r] = -1;
+    next[l] = next[r];
+    if (next[l] >= 0) prev[static_cast<std::size_t>(next[l])] = c.left;
+    if (prev[l] >= 0) consider(prev[l], c.left);
+    if (next[l] >= 0) consider(c.left, next[l]);
+  }
+  std::size_t w = 0;
+  for (int i = 0; i >= 0; i = next[static_cast<std::size_t>(i)]) ids[w++] = ids[static_cast<std::size_t>(i)];
+  ids.resize(w);
+}
+
+}  // namespace attnviz::hf
