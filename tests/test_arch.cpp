@@ -321,3 +321,43 @@ TEST_CASE("decoders: open_model opens a folder without a tokenizer by ids, and t
   for (const SafeTensor& t : f.tensors()) n += static_cast<std::int64_t>(t.numel);
   CHECK(parameter_count(w.config, w.tied()) == n);
 }
+
+TEST_CASE("decoders: BF16 weights stay 16-bit in memory and give the numbers of their float32 copy") {
+  const std::filesystem::path dir = kDir / "llama_bf16";
+  const json want = read_json(dir / "expected.json");
+  std::vector<int> ids;
+  for (const json& id : want["ids"]) ids.push_back(id.get<int>());
+  for (Isa isa : available_isas()) {
+    CAPTURE(to_string(isa));
+    GptLoadOptions kept, widened;
+    kept.isa = widened.isa = isa;
+    widened.keep_16bit = false;
+    auto a = std::make_shared<GptWeights>(), b = std::make_shared<GptWeights>();
+    REQUIRE(load_gpt(dir.string(), kept, *a).is_ok());
+    REQUIRE(load_gpt(dir.string(), widened, *b).is_ok());
+    CHECK(a->tok_emb.dtype == Dtype::bf16);
+    CHECK(a->blocks[0].gate.weight.dtype == Dtype::bf16);
+    CHECK(b->tok_emb.dtype == Dtype::f32);
+    // the matrices take half the memory; what packed_bytes says before loading is what the load holds
+    CHECK(a->bytes() < b->bytes() * 6 / 10);
+    CHECK(packed_bytes(a->config, a->tied(), a->isa, Dtype::bf16) == a->bytes());
+    CHECK(packed_bytes(b->config, b->tied(), b->isa) == b->bytes());
+    GptOptions o;
+    o.train = false;
+    o.exec = Exec{isa, 2};
+    GptModel ma(a, TorchGenerator(0), o), mb(b, TorchGenerator(0), o);
+    GptResult ra, rb;
+    REQUIRE(ma.forward(ids, everything(), ra).is_ok());
+    REQUIRE(mb.forward(ids, everything(), rb).is_ok());
+    REQUIRE(ra.logits.size() == rb.logits.size());
+    CHECK(std::memcmp(ra.logits.ptr(), rb.logits.ptr(), ra.logits.size() * sizeof(float)) == 0);
+    check_against(ra, want, a->config, std::string("llama_bf16 kept 16-bit on ") + to_string(isa));
+    // another ISA's panel width: the 16-bit panels repack exactly
+    if (isa != Isa::scalar) {
+      const GptWeights r = repacked(*a, Isa::scalar);
+      CHECK(r.tok_emb.dtype == Dtype::bf16);
+      for (int o2 : {0, 5, a->config.vocab_size - 1})
+        for (int i : {0, 7, a->config.d_model - 1}) CHECK(r.tok_emb.at(o2, i) == a->tok_emb.at(o2, i));
+    }
+  }
+}

@@ -597,8 +597,8 @@ struct FileChanged : std::runtime_error {
 // Finds each tensor a description needs, checks its shape, and packs it.
 class Loader {
  public:
-  Loader(const WeightFiles& files, const std::string& type, Isa isa)
-      : files_(files), type_(type), isa_(isa) {}
+  Loader(const WeightFiles& files, const std::string& type, Isa isa, bool keep_16bit)
+      : files_(files), type_(type), isa_(isa), keep_16bit_(keep_16bit) {}
   std::string error;
   std::set<std::string> used;
 
@@ -630,7 +630,7 @@ class Loader {
   PackedMatrix matrix(const std::string& name, int out, int in) {
     const SafeTensor* t = need(name, {static_cast<std::uint64_t>(out), static_cast<std::uint64_t>(in)});
     if (!t) return PackedMatrix();
-    PackedMatrix m = pack_matrix(MatrixSource{t->data, t->dtype, out, in}, false, isa_);
+    PackedMatrix m = pack_matrix(MatrixSource{t->data, t->dtype, out, in}, false, isa_, keep_16bit_);
     done(t);
     return m;
   }
@@ -650,6 +650,7 @@ class Loader {
   const WeightFiles& files_;
   std::string type_;
   Isa isa_;
+  bool keep_16bit_;
 };
 
 // Buffers that old files keep beside the weights, computed again by the engine.
@@ -688,10 +689,13 @@ Status load_decoder(const WeightFiles& files, const std::string& config_where, s
                 " (the output head)");
 
   const Isa isa = resolve(opts.isa);
-  const std::uint64_t bytes = packed_bytes(c, dc.tied, isa);
+  const SafeTensor* embed_tensor = files.find(embed_name);
+  const Dtype matrices = opts.keep_16bit && embed_tensor ? embed_tensor->dtype : Dtype::f32;
+  const std::uint64_t bytes = packed_bytes(c, dc.tied, isa, matrices);
   const std::uint64_t mapping = opts.count_mapping ? files.mapped_bytes() : 0;
   if (opts.memory_budget && sat_add(bytes, mapping) > opts.memory_budget)
-    return fail("the weights need " + format_bytes(bytes) + " as float32" +
+    return fail("the weights need " + format_bytes(bytes) +
+                (matrices == Dtype::f32 ? " as float32" : " with 16-bit matrices") +
                 (mapping ? " and the mapped files " + format_bytes(mapping) + " of address space" : "") +
                 ", the budget is " + format_bytes(opts.memory_budget));
 
@@ -700,7 +704,7 @@ Status load_decoder(const WeightFiles& files, const std::string& config_where, s
   GptWeights w;
   w.config = c;
   w.isa = isa;
-  Loader ld(files, a.name, isa);
+  Loader ld(files, a.name, isa, opts.keep_16bit);
   const float plus = a.norm_plus_one ? 1.0f : 0.0f;
   try {
     w.tok_emb = ld.matrix(embed_name, V, d);

@@ -528,6 +528,11 @@ Status load_gpt(const std::string& path, const GptLoadOptions& opts, GptWeights&
     if (!config)
       return Status::fail(quote(path, kQuoteCap, '\0') +
                           ": sharded weights need the folder's config.json to say what model they are");
+    if (!other_architecture(config))
+      return Status::fail(
+          quote(path, kQuoteCap, '\0') +
+          ": GPT-2 weights sharded over several files are not read (one model.safetensors is); "
+          "sharded weights are read for llama, qwen2, qwen3, gemma3_text and gpt_neox");
     WeightFiles files;
     if (file_path != path) {
       if (Status s = WeightFiles::open_dir(path, files); !s.is_ok()) return s;

@@ -32,6 +32,9 @@ struct LayerJob {
   // Projection weights in panels of the ISA's width (pack.hpp), biases padded to whole panels (or null).
   const float *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
+  // out_proj's panels in 16 bits (BF16 when wo16_bf16, else F16) in place of wo (null: wo's floats)
+  const std::uint16_t* wo16 = nullptr;
+  bool wo16_bf16 = true;
   float *q = nullptr, *k = nullptr,
         *v = nullptr;                  // q (T, width), k, v (T, kv_width); no weights: q = k = v = x
   float* scores = nullptr;             // (H, T, T) when kept, else null
@@ -64,6 +67,8 @@ struct RowJob {
   float* y = nullptr;
   const float *scale = nullptr, *shift = nullptr;  // layer_norm: (cols)
   const float *w = nullptr, *bias = nullptr;       // linear: panels; bias (out) or null
+  const std::uint16_t* w16 = nullptr;              // linear: 16-bit panels in place of w (BF16 or F16)
+  bool w16_bf16 = true;
   ThreadPool* pool = nullptr;
 };
 

@@ -186,6 +186,62 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
   }
 }
 
+// n 16-bit weights widened exactly into floats: BF16 is a float's high half; F16 (IEEE half) becomes its
+// exponent and mantissa moved into place, scaled by 2^112 (which also makes its subnormals normal floats),
+// with infinities and NaN set apart. Plain loops the compiler vectorizes.
+inline void widen_halves(const std::uint16_t* src, std::size_t n, bool bf16, float* dst) {
+  if (bf16) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t bits = static_cast<std::uint32_t>(src[i]) << 16;
+      std::memcpy(dst + i, &bits, 4);
+    }
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t h = src[i], em = h & 0x7FFFu, sign = (h & 0x8000u) << 16;
+    std::uint32_t bits = em << 13;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    f *= 0x1p112f;
+    std::memcpy(&bits, &f, 4);
+    if (em >= 0x7C00u) bits = (em << 13) | 0x7F800000u;
+    bits |= sign;
+    std::memcpy(dst + i, &bits, 4);
+  }
+}
+
+// 16-bit weight panels (PackedMatrix::half): null p means float panels.
+struct HalfPanels {
+  const std::uint16_t* p = nullptr;
+  bool bf16 = true;
+};
+
+// gemm over 16-bit panels: each panel's K block (KC x NR, 16 kB of floats) is widened into a per-thread
+// buffer, then the same micro-kernels run on it, blocked over K as gemm blocks several rows (one row too: the
+// buffer is all a single row's pass reads). Sums over k in order, as gemm's: the same numbers as gemm on the
+// widened panels.
+template <class A>
+void gemm16(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda, HalfPanels b,
+            std::size_t bstride, const float* bias, float* c, int ldc) {
+  constexpr int NR = nr_of<A>(), MR = mr_of<A>(), KC = 4096 / NR;
+  static constexpr auto kMicroKernels = micro_kernels<A>(std::make_integer_sequence<int, MR>{});
+  alignas(64) static thread_local float buf[KC * NR];
+  for (int k0 = 0; k0 < K; k0 += KC) {
+    const int kb = lesser<A>(KC, K - k0);
+    for (int p = p0; p < p1; ++p) {
+      widen_halves(b.p + static_cast<std::size_t>(p) * bstride + static_cast<std::size_t>(k0) * NR,
+                   static_cast<std::size_t>(kb) * NR, b.bf16, buf);
+      const int n_valid = lesser<A>(NR, N - p * NR);
+      const float* bb = k0 == 0 && bias ? bias + p * NR : nullptr;
+      for (int i = m0; i < m1; i += MR) {
+        const float* ai = a + static_cast<std::size_t>(i) * lda + k0;
+        float* ci = c + static_cast<std::size_t>(i) * ldc + p * NR;
+        kMicroKernels[lesser<A>(MR, m1 - i)](kb, ai, lda, buf, ci, ldc, n_valid, bb, k0 > 0);
+      }
+    }
+  }
+}
+
 // One row of attention weights: w[0:n) = softmax(s[0:n) * scale), w[n:T) = 0 (the masked future).
 // `scaled` (optional) receives the scaled scores with -inf in the masked cells. A row whose scores overflowed
 // float32 (inf or NaN) comes out all NaN, so the caller's finiteness check reports it.
@@ -244,7 +300,7 @@ void softmax_row(const float* s, int n, int T, float scale, float* scaled, float
 // C (M x N) = A (M x K, row-major, lda K) B + bias, in tiles of (96 rows x 4 panels) over the pool.
 template <class A>
 void parallel_gemm(ThreadPool& pool, int M, int N, int K, const float* a, const float* b, const float* bias,
-                   float* c) {
+                   float* c, HalfPanels b16 = {}) {
   constexpr int NR = nr_of<A>(), kRows = 96, kPanels = 4;
   const int pn = panels(N, NR);
   const int row_tiles = (M + kRows - 1) / kRows, panel_tiles = (pn + kPanels - 1) / kPanels;
@@ -252,8 +308,12 @@ void parallel_gemm(ThreadPool& pool, int M, int N, int K, const float* a, const 
   // larger than every cache: GPT-2's head is 154 MB) comes from memory once while it serves every row.
   pool.run(row_tiles * panel_tiles, [&](int task, int) {
     const int r0 = (task % row_tiles) * kRows, p0 = (task / row_tiles) * kPanels;
-    gemm<A>(r0, lesser<A>(M, r0 + kRows), p0, lesser<A>(pn, p0 + kPanels), N, K, a, K, b,
-            static_cast<std::size_t>(K) * NR, bias, c, N);
+    if (b16.p)
+      gemm16<A>(r0, lesser<A>(M, r0 + kRows), p0, lesser<A>(pn, p0 + kPanels), N, K, a, K, b16,
+                static_cast<std::size_t>(K) * NR, bias, c, N);
+    else
+      gemm<A>(r0, lesser<A>(M, r0 + kRows), p0, lesser<A>(pn, p0 + kPanels), N, K, a, K, b,
+              static_cast<std::size_t>(K) * NR, bias, c, N);
   });
 }
 
@@ -371,7 +431,8 @@ void fast_layer::operator()(A, const LayerJob& job) const {
   // 4. out_proj
   if (job.output)
     parallel_gemm<A>(pool, T - first, job.out_width, W, job.context + static_cast<std::size_t>(first) * W,
-                     job.wo, job.bo, job.output + static_cast<std::size_t>(first) * job.out_width);
+                     job.wo, job.bo, job.output + static_cast<std::size_t>(first) * job.out_width,
+                     HalfPanels{job.wo16, job.wo16_bf16});
 }
 
 template <class A>

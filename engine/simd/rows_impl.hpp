@@ -96,7 +96,8 @@ void fast_rows::operator()(A, const RowJob& job) const {
       break;
     }
     case RowJob::linear:
-      parallel_gemm<A>(pool, job.rows, job.out, job.cols, job.x, job.w, job.bias, job.y);
+      parallel_gemm<A>(pool, job.rows, job.out, job.cols, job.x, job.w, job.bias, job.y,
+                       HalfPanels{job.w16, job.w16_bf16});
       break;
   }
 }

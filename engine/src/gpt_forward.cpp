@@ -203,6 +203,7 @@ struct Kernels {
     simd::RowJob job;
     job.kind = simd::RowJob::linear, job.rows = rows, job.cols = w.in, job.out = w.out, job.x = x, job.y = y;
     job.w = w.data.data(), job.bias = bias.empty() ? nullptr : bias.ptr(), job.pool = pool;
+    if (w.dtype != Dtype::f32) job.w16 = w.halves(), job.w16_bf16 = w.dtype == Dtype::bf16;
     simd::run_rows(isa, job);
   }
 };
@@ -657,6 +658,8 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
   job.x = h.ptr();
   job.wq = b.query.weight.data.data(), job.wk = b.key.weight.data.data(), job.wv = b.value.weight.data.data();
   job.wo = b.out_proj.weight.data.data();
+  if (b.out_proj.weight.dtype != Dtype::f32)
+    job.wo16 = b.out_proj.weight.halves(), job.wo16_bf16 = b.out_proj.weight.dtype == Dtype::bf16;
   auto bias = [](const PackedLinear& pl) { return pl.bias.empty() ? nullptr : pl.bias.ptr(); };
   job.bq = bias(b.query), job.bk = bias(b.key), job.bv = bias(b.value), job.bo = bias(b.out_proj);
   job.q = scratch.q.ptr(), job.k = cache.k.data(), job.v = cache.v.data();

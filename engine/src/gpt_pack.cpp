@@ -67,6 +67,15 @@ std::uint16_t load_u16(const unsigned char* p) {
 
 }  // namespace
 
+float widen16(std::uint16_t bits, Dtype t) {
+  return t == Dtype::bf16 ? from_bits(static_cast<std::uint32_t>(bits) << 16) : half_to_float(bits);
+}
+
+float PackedMatrix::at(int o, int i) const {
+  const std::size_t k = index(o, i);
+  return dtype == Dtype::f32 ? data.data()[k] : widen16(halves()[k], dtype);
+}
+
 float load_element(const unsigned char* bytes, Dtype t, std::size_t i) {
   switch (t) {
     case Dtype::f32: {
@@ -111,7 +120,30 @@ PackedMatrix panels_for(int out, int in, Isa isa) {
 
 }  // namespace
 
-PackedMatrix pack_matrix(const MatrixSource& src, bool transposed, Isa isa) {
+// The panels of a 16-bit source kept in its own type: the same layout, the file's bits copied (padding 0).
+PackedMatrix pack_matrix16(const MatrixSource& src, bool transposed, Isa isa) {
+  PackedMatrix m;
+  m.out = transposed ? src.cols : src.rows;
+  m.in = transposed ? src.rows : src.cols;
+  m.nr = simd::panel_width(resolve(isa));
+  m.dtype = src.dtype;
+  const std::size_t n = simd::panel_floats(m.out, m.in, m.nr);
+  m.half = AlignedBuffer((n + 1) / 2);
+  auto* dst = reinterpret_cast<std::uint16_t*>(m.half.data());
+  const int nr = m.nr, in = m.in, out = m.out;
+  for (int o = 0; o < out; ++o) {
+    std::uint16_t* panel = dst + static_cast<std::size_t>(o / nr) * in * nr + o % nr;
+    for (int k = 0; k < in; ++k) {
+      const std::size_t e = transposed ? static_cast<std::size_t>(k) * out + static_cast<std::size_t>(o)
+                                       : static_cast<std::size_t>(o) * in + static_cast<std::size_t>(k);
+      panel[static_cast<std::size_t>(k) * nr] = load_u16(src.bytes + 2 * e);
+    }
+  }
+  return m;
+}
+
+PackedMatrix pack_matrix(const MatrixSource& src, bool transposed, Isa isa, bool keep_dtype) {
+  if (keep_dtype && src.dtype != Dtype::f32) return pack_matrix16(src, transposed, isa);
   PackedMatrix m = panels_for(transposed ? src.cols : src.rows, transposed ? src.rows : src.cols, isa);
   const int nr = m.nr, in = m.in, out = m.out;
   float* dst = m.data.data();
@@ -163,21 +195,37 @@ Tensor unpack(const PackedMatrix& m) {
 }
 
 PackedMatrix repack(const PackedMatrix& m, Isa isa) {
-  if (m.data.empty() || simd::panel_width(resolve(isa)) == m.nr) {
+  if (m.empty() || simd::panel_width(resolve(isa)) == m.nr) {
     PackedMatrix copy;
-    copy.out = m.out, copy.in = m.in, copy.nr = m.nr;
+    copy.out = m.out, copy.in = m.in, copy.nr = m.nr, copy.dtype = m.dtype;
     copy.data = AlignedBuffer::uninitialized(m.data.size());
-    if (!m.data.empty()) std::memcpy(copy.data.data(), m.data.data(), m.bytes());
+    if (!m.data.empty()) std::memcpy(copy.data.data(), m.data.data(), m.data.size() * sizeof(float));
+    copy.half = AlignedBuffer::uninitialized(m.half.size());
+    if (!m.half.empty()) std::memcpy(copy.half.data(), m.half.data(), m.half.size() * sizeof(float));
     return copy;
+  }
+  if (m.dtype != Dtype::f32) {
+    // the (out, in) elements in their 16-bit type, repacked for the other panel width
+    std::vector<std::uint16_t> rows(static_cast<std::size_t>(m.out) * static_cast<std::size_t>(m.in));
+    for (int o = 0; o < m.out; ++o)
+      for (int i = 0; i < m.in; ++i) rows[static_cast<std::size_t>(o) * m.in + i] = m.halves()[m.index(o, i)];
+    return pack_matrix(
+        MatrixSource{reinterpret_cast<const unsigned char*>(rows.data()), m.dtype, m.out, m.in}, false, isa,
+        true);
   }
   return pack_matrix(unpack(m), isa);
 }
 
-std::uint64_t packed_bytes(const GptConfig& c, bool tied_head, Isa isa) {
+std::uint64_t packed_bytes(const GptConfig& c, bool tied_head, Isa isa, Dtype matrices) {
   const std::uint64_t V = static_cast<std::uint64_t>(c.vocab_size), D = static_cast<std::uint64_t>(c.d_model),
                       L = static_cast<std::uint64_t>(c.n_layers);
   const std::uint64_t nr = static_cast<std::uint64_t>(simd::panel_width(resolve(isa)));
-  const auto matrix = [nr](std::uint64_t out, std::uint64_t in) { return (out + nr - 1) / nr * nr * in; };
+  // in floats: a 16-bit matrix takes half (its storage rounded up to whole floats)
+  const bool half = matrices != Dtype::f32;
+  const auto matrix = [nr, half](std::uint64_t out, std::uint64_t in) {
+    const std::uint64_t n = (out + nr - 1) / nr * nr * in;
+    return half ? (n + 1) / 2 : n;
+  };
   if (!c.gpt2()) {
     const GptArch& a = c.arch;
     const std::uint64_t qw = static_cast<std::uint64_t>(c.q_width()),

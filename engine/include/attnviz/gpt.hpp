@@ -150,21 +150,6 @@ class AlignedBuffer {
   std::size_t size_ = 0;
 };
 
-// A weight matrix of logical shape (out, in) (nn.Linear's layout), stored only in the fast kernels' panel
-// layout: W^T cut into panels of `nr` columns of `out`, each k-major ([in][nr]) and zero-padded past `out`.
-// Element (o, i) is data[(o / nr) * in * nr + i * nr + o % nr]. `nr` is the panel width of the ISA it was
-// packed for (any width works for the scalar reference, which reads it through at()).
-struct PackedMatrix {
-  int out = 0, in = 0, nr = 0;
-  AlignedBuffer data;
-
-  float at(int o, int i) const {
-    return data
-        .data()[static_cast<std::size_t>(o / nr) * in * nr + static_cast<std::size_t>(i) * nr + o % nr];
-  }
-  std::size_t bytes() const { return data.size() * sizeof(float); }
-};
-
 // Element types of weights files, widened to float.
 enum class Dtype { f32, f16, bf16 };
 std::size_t dtype_size(Dtype t);
@@ -173,6 +158,30 @@ const char* to_string(Dtype t);
 float load_element(const unsigned char* bytes, Dtype t, std::size_t i);
 // Widens n elements starting at element `first`.
 void widen(const unsigned char* bytes, Dtype t, std::size_t first, std::size_t n, float* out);
+// One 16-bit element widened exactly (BF16: the high half of a float; F16: IEEE half).
+float widen16(std::uint16_t bits, Dtype t);
+
+// A weight matrix of logical shape (out, in) (nn.Linear's layout), stored only in the fast kernels' panel
+// layout: W^T cut into panels of `nr` columns of `out`, each k-major ([in][nr]) and zero-padded past `out`.
+// Element (o, i) is data[(o / nr) * in * nr + i * nr + o % nr]. `nr` is the panel width of the ISA it was
+// packed for (any width works for the scalar reference, which reads it through at()).
+// Weights files' BF16 and F16 matrices may stay in their own type (`dtype`, in `half`, two elements a float
+// slot, the same panel layout): the kernels widen each panel's slice as they reach it, so a model takes half
+// the memory its float32 copy would. The values are the file's, exactly.
+struct PackedMatrix {
+  int out = 0, in = 0, nr = 0;
+  AlignedBuffer data;        // float32 panels (dtype f32)
+  Dtype dtype = Dtype::f32;  // f32, or the 16-bit type `half` holds
+  AlignedBuffer half;        // 16-bit panels (dtype bf16 or f16)
+
+  std::size_t index(int o, int i) const {
+    return static_cast<std::size_t>(o / nr) * in * nr + static_cast<std::size_t>(i) * nr + o % nr;
+  }
+  float at(int o, int i) const;
+  bool empty() const { return data.empty() && half.empty(); }
+  const std::uint16_t* halves() const { return reinterpret_cast<const std::uint16_t*>(half.data()); }
+  std::size_t bytes() const { return (data.size() + half.size()) * sizeof(float); }
+};
 
 // A matrix as a file stores it: `rows` x `cols` row-major elements of `dtype` at `bytes` (any alignment).
 struct MatrixSource {
@@ -182,7 +191,8 @@ struct MatrixSource {
 };
 // Packs the logical (out, in) matrix held by `src`: stored as (out, in) (nn.Linear, nn.Embedding), or
 // `transposed` as (in, out) (GPT-2's Conv1D). The panel width is `isa`'s (resolved).
-PackedMatrix pack_matrix(const MatrixSource& src, bool transposed, Isa isa);
+// `keep_dtype`: a BF16 or F16 source stays 16-bit (PackedMatrix::half).
+PackedMatrix pack_matrix(const MatrixSource& src, bool transposed, Isa isa, bool keep_dtype = false);
 PackedMatrix pack_matrix(const Tensor& out_in, Isa isa);  // a float (out, in) tensor
 Tensor unpack(const PackedMatrix& m);                     // back to (out, in)
 PackedMatrix repack(const PackedMatrix& m, Isa isa);
@@ -221,7 +231,7 @@ struct GptWeights {
   // the file; no config.json to check the count against"), or "". Both empty for seeded models.
   std::string config_from, note;
 
-  bool tied() const { return out_head.data.empty(); }
+  bool tied() const { return out_head.empty(); }
   const PackedMatrix& head() const { return tied() ? tok_emb : out_head; }
   std::size_t bytes() const;  // memory held
 };
@@ -233,7 +243,8 @@ Status build_gpt(const GptConfig& c, TorchGenerator& g, GptWeights& out, Isa isa
 // Bytes the weights of `c` take once packed for `isa` (what GptWeights::bytes() will say, the panels' padding
 // included), computed before anything is drawn or loaded. Only meaningful for a configuration validate()
 // accepts.
-std::uint64_t packed_bytes(const GptConfig& c, bool tied_head, Isa isa);
+// `matrices`: the type the weight matrices keep (bf16 / f16 for a 16-bit file read with keep_dtype).
+std::uint64_t packed_bytes(const GptConfig& c, bool tied_head, Isa isa, Dtype matrices = Dtype::f32);
 
 // The same weights with the matrices packed for another ISA (the fast kernels need their own panel width).
 GptWeights repacked(const GptWeights& w, Isa isa);

@@ -29,6 +29,9 @@ struct GptLoadOptions {
   // An address-space limit (ulimit -v) applies: the mapped file counts against the budget too. Its pages are
   // given back as each tensor is packed, but its addresses are held until the load ends.
   bool count_mapping = false;
+  // Another architecture's BF16 / F16 weight matrices stay 16-bit in memory, widened per panel by the kernels
+  // (half the memory); false widens them to float32 as GPT-2's loader always does.
+  bool keep_16bit = true;
 };
 
 enum class GptNaming { hugging_face, book };
