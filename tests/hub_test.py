@@ -1,6 +1,6 @@
 """attnviz-cli and the Hugging Face hub, end to end, against the local stand-in (hub_server.py): never the network.
 
-  hub_test.py ATTNVIZ_CLI FIXTURES_GPT_DIR
+  hub_test.py ATTNVIZ_CLI FIXTURES_GPT_DIR [ATTNVIZ_APP]
 
 The served model is tests/fixtures/gpt/hf-folder (a two-layer GPT-2 with its own 512-token vocabulary): after
 a download into an empty cache, with the server stopped, `--model ORG/NAME` must give exactly the output that
@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hub_server import HubServer, Repo  # noqa: E402
 
 CLI, GPT = sys.argv[1], sys.argv[2]
+APP = sys.argv[3] if len(sys.argv) > 3 and shutil.which("xvfb-run") else None  # the desktop app, under Xvfb
 TOKEN = "hf_SECRETtoken0123456789abcdef"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 FOLDER = os.path.join(GPT, "hf-folder")
@@ -39,14 +40,18 @@ def check(cond, what):
         print("FAIL:", what, file=sys.stderr)
 
 
-def run(args, cache, token=None, endpoint=None):
+def run(args, cache, token=None, endpoint=None, program=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env["HF_HUB_CACHE"] = cache
     if endpoint:
         env["HF_ENDPOINT"] = endpoint
     if token:
         env["HF_TOKEN"] = token
-    p = subprocess.run([CLI] + args, env=env, capture_output=True, text=True, timeout=120)
+    command = [CLI]
+    if program:  # the app under Xvfb; Mesa's own allocations are not ours to leak-check (as ui.render)
+        command = ["xvfb-run", "-a", "-s", "-screen 0 1280x800x24", program]
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
+    p = subprocess.run(command + args, env=env, capture_output=True, text=True, timeout=120)
     outputs.extend([p.stdout, p.stderr])
     return p
 
@@ -201,6 +206,13 @@ def main():
             one_line_error(run(["download", "a/b"], cache, None, "http://127.0.0.1:1"), "cannot reach",
                            "connection refused")
 
+            # The desktop app: --download, then the cache alone (below).
+            if APP:
+                png = os.path.join(root, "app.png")
+                p = run(["--model", "tiny/gpt2", "--download", "--screenshot", png], os.path.join(root, "cache3"),
+                        TOKEN, ep, APP)
+                check(p.returncode == 0 and os.path.getsize(png) > 0, "the app's --download: %r" % p.stderr)
+
             # Shards: the index and each shard it names.
             p = run(["download", "tiny/sharded"], cache, None, ep)
             check(p.returncode == 0, "sharded: %r" % p.stderr)
@@ -223,6 +235,12 @@ def main():
         q = run(["--model", FOLDER, "--tokenize", "--text", TEXT], cache)
         check(p.returncode == 0 and p.stdout == q.stdout, "--tokenize through the cache: %r" % p.stderr)
         one_line_error(run(["--model", "tiny/absent", "--text", TEXT], cache), "--download", "not in the cache")
+        if APP:
+            png = os.path.join(root, "app-offline.png")
+            p = run(["--model", "tiny/gpt2", "--screenshot", png], cache, None, None, APP)
+            check(p.returncode == 0 and "wrote" in p.stdout, "the app opens the cache: %r" % p.stderr)
+            p = run(["--model", "tiny/absent", "--screenshot", png], cache, None, None, APP)
+            check(p.returncode == 1 and "not in the Hugging Face cache" in p.stderr, "the app: %r" % p.stderr)
         one_line_error(run(["--model", "tiny/gpt2", "--download", "--text", TEXT], cache, None, ep),
                        "cannot reach", "--download with the server gone")
 
