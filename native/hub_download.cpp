@@ -467,8 +467,14 @@ class Downloader {
                             std::to_string(kMaxRedirects) + " times (a redirect loop at " + shown_url(url) +
                             ")");
       a = Answer{};
-      if (const CURLcode rc = exchange(url, true, a, nullptr, nullptr); rc != CURLE_OK)
-        return unreachable(url, rc);
+      Transfer t;  // Ctrl-C ends a slow answer too
+      t.o = &o_;
+      const CURLcode rc = exchange(url, true, a, nullptr, &t);
+      if (t.stopped) {
+        stopped_ = true;
+        return Status::fail("stopped by Ctrl-C before any file was written");
+      }
+      if (rc != CURLE_OK) return unreachable(url, rc);
       const std::string location = a.header("location");
       if (a.code < 300 || a.code > 399 || location.empty() || location.find("://") != std::string::npos)
         break;
@@ -547,7 +553,7 @@ class Downloader {
         const std::uint64_t have = file_size_or_0(partial);
         r.fetched += sink.written;
         if (t.stopped) {
-          r.stopped = true;
+          stopped_ = r.stopped = true;
           progress.clear();
           return Status::fail("stopped by Ctrl-C: " + quote(f.name) + " has " + format_bytes(have) + " of " +
                               format_bytes(f.size) + resume_hint);
@@ -619,8 +625,13 @@ class Downloader {
     return Status::ok();
   }
 
+ public:
+  bool stopped() const { return stopped_; }
+
+ private:
   const HubName& name_;
   const HubDownloadOptions& o_;
+  bool stopped_ = false;
   CURL* curl_ = nullptr;
   std::string id_, commit_, endpoint_, endpoint_origin_;
   fs::path repo_;
@@ -643,6 +654,7 @@ Status hub_download(const HubName& name, const HubDownloadOptions& options, HubD
   HubDownloadResult r;
   Downloader d(name, options);
   const Status st = d.run(r);
+  r.stopped = d.stopped();
   result = r;  // the bytes fetched and `stopped` count on failure too
   return st;
 }

@@ -122,7 +122,7 @@ TEST_CASE("The hub's small texts: refs, shard indexes and header values") {
   CHECK(attnviz::etag_file_name("\"abc123\"") == "abc123");
   CHECK(attnviz::etag_file_name("W/\"abc-1.2_3\"") == "abc-1.2_3");
   CHECK(attnviz::etag_file_name(" deadbeef\r\n") == "deadbeef");
-  for (const char* bad : {"", "\"\"", "\"../x\"", "\".hidden\"", "\"a/b\"", "\"a b\""})
+  for (const char* bad : {"", "\"\"", "\"../x\"", "\".hidden\"", "\"a/b\"", "\"a b\"", "b.."})
     CHECK_MESSAGE(!attnviz::etag_file_name(bad), bad);
   CHECK_FALSE(attnviz::etag_file_name(std::string(129, 'a')));
 

@@ -170,7 +170,8 @@ std::optional<std::string> etag_file_name(std::string_view v) {
     v.remove_suffix(1);
   if (v.substr(0, 2) == "W/") v.remove_prefix(2);
   if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-  if (v.empty() || v.size() > 128 || v.front() == '.') return std::nullopt;
+  if (v.empty() || v.size() > 128 || v.front() == '.' || v.find("..") != std::string_view::npos)
+    return std::nullopt;
   for (char c : v)
     if (!repo_char(c)) return std::nullopt;
   return std::string(v);

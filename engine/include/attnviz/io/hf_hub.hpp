@@ -52,7 +52,7 @@ bool is_plain_file_name(std::string_view s);
 Status parse_shard_index(std::string_view json, std::vector<std::string>& shards, std::uint64_t& total_size);
 
 // HTTP header values. An ETag as a cache file name: W/ and the quotes dropped, then 1..128 of
-// [A-Za-z0-9_.-] not starting with '.' (the hub's are git or sha256 hashes), else nullopt.
+// [A-Za-z0-9_.-] not starting with '.' nor holding ".." (the hub's are git or sha256 hashes), else nullopt.
 std::optional<std::string> etag_file_name(std::string_view value);
 // A Content-Length (or X-Linked-Size): decimal digits only, below 2^63.
 std::optional<std::uint64_t> parse_content_length(std::string_view value);
