@@ -171,6 +171,7 @@ def main():
             # Ctrl-C: exit 130, the .incomplete stays.
             env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
             env.update(HF_HUB_CACHE=cache, HF_ENDPOINT=ep)
+            hub.half_sent.clear()  # the cut download above set it
             proc = subprocess.Popen([CLI, "download", "tiny/hold"], env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True)
             check(hub.half_sent.wait(60), "the held download started")
