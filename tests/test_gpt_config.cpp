@@ -153,9 +153,14 @@ TEST_CASE("gpt config: settings the engine has one form of are refused in any ot
 }
 
 TEST_CASE("gpt config: another architecture and unknown keys are refused by name") {
+  // Another architecture's config.json goes to its own reader (decoder.hpp), which needs its sizes; a
+  // model_type the engine does not run is refused by name.
   CHECK(
       refused(R"({"model_type": "llama", "hidden_size": 8, "rope_theta": 10000.0, "rms_norm_eps": 1e-06})") ==
-      "config.json: model_type is 'llama': the engine runs GPT-2 models (\"gpt2\") only");
+      "config.json: states no vocab_size");
+  CHECK(refused(R"({"model_type": "bert", "hidden_size": 8})") ==
+        "config.json: model_type 'bert' is not an architecture attnviz runs (gpt2, llama, qwen2, qwen3, "
+        "gemma3_text, gpt_neox)");
   CHECK(refused(with(R"("rope_theta": 10000.0)")) ==
         "config.json: key 'rope_theta' is not one the engine knows for GPT-2 (refused rather than ignored: "
         "it may change the model)");

@@ -1,5 +1,7 @@
 #include "attnviz/io/gpt_config.hpp"
 
+#include "strict_json.hpp"
+
 #include <cstdint>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -360,12 +362,10 @@ constexpr Default kGpt2Defaults[] = {{kVocab, "vocab_size", 50257},
 
 }  // namespace
 
-Status read_gpt_config(const std::string& where, std::string_view text, const GptWeightFacts& weights,
-                       GptConfigStated& out) {
+Status parse_strict_json(const std::string& where, std::string_view text, nlohmann::json& out) {
   const auto fail = [&](const std::string& m) {
     return Status::fail(quote(where, kQuoteCap, '\0') + ": " + m);
   };
-  out = GptConfigStated{};
   if (text.size() > kMaxConfigBytes)
     return fail("holds " + std::to_string(text.size()) + " bytes, more than a config.json's " +
                 std::to_string(kMaxConfigBytes));
@@ -384,6 +384,18 @@ Status read_gpt_config(const std::string& where, std::string_view text, const Gp
     return fail("needs more memory than is available");
   }
   if (!j.is_object()) return fail("not a JSON object");
+  out = std::move(j);
+  return Status::ok();
+}
+
+Status read_gpt_config(const std::string& where, std::string_view text, const GptWeightFacts& weights,
+                       GptConfigStated& out) {
+  const auto fail = [&](const std::string& m) {
+    return Status::fail(quote(where, kQuoteCap, '\0') + ": " + m);
+  };
+  out = GptConfigStated{};
+  json j;
+  if (Status st = parse_strict_json(where, text, j); !st.is_ok()) return st;
 
   Reading r{weights, out, {}, {}, {}};
   // model_type first: another architecture's config has many unknown keys, and this says why at once.

@@ -1,5 +1,7 @@
 #include "attnviz/io/gpt_file.hpp"
 
+#include "attnviz/io/decoder.hpp"
+
 #include "attnviz/io/files.hpp"
 #include "attnviz/io/gpt_config.hpp"
 #include "attnviz/saturating.hpp"
@@ -480,10 +482,24 @@ Status load_gpt(const SafetensorsFile& file, const std::optional<std::string>& c
   return load(file, config_json, "config.json", opts, out);
 }
 
+namespace {
+
+// Whether config.json names another architecture than GPT-2's: then the decoder reader (decoder.hpp) loads
+// it.
+bool other_architecture(const std::optional<std::string>& config_json) {
+  if (!config_json) return false;
+  const std::string type = config_model_type(*config_json);
+  return !type.empty() && type != "gpt2";
+}
+
+}  // namespace
+
 Status load_gpt(std::shared_ptr<const std::vector<unsigned char>> bytes, const std::string& name,
                 const std::optional<std::string>& config_json, const GptLoadOptions& opts, GptWeights& out) {
   SafetensorsFile file;
   if (Status s = SafetensorsFile::from_memory(std::move(bytes), name, file); !s.is_ok()) return s;
+  if (other_architecture(config_json))
+    return load_decoder(WeightFiles::single(std::move(file)), "config.json", *config_json, opts, out);
   return load(file, config_json, "config.json", opts, out);
 }
 
@@ -501,12 +517,29 @@ Status load_gpt(const std::string& path, const GptLoadOptions& opts, GptWeights&
     const auto slash = path.rfind('/');
     config_path = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + "config.json";
   }
-  SafetensorsFile file;
-  if (Status s = SafetensorsFile::open(file_path, file); !s.is_ok()) return s;
   if (::stat(config_path.c_str(), &st) == 0) {
     config.emplace();
     if (Status s = read_untrusted_file(config_path, kMaxConfigBytes, *config); !s.is_ok()) return s;
   }
+  // Another architecture (config.json's model_type), or weights sharded through an index: the decoder reader.
+  const bool sharded = file_path != path && ::stat(file_path.c_str(), &st) != 0 &&
+                       ::stat((path + "/model.safetensors.index.json").c_str(), &st) == 0;
+  if (other_architecture(config) || sharded) {
+    if (!config)
+      return Status::fail(quote(path, kQuoteCap, '\0') +
+                          ": sharded weights need the folder's config.json to say what model they are");
+    WeightFiles files;
+    if (file_path != path) {
+      if (Status s = WeightFiles::open_dir(path, files); !s.is_ok()) return s;
+    } else {
+      SafetensorsFile one;
+      if (Status s = SafetensorsFile::open(file_path, one); !s.is_ok()) return s;
+      files = WeightFiles::single(std::move(one));
+    }
+    return load_decoder(files, config_path, *config, opts, out);
+  }
+  SafetensorsFile file;
+  if (Status s = SafetensorsFile::open(file_path, file); !s.is_ok()) return s;
   return load(file, config, config_path, opts, out);
 }
 

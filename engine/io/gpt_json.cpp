@@ -47,7 +47,7 @@ void tokens(JsonWriter& w, const Bpe& bpe, const std::vector<int>& ids, bool id_
 std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, const GptJsonModel& model,
                                const Bpe& bpe, const std::vector<int>* generated) {
   const GptConfig& c = r.config;
-  const int T = static_cast<int>(r.ids.size()), H = c.n_heads, hd = c.d_model / c.n_heads;
+  const int T = static_cast<int>(r.ids.size()), H = c.n_heads, hd = c.head_dim(), group = H / c.kv_heads();
   JsonWriter w;
   std::size_t floats = r.logits.size();
   for (const GptLayer& l : r.layers)
@@ -63,6 +63,26 @@ std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, co
       c.qkv_bias ? "true" : "false", c.attention_only ? "true" : "false", weights.tied() ? "true" : "false",
       static_cast<long long>(parameter_count(c, weights.tied())));
   w.out += buf;
+  // The architecture: config.json's model_type and the description its blocks follow (gpt.hpp's GptArch).
+  const GptArch& arch = c.arch;
+  std::snprintf(
+      buf, sizeof buf,
+      ",\"architecture\":\"%s\",\"kv_heads\":%d,\"head_dim\":%d,\"blocks\":{\"norm\":\"%s\","
+      "\"norm_plus_one\":%s,\"positions\":\"%s\",\"mlp\":\"%s\",\"activation\":\"%s\",\"mlp_width\":%d,"
+      "\"residual\":\"%s\",\"qk_norm\":%s,\"embed_scale\":%s",
+      arch.name.c_str(), c.kv_heads(), hd, to_string(arch.norm), arch.norm_plus_one ? "true" : "false",
+      arch.rotary ? "rotary" : "learned", to_string(arch.mlp), to_string(arch.act), c.ff_width(),
+      to_string(arch.residual), arch.qk_norm ? "true" : "false", arch.embed_scale ? "true" : "false");
+  w.out += buf;
+  if (arch.rotary) {
+    std::snprintf(
+        buf, sizeof buf,
+        ",\"rope_theta\":%.17g,\"rope_local_theta\":%.17g,\"rotary_dims\":%d,\"rope_scaling\":\"%s\"",
+        arch.rope_theta, arch.rope_local_theta > 0.0 ? arch.rope_local_theta : arch.rope_theta,
+        arch.rotary_dims > 0 ? arch.rotary_dims : hd, to_string(arch.rope_scaling));
+    w.out += buf;
+  }
+  w.out += "}";
   w.out += ",\"source\":";
   w.string(model.source);
   if (!weights.config_from.empty()) {  // loaded weights: the config.json used, and what none could check
@@ -86,12 +106,23 @@ std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, co
     const GptLayer& l = r.layers[li];
     const Result& a = l.attention;
     if (li) w.out += ',';
-    w.out += "{\"index\":" + std::to_string(l.index) + ",\"heads\":[";
+    // The layer's mask (causal, or a sliding window of `window` keys) and how much of its attention goes to
+    // the first token (each head's mean weight on key 0, averaged): attention sinks, layer by layer.
+    double sink = 0.0;
+    for (int h = 0; h < H; ++h)
+      sink +=
+          score_head(WeightsView{a.weights.slice(h), T, T, T, 1.0f}, r.ids).first / static_cast<double>(H);
+    w.out += "{\"index\":" + std::to_string(l.index) + ",\"mask\":";
+    w.out +=
+        a.shape.window > 0 ? "\"sliding_window\",\"window\":" + std::to_string(a.shape.window) : "\"causal\"";
+    w.out += ",\"first_token\":";
+    w.number(static_cast<float>(sink));
+    w.out += ",\"heads\":[";
     for (int h = 0; h < H; ++h) {
       if (h) w.out += ',';
       // what the head does, as the model view labels it (attnviz/head_kinds.hpp), from its weights
       const HeadScores k = score_head(WeightsView{a.weights.slice(h), T, T, T, 1.0f}, r.ids);
-      w.out += "{\"kind\":";
+      w.out += "{\"kv_head\":" + std::to_string(h / group) + ",\"kind\":";
       w.string(to_string(k.kind));
       w.out += ",\"kind_scores\":{";
       for (const auto& [name, x] : {std::pair{"previous", k.previous},
@@ -121,7 +152,7 @@ std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, co
       if (!a.context.empty()) {
         w.out += ',';
         w.key("context");
-        w.matrix(a.context.ptr() + static_cast<std::size_t>(h) * hd, T, hd, c.d_model);
+        w.matrix(a.context.ptr() + static_cast<std::size_t>(h) * hd, T, hd, c.q_width());
       }
       w.out += '}';
     }

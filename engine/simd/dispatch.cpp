@@ -163,7 +163,7 @@ void run_rows(Isa isa, const RowJob& job) {
 
 std::size_t scratch_floats(const LayerJob& job, int nr, int workers) {
   const std::size_t row_stride = static_cast<std::size_t>((job.T + 15) / 16 * 16);
-  return static_cast<std::size_t>(job.heads) *
+  return static_cast<std::size_t>(job.kv_heads > 0 ? job.kv_heads : job.heads) *
              (panel_floats(job.T, job.head_dim, nr) + panel_floats(job.head_dim, job.T, nr)) +
          static_cast<std::size_t>(workers) * 2 * kRowBlock * row_stride;
 }

@@ -21,16 +21,23 @@ struct LayerJob {
   // kept, the earlier rows' scores against the new keys). 0 computes everything.
   int first = 0;
   bool has_weights = true, causal = false;
+  // q, k and v are given (a whole model's rotated queries and keys): the projections are skipped.
+  bool qkv_given = false;
+  // Grouped keys and values: kv_heads heads of head_dim in rows of kv_width; query head h reads key/value
+  // head h / (heads / kv_heads). 0: heads, width.
+  int kv_heads = 0, kv_width = 0;
+  int window = 0;  // causal rows see keys i - window + 1 .. i only (0: every earlier key)
   float scale = 1.0f;
   const float* x = nullptr;  // (T, d_in)
   // Projection weights in panels of the ISA's width (pack.hpp), biases padded to whole panels (or null).
   const float *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
-  float *q = nullptr, *k = nullptr, *v = nullptr;  // (T, width); with no weights, q = k = v = x
-  float* scores = nullptr;                         // (H, T, T) when kept, else null
-  float* scaled = nullptr;                         // (H, T, T) when kept, else null
-  float* weights = nullptr;                        // (H, T, T)
-  const std::uint8_t* keep = nullptr;              // (H, T, T) dropout keep mask, null without dropout
+  float *q = nullptr, *k = nullptr,
+        *v = nullptr;                  // q (T, width), k, v (T, kv_width); no weights: q = k = v = x
+  float* scores = nullptr;             // (H, T, T) when kept, else null
+  float* scaled = nullptr;             // (H, T, T) when kept, else null
+  float* weights = nullptr;            // (H, T, T)
+  const std::uint8_t* keep = nullptr;  // (H, T, T) dropout keep mask, null without dropout
   float keep_scale = 1.0f;
   float* dropped = nullptr;  // (H, T, T) when kept (and dropout drawn), else null
   float* context = nullptr;  // (T, width)

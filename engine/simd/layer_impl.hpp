@@ -270,7 +270,9 @@ void fast_layer::operator()(A, const LayerJob& job) const {
   const float* q = job.x;
   const float* k = job.x;
   const float* v = job.x;
-  if (job.has_weights) {
+  if (job.qkv_given) {
+    q = job.q, k = job.k, v = job.v;
+  } else if (job.has_weights) {
     constexpr int kRows = 96, kPanels = 4;
     const int row_tiles = (T - first + kRows - 1) / kRows;
     const int panel_tiles = (panels(W, NR) + kPanels - 1) / kPanels;
@@ -287,16 +289,18 @@ void fast_layer::operator()(A, const LayerJob& job) const {
     q = job.q, k = job.k, v = job.v;
   }
 
-  // 2. per head: K^T and V in panels (scores = Q K^T and context = P V both become panel GEMMs)
+  // 2. per key/value head: K^T and V in panels (scores = Q K^T and context = P V both become panel GEMMs)
+  const int KV = job.kv_heads > 0 ? job.kv_heads : H, KW = job.kv_width > 0 ? job.kv_width : W;
+  const int group = H / KV;  // query heads per key/value head
   float* kpack = job.scratch;
   const std::size_t kpack_head = panel_floats(T, hd, NR), vpack_head = panel_floats(hd, T, NR);
-  float* vpack = kpack + kpack_head * H;
-  float* rows = vpack + vpack_head * H;
+  float* vpack = kpack + kpack_head * KV;
+  float* rows = vpack + vpack_head * KV;
   const std::size_t row_stride = static_cast<std::size_t>((T + 15) / 16 * 16);
   const std::size_t worker_floats = 2 * kRowBlock * row_stride;
-  pool.run(H, [&](int h, int) {
-    pack_nk(k + h * hd, T, hd, W, NR, kpack + kpack_head * h);
-    pack_kn(v + h * hd, T, hd, W, NR, vpack + vpack_head * h);
+  pool.run(KV, [&](int h, int) {
+    pack_nk(k + h * hd, T, hd, KW, NR, kpack + kpack_head * h);
+    pack_kn(v + h * hd, T, hd, KW, NR, vpack + vpack_head * h);
   });
 
   // 3. attention, one task per (head, block of query rows): scores, softmax, dropout, context
@@ -310,14 +314,23 @@ void fast_layer::operator()(A, const LayerJob& job) const {
     const int ncols = job.scores ? T : needed;
     float* s = job.scores ? job.scores + h * tt + static_cast<std::size_t>(r0) * T : scratch_rows;
     const int lds = job.scores ? T : static_cast<int>(row_stride);
+    const int g = h / group;
     gemm<A>(0, r1 - r0, 0, panels(ncols, NR), ncols, hd, q + static_cast<std::size_t>(r0) * W + h * hd, W,
-            kpack + kpack_head * h, static_cast<std::size_t>(hd) * NR, nullptr, s, lds);
+            kpack + kpack_head * g, static_cast<std::size_t>(hd) * NR, nullptr, s, lds);
 
     float* wts = job.weights + h * tt;
     for (int i = r0; i < r1; ++i) {
       float* scaled = job.scaled ? job.scaled + h * tt + static_cast<std::size_t>(i) * T : nullptr;
-      softmax_row<A>(s + static_cast<std::size_t>(i - r0) * lds, job.causal ? i + 1 : T, T, job.scale, scaled,
-                     wts + static_cast<std::size_t>(i) * T);
+      float* wi = wts + static_cast<std::size_t>(i) * T;
+      const float* si = s + static_cast<std::size_t>(i - r0) * lds;
+      // A sliding window masks keys [0, lo) too: the softmax runs over [lo, i] and the cells before are 0.
+      const int lo = job.window > 0 && i - job.window + 1 > 0 ? i - job.window + 1 : 0;
+      softmax_row<A>(si + lo, (job.causal ? i + 1 : T) - lo, T - lo, job.scale,
+                     scaled ? scaled + lo : nullptr, wi + lo);
+      for (int j = 0; j < lo; ++j) {
+        wi[j] = 0.0f;
+        if (scaled) scaled[j] = -INFINITY;
+      }
     }
     const float* p = wts + static_cast<std::size_t>(r0) * T;
     int ldp = T;
@@ -334,7 +347,7 @@ void fast_layer::operator()(A, const LayerJob& job) const {
       p = d;
       ldp = ldd;
     }
-    gemm<A>(0, r1 - r0, 0, panels(hd, NR), hd, needed, p, ldp, vpack + vpack_head * h,
+    gemm<A>(0, r1 - r0, 0, panels(hd, NR), hd, needed, p, ldp, vpack + vpack_head * g,
             static_cast<std::size_t>(T) * NR, nullptr,
             job.context + static_cast<std::size_t>(r0) * W + h * hd, W);
   });
@@ -349,8 +362,9 @@ void fast_layer::operator()(A, const LayerJob& job) const {
       const int h = task % H, r0 = (task / H) * kRowBlock, r1 = lesser<A>(first, r0 + kRowBlock);
       const std::size_t hs = static_cast<std::size_t>(hd) * NR;
       gemm<A>(0, r1 - r0, 0, panels(T, NR) - p_first, T - p_first * NR, hd,
-              q + static_cast<std::size_t>(r0) * W + h * hd, W, kpack + kpack_head * h + hs * p_first, hs,
-              nullptr, job.scores + h * tt + static_cast<std::size_t>(r0) * T + p_first * NR, T);
+              q + static_cast<std::size_t>(r0) * W + h * hd, W,
+              kpack + kpack_head * (h / group) + hs * p_first, hs, nullptr,
+              job.scores + h * tt + static_cast<std::size_t>(r0) * T + p_first * NR, T);
     });
   }
 

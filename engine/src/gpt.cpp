@@ -23,6 +23,98 @@ std::optional<GptConfig> find_gpt_preset(std::string_view name) {
   return std::nullopt;
 }
 
+const char* to_string(NormKind k) {
+  return k == NormKind::layer_norm ? "layer_norm" : "rms_norm";
+}
+const char* to_string(MlpKind k) {
+  return k == MlpKind::plain ? "plain" : "gated";
+}
+const char* to_string(Activation a) {
+  switch (a) {
+    case Activation::gelu_tanh:
+      return "gelu_tanh";
+    case Activation::gelu_erf:
+      return "gelu_erf";
+    default:
+      return "silu";
+  }
+}
+const char* to_string(ResidualKind k) {
+  switch (k) {
+    case ResidualKind::sequential:
+      return "sequential";
+    case ResidualKind::parallel:
+      return "parallel";
+    default:
+      return "sandwich";
+  }
+}
+const char* to_string(RopeScaling s) {
+  switch (s) {
+    case RopeScaling::none:
+      return "none";
+    case RopeScaling::linear:
+      return "linear";
+    default:
+      return "llama3";
+  }
+}
+
+namespace {
+
+// The description's own bounds (other architectures than GPT-2's).
+Status validate_arch(const GptConfig& c) {
+  const GptArch& a = c.arch;
+  char buf[240];
+  auto fail = [&](const char* what, double value, const char* limit) {
+    std::snprintf(buf, sizeof buf, "%s is %g: it must be %s", what, value, limit);
+    return Status::fail(buf);
+  };
+  if (a.kv_heads < 0 || a.kv_heads > c.n_heads)
+    return fail("the key/value head count", a.kv_heads, "in 1..n_heads");
+  if (c.n_heads % c.kv_heads() != 0) {
+    std::snprintf(buf, sizeof buf, "%d query heads do not share %d key/value heads evenly", c.n_heads,
+                  c.kv_heads());
+    return Status::fail(buf);
+  }
+  if (a.head_dim < 0 || a.head_dim > 1024) return fail("head_dim", a.head_dim, "in 1..1024");
+  if (a.head_dim == 0 && c.d_model % c.n_heads != 0) {
+    std::snprintf(buf, sizeof buf, "d_model %d is not divisible by %d heads", c.d_model, c.n_heads);
+    return Status::fail(buf);
+  }
+  if (c.head_dim() < 1) return fail("head_dim", c.head_dim(), "at least 1");
+  if (static_cast<std::int64_t>(c.n_heads) * c.head_dim() > 65536)
+    return fail("n_heads x head_dim", static_cast<double>(c.n_heads) * c.head_dim(), "at most 65536");
+  if (a.d_ff < 0 || a.d_ff > (1 << 18)) return fail("the MLP width", a.d_ff, "in 1..262144");
+  if (!(a.norm_eps > 0.0 && a.norm_eps < 1.0)) return fail("the norm epsilon", a.norm_eps, "in (0, 1)");
+  if (a.rotary) {
+    if (!(a.rope_theta > 1.0 && a.rope_theta < 1e12)) return fail("rope_theta", a.rope_theta, "in (1, 1e12)");
+    if (!(a.rope_local_theta == 0.0 || (a.rope_local_theta > 1.0 && a.rope_local_theta < 1e12)))
+      return fail("the local rope base", a.rope_local_theta, "in (1, 1e12)");
+    if (a.rotary_dims < 0 || a.rotary_dims > c.head_dim() || a.rotary_dims % 2 != 0)
+      return fail("the rotary dimensions", a.rotary_dims, "even and at most head_dim");
+    if (c.head_dim() % 2 != 0 && a.rotary_dims == 0)
+      return fail("head_dim", c.head_dim(), "even for rotary positions");
+    if (!(a.rope_factor > 0.0 && a.rope_factor < 1e6))
+      return fail("the rope scaling factor", a.rope_factor, "in (0, 1e6)");
+    if (a.rope_scaling == RopeScaling::llama3 &&
+        (!(a.rope_low_freq > 0.0) || !(a.rope_high_freq > a.rope_low_freq) || a.rope_original_context < 1))
+      return Status::fail(
+          "llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor and "
+          "original_max_position_embeddings >= 1");
+  }
+  if (!(a.attn_scale >= 0.0 && a.attn_scale < 1e6))
+    return fail("the attention scale", a.attn_scale, "in [0, 1e6)");
+  if (a.window < 0) return fail("the sliding window", a.window, "at least 0");
+  if (!a.local.empty() && a.local.size() != static_cast<std::size_t>(c.n_layers))
+    return fail("the layer types' count", static_cast<double>(a.local.size()), "n_layers");
+  for (char l : a.local)
+    if (l && a.window < 1) return Status::fail("a sliding-window layer needs a window of at least 1");
+  return Status::ok();
+}
+
+}  // namespace
+
 Status validate(const GptConfig& c) {
   char buf[200];
   auto fail = [&](const char* what, long long value, const char* limit) {
@@ -31,11 +123,17 @@ Status validate(const GptConfig& c) {
   };
   // Bounds that keep every (rows x cols) and (heads x T x T) count of one tensor far inside 2^31 elements.
   if (c.vocab_size < 1 || c.vocab_size > (1 << 20)) return fail("vocab_size", c.vocab_size, "in 1..1048576");
-  if (c.context_length < 1 || c.context_length > 8192)
-    return fail("context_length", c.context_length, "in 1..8192");
+  // A learned position table holds context_length rows; rotary positions hold none, and a pass's tokens are
+  // bounded by its memory check instead.
+  const int max_context = c.arch.rotary ? (1 << 20) : 8192;
+  if (c.context_length < 1 || c.context_length > max_context)
+    return fail("context_length", c.context_length, c.arch.rotary ? "in 1..1048576" : "in 1..8192");
   if (c.d_model < 1 || c.d_model > 16384) return fail("d_model", c.d_model, "in 1..16384");
-  if (c.n_heads < 1 || c.n_heads > c.d_model) return fail("n_heads", c.n_heads, "in 1..d_model");
-  if (c.d_model % c.n_heads != 0) {
+  if (c.n_heads < 1 || c.n_heads > (c.gpt2() ? c.d_model : 1024))
+    return fail("n_heads", c.n_heads, c.gpt2() ? "in 1..d_model" : "in 1..1024");
+  if (!c.gpt2()) {
+    if (Status st = validate_arch(c); !st.is_ok()) return st;
+  } else if (c.d_model % c.n_heads != 0) {
     std::snprintf(buf, sizeof buf, "d_model %d is not divisible by %d heads", c.d_model, c.n_heads);
     return Status::fail(buf);
   }
@@ -46,6 +144,18 @@ Status validate(const GptConfig& c) {
 
 std::int64_t parameter_count(const GptConfig& c, bool tied_head) {
   const std::int64_t d = c.d_model, V = c.vocab_size;
+  if (!c.gpt2()) {
+    const GptArch& a = c.arch;
+    const std::int64_t qw = c.q_width(), kw = c.kv_width(), f = c.ff_width(), hd = c.head_dim();
+    const std::int64_t norm = a.norm == NormKind::layer_norm ? 2 * d : d;
+    const std::int64_t attention = d * qw + 2 * d * kw + (c.qkv_bias ? qw + 2 * kw : 0) + qw * d +
+                                   (a.out_bias ? d : 0) + (a.qk_norm ? 2 * hd : 0);
+    const std::int64_t mlp = (a.mlp == MlpKind::gated ? 3 : 2) * d * f + (a.mlp_bias ? f + d : 0);
+    const std::int64_t block =
+        attention + mlp + 2 * norm + (a.residual == ResidualKind::sandwich ? 2 * norm : 0);
+    return V * d + (a.rotary ? 0 : static_cast<std::int64_t>(c.context_length) * d) + c.n_layers * block +
+           norm + (tied_head ? 0 : V * d);
+  }
   const std::int64_t attention = 3 * (d * d + (c.qkv_bias ? d : 0)) + d * d + d;
   const std::int64_t ff = c.attention_only ? 0 : d * 4 * d + 4 * d + 4 * d * d + d;
   const std::int64_t block = attention + ff + (c.attention_only ? 2 : 4) * d;  // LayerNorms: scale and shift
@@ -57,9 +167,11 @@ std::size_t GptWeights::bytes() const {
   std::size_t n =
       tok_emb.bytes() + out_head.bytes() + (pos_emb.size() + final_scale.size() + final_shift.size()) * 4;
   for (const GptBlock& b : blocks) {
-    for (const PackedLinear* l : {&b.query, &b.key, &b.value, &b.out_proj, &b.fc, &b.proj})
+    for (const PackedLinear* l : {&b.query, &b.key, &b.value, &b.out_proj, &b.fc, &b.proj, &b.gate})
       n += l->weight.bytes() + l->bias.size() * 4;
-    n += (b.norm1_scale.size() + b.norm1_shift.size() + b.norm2_scale.size() + b.norm2_shift.size()) * 4;
+    n += (b.norm1_scale.size() + b.norm1_shift.size() + b.norm2_scale.size() + b.norm2_shift.size() +
+          b.q_norm.size() + b.k_norm.size() + b.post_attn_norm.size() + b.post_ff_norm.size()) *
+         4;
   }
   return n;
 }
@@ -129,12 +241,15 @@ GptWeights repacked(const GptWeights& w, Isa isa) {
     GptBlock n;
     n.norm1_scale = b.norm1_scale, n.norm1_shift = b.norm1_shift;
     n.norm2_scale = b.norm2_scale, n.norm2_shift = b.norm2_shift;
+    n.q_norm = b.q_norm, n.k_norm = b.k_norm;
+    n.post_attn_norm = b.post_attn_norm, n.post_ff_norm = b.post_ff_norm;
     for (auto [from, to] : {std::pair{&b.query, &n.query},
                             {&b.key, &n.key},
                             {&b.value, &n.value},
                             {&b.out_proj, &n.out_proj},
                             {&b.fc, &n.fc},
-                            {&b.proj, &n.proj}}) {
+                            {&b.proj, &n.proj},
+                            {&b.gate, &n.gate}}) {
       if (from->weight.data.empty()) continue;  // an attention-only block's feed-forward network
       to->weight = repack(from->weight, isa);
       to->bias = from->bias;
@@ -145,6 +260,8 @@ GptWeights repacked(const GptWeights& w, Isa isa) {
   if (!w.tied()) r.out_head = repack(w.out_head, isa);
   r.isa = resolve(isa);
   r.source = w.source;
+  r.config_from = w.config_from;
+  r.note = w.note;
   return r;
 }
 
@@ -173,7 +290,9 @@ std::uint64_t pass_bytes(const GptConfig& c, int tokens, const GptRequest& r) {
   const std::uint64_t T = static_cast<std::uint64_t>(std::max(tokens, 0)),
                       L = static_cast<std::uint64_t>(c.n_layers);
   const std::uint64_t square = sat_mul(sat_mul(static_cast<std::uint64_t>(c.n_heads), T), T);
-  const std::uint64_t rows = sat_mul(T, static_cast<std::uint64_t>(c.d_model));
+  // rows of the wider of d_model and the heads' width
+  const std::uint64_t width = static_cast<std::uint64_t>(std::max(c.d_model, c.q_width()));
+  const std::uint64_t rows = sat_mul(T, width);
   std::uint64_t kept = r.all_layers ? L : 0;
   if (!r.all_layers) {
     std::vector<int> layers = r.layers;
@@ -191,8 +310,10 @@ std::uint64_t pass_bytes(const GptConfig& c, int tokens, const GptRequest& r) {
   std::uint64_t floats = sat_mul(per_layer, kept);
   if (r.detail_layer >= 0)  // the detail layer keeps everything, whatever the rest keep
     floats = sat_add(floats, sat_add(sat_mul(square, 4 - stages(r.stages)), r.qkv ? 0 : sat_mul(rows, 6)));
-  floats = sat_add(floats, sat_mul(sat_mul(rows, 2), L));        // keys and values of every layer
-  floats = sat_add(floats, sat_add(sat_mul(rows, 10), square));  // working buffers, one layer's weights
+  floats = sat_add(floats, sat_mul(sat_mul(rows, 2), L));       // keys and values of every layer
+  floats = sat_add(floats, sat_add(sat_mul(rows, 6), square));  // working buffers, one layer's weights
+  floats = sat_add(floats, sat_mul(sat_mul(T, static_cast<std::uint64_t>(c.ff_width())),
+                                   c.arch.mlp == MlpKind::gated ? 2 : 1));  // the MLP's
   floats = sat_add(floats, sat_mul(r.all_logits ? T : 1, static_cast<std::uint64_t>(c.vocab_size)));
   return sat_mul(floats, sizeof(float));
 }

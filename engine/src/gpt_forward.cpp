@@ -138,8 +138,11 @@ class Spare {
 struct FastLayerOut {
   const float *q, *k, *v, *scores, *weights, *dropped, *context, *output;
 };
-Status check_finite_rows(const FastLayerOut& o, int T, int P, int d, int H) {
-  const auto rows = [&](const float* p) { return !p || all_finite(p + count(P, d), p + count(T, d)); };
+struct FastLayerWidths {
+  int q, kv, out;  // q and context (H hd), k and v (KV hd), output (d)
+};
+Status check_finite_rows(const FastLayerOut& o, int T, int P, FastLayerWidths width, int H) {
+  const auto rows = [&](const float* p, int d) { return !p || all_finite(p + count(P, d), p + count(T, d)); };
   const auto head = [&](const float* p, int h) { return p + count(h, T) * static_cast<std::size_t>(T); };
   const auto square = [&](const float* p, bool earlier) {
     for (int h = 0; p && h < H; ++h) {
@@ -156,12 +159,12 @@ Status check_finite_rows(const FastLayerOut& o, int T, int P, int d, int H) {
         if (!std::isfinite(head(p, h)[count(i, T)])) return false;
     return true;
   };
-  if (!rows(o.q) || !rows(o.k) || !rows(o.v)) return not_finite("q, k, v");
+  if (!rows(o.q, width.q) || !rows(o.k, width.kv) || !rows(o.v, width.kv)) return not_finite("q, k, v");
   if (!square(o.scores, true)) return not_finite("raw scores");
   if (!first_cells(o.weights)) return not_finite("weights");
   if (!square(o.dropped, false)) return not_finite("dropped");
-  if (!rows(o.context)) return not_finite("context");
-  if (!rows(o.output)) return not_finite("output");
+  if (!rows(o.context, width.q)) return not_finite("context");
+  if (!rows(o.output, width.out)) return not_finite("output");
   return Status::ok();
 }
 
@@ -278,13 +281,62 @@ struct Steps {
   DropoutRng rng = DropoutRng::cpu;
   TorchGenerator* g = nullptr;
 
-  // x (T, d) = tok_emb[ids] + pos_emb[0..T)
+  // x (T, d) = tok_emb[ids] + pos_emb[0..T) (learned positions), or tok_emb[ids] (rotary positions; times
+  // sqrt(d) rounded to float for Gemma)
   void encoder(Tensor& x, const std::vector<int>& ids, const GptWeights& w) const {
     const int d = x.shape[1];
+    const GptArch& a = w.config.arch;
+    const float scale = a.embed_scale ? static_cast<float>(std::sqrt(static_cast<double>(d))) : 1.0f;
     for (int t = P; t < T; ++t) {
       const int id = ids[static_cast<std::size_t>(t)];
-      for (int i = 0; i < d; ++i) x.at(t, i) = w.tok_emb.at(id, i) + w.pos_emb.at(t, i);
+      if (!a.rotary)
+        for (int i = 0; i < d; ++i) x.at(t, i) = w.tok_emb.at(id, i) + w.pos_emb.at(t, i);
+      else if (a.embed_scale)
+        for (int i = 0; i < d; ++i) x.at(t, i) = w.tok_emb.at(id, i) * scale;
+      else
+        for (int i = 0; i < d; ++i) x.at(t, i) = w.tok_emb.at(id, i);
     }
+  }
+  // y (T, cols) = the architecture's norm of x (T, cols) with scale, shift (cols): LayerNorm (GPT-2's kernels
+  // at eps 1e-5) or RMSNorm, w * (x / sqrt(mean(x^2) + eps)) in float as PyTorch computes it.
+  void norm(const Tensor& x, Tensor& y, const Tensor& scale, const Tensor& shift, const GptArch& a) const {
+    norm_rows(row(x, P), row(y, P), T - P, x.shape[1], scale, shift, a);
+  }
+  void norm_rows(const float* x, float* y, int rows, int cols, const Tensor& scale, const Tensor& shift,
+                 const GptArch& a) const {
+    if (a.norm == NormKind::layer_norm && a.norm_eps == 1e-5)
+      return kern.layer_norm(x, y, rows, cols, scale, shift);
+    for (int r = 0; r < rows; ++r) {
+      const float* xr = x + count(r, cols);
+      float* yr = y + count(r, cols);
+      double sum = 0.0, sq = 0.0;
+      for (int j = 0; j < cols; ++j) sum += xr[j], sq += static_cast<double>(xr[j]) * xr[j];
+      if (a.norm == NormKind::rms_norm) {
+        const float inv = 1.0f / std::sqrt(static_cast<float>(sq / cols) + static_cast<float>(a.norm_eps));
+        for (int j = 0; j < cols; ++j) yr[j] = scale.data[static_cast<std::size_t>(j)] * (xr[j] * inv);
+      } else {
+        const double mean = sum / cols;
+        double var = 0.0;
+        for (int j = 0; j < cols; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+        const double inv = 1.0 / std::sqrt(var / cols + a.norm_eps);
+        for (int j = 0; j < cols; ++j)
+          yr[j] = static_cast<float>((xr[j] - mean) * inv * scale.data[static_cast<std::size_t>(j)] +
+                                     shift.data[static_cast<std::size_t>(j)]);
+      }
+    }
+  }
+  // x (T, cols) = act(x), in place: GELU's tanh form (the kernels), its erf form, or SiLU x / (1 + e^-x)
+  void activation(Tensor& x, Activation act) const {
+    if (act == Activation::gelu_tanh) return kern.gelu(row(x, P), T - P, x.shape[1]);
+    for (std::size_t i = count(P, x.shape[1]); i < x.size(); ++i) {
+      const float v = x.data[i];
+      x.data[i] = act == Activation::silu ? v / (1.0f + std::exp(-v))
+                                          : 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f));
+    }
+  }
+  // x (T, cols) *= y (T, cols), element by element (a gated MLP's act(gate) * up)
+  void multiply(Tensor& x, const Tensor& y) const {
+    for (std::size_t i = count(P, x.shape[1]); i < x.size(); ++i) x.data[i] *= y.data[i];
   }
   // y (T, d) = LayerNorm(x (T, d)) with scale, shift (d)
   void layernorm(const Tensor& x, Tensor& y, const Tensor& scale, const Tensor& shift) const {
@@ -300,6 +352,11 @@ struct Steps {
   void residual(Tensor& x, const Tensor& y) const {
     for (std::size_t i = count(P, x.shape[1]); i < x.size(); ++i) x.data[i] += y.data[i];
   }
+  // x (T, d) = (m + a) + x: both branches of a parallel block read the same x (GPT-NeoX's order of sums)
+  void parallel_residual(Tensor& x, const Tensor& m, const Tensor& a) const {
+    for (std::size_t i = count(P, x.shape[1]); i < x.size(); ++i)
+      x.data[i] = (m.data[i] + a.data[i]) + x.data[i];
+  }
   // x = nn.Dropout(x) over the whole tensor: x[i] = keep[i] ? x[i] * scale : 0 on a mask drawn from the
   // continuing generator (one draw per call, in PyTorch's order); nothing in eval mode
   void dropout(Tensor& x) const {
@@ -308,6 +365,79 @@ struct Steps {
     for (std::size_t i = 0; i < keep.size(); ++i) x.data[i] = keep[i] ? x.data[i] * keep_scale : 0.0f;
   }
 };
+
+// Rotary positions, rotate-half layout (Llama, Qwen, Gemma, GPT-NeoX): the first `dims` dimensions of each
+// head are pairs (i, i + dims / 2) rotated by the angle pos * inv_freq[i]. Computed in float as PyTorch does:
+// inv_freq = 1 / base^(2i / dims), scaled (linear: / factor; llama3: by wavelength), then pos * inv_freq, its
+// cos and sin; the rotation is x cos + rotate_half(x) sin, two rounded products and a sum.
+struct Rotary {
+  int dims = 0;                 // rotated dimensions of a head (even; 0: no rotation)
+  std::vector<float> cos, sin;  // (T, dims / 2): rows [P, T) filled
+};
+
+std::vector<float> inv_frequencies(const GptArch& a, int dims, bool local) {
+  const double base = local && a.rope_local_theta > 0.0 ? a.rope_local_theta : a.rope_theta;
+  std::vector<float> inv(static_cast<std::size_t>(dims / 2));
+  for (int i = 0; i < dims / 2; ++i) {
+    const float e = static_cast<float>(2 * i) / static_cast<float>(dims);
+    const float p = static_cast<float>(std::pow(static_cast<double>(static_cast<float>(base)), e));
+    inv[static_cast<std::size_t>(i)] = 1.0f / p;
+  }
+  if (local) return inv;  // the local layers' frequencies are never scaled (Gemma 3)
+  const auto factor = static_cast<float>(a.rope_factor);
+  if (a.rope_scaling == RopeScaling::linear)
+    for (float& f : inv) f = f / factor;
+  if (a.rope_scaling == RopeScaling::llama3) {
+    // Long wavelengths are slowed by `factor`, short ones kept, and the band between blended smoothly.
+    const auto low = static_cast<float>(a.rope_low_freq), high = static_cast<float>(a.rope_high_freq);
+    const auto old_context = static_cast<float>(a.rope_original_context);
+    const float low_wavelen = old_context / low, high_wavelen = old_context / high;
+    for (float& f : inv) {
+      const float wavelen = static_cast<float>(2.0 * 3.141592653589793) / f;
+      const float scaled = wavelen > low_wavelen ? f / factor : f;
+      const float smooth = (old_context / wavelen - low) / (high - low);
+      const float smoothed = (1.0f - smooth) * scaled / factor + smooth * scaled;
+      const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+      f = medium ? smoothed : scaled;
+    }
+  }
+  return inv;
+}
+
+Rotary rotary_table(const GptArch& a, int head_dim, bool local, int P, int T) {
+  Rotary r;
+  r.dims = a.rotary_dims > 0 ? a.rotary_dims : head_dim;
+  const int half = r.dims / 2;
+  const std::vector<float> inv = inv_frequencies(a, r.dims, local);
+  r.cos.resize(count(T, half)), r.sin.resize(count(T, half));
+  for (int t = P; t < T; ++t)
+    for (int i = 0; i < half; ++i) {
+      const float f = inv[static_cast<std::size_t>(i)] * static_cast<float>(t);
+      r.cos[count(t, half) + static_cast<std::size_t>(i)] =
+          static_cast<float>(std::cos(static_cast<double>(f)));
+      r.sin[count(t, half) + static_cast<std::size_t>(i)] =
+          static_cast<float>(std::sin(static_cast<double>(f)));
+    }
+  return r;
+}
+
+// x (T, width): rows [P, T) of each of `heads` heads of width hd rotated in place.
+void rotate(float* x, int P, int T, int heads, int hd, int width, const Rotary& r) {
+  const int half = r.dims / 2;
+  for (int t = P; t < T; ++t) {
+    const float* c = r.cos.data() + count(t, half);
+    const float* sn = r.sin.data() + count(t, half);
+    for (int h = 0; h < heads; ++h) {
+      float* v = x + count(t, width) + count(h, hd);
+      for (int i = 0; i < half; ++i) {
+        const float x1 = v[i], x2 = v[i + half];
+        const float a = x1 * c[i], b = -x2 * sn[i], e = x2 * c[i], f = x1 * sn[i];
+        v[i] = a + b;
+        v[i + half] = e + f;
+      }
+    }
+  }
+}
 
 // What layer l keeps of its attention.
 struct LayerKeep {
@@ -355,29 +485,147 @@ Status attention_scalar(const Steps& s, const Config& ac, const GptBlock& b, con
   return Status::ok();
 }
 
+// The projections of a layer whose attention is not GPT-2's, rows [P, T): q (T, H hd), k and v (T, KV hd) =
+// h W^T + b; then each head's q and k normed (arch.qk_norm, before the rotation as Qwen3 and Gemma 3 do) and
+// rotated at its position.
+void project_qkv(const Steps& s, const GptConfig& c, const GptBlock& b, const Tensor& h, const Rotary& rot,
+                 float* q, float* k, float* v) {
+  const int T = s.T, P = s.P, d = c.d_model, H = c.n_heads, KV = c.kv_heads(), hd = c.head_dim();
+  const int QW = c.q_width(), KW = c.kv_width();
+  s.kern.linear(row(h, P), q + count(P, QW), T - P, b.query.weight, b.query.bias);
+  s.kern.linear(row(h, P), k + count(P, KW), T - P, b.key.weight, b.key.bias);
+  s.kern.linear(row(h, P), v + count(P, KW), T - P, b.value.weight, b.value.bias);
+  (void)d;
+  if (c.arch.qk_norm) {
+    static const Tensor no_shift;
+    s.norm_rows(q + count(P, QW), q + count(P, QW), (T - P) * H, hd, b.q_norm, no_shift, c.arch);
+    s.norm_rows(k + count(P, KW), k + count(P, KW), (T - P) * KV, hd, b.k_norm, no_shift, c.arch);
+  }
+  if (rot.dims > 0) {
+    rotate(q, P, T, H, hd, QW, rot);
+    rotate(k, P, T, KV, hd, KW, rot);
+  }
+}
+
+// k (T, KV hd) laid out per query head (T, H hd): head h gets key/value head h / (H / KV), as Hugging Face's
+// repeat_kv does before the product (what the views show for each head).
+Tensor per_query_head(const float* k, int T, int H, int KV, int hd, Reuse* reuse) {
+  Tensor out = reuse ? reuse->take(T, H * hd) : Tensor(T, H * hd);
+  const int group = H / KV;
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h)
+      std::memcpy(out.ptr() + count(t, H * hd) + count(h, hd), k + count(t, KV * hd) + count(h / group, hd),
+                  count(hd, 1) * sizeof(float));
+  return out;
+}
+
+// The scalar reference of a layer whose attention is not GPT-2's (P = 0), in plain loops that sum in double:
+// project_qkv; per head, scores = q k^T (key/value head h / (H / KV)), scaled by `shape.scale`, masked
+// (causal, and outside the window of a sliding-window layer: -inf), softmax; context = weights v; out =
+// context W_out^T + b.
+Status attention_scalar_generic(const Steps& s, const GptConfig& c, const Config& ac, const Shape& shape,
+                                const GptBlock& b, const LayerKeep& k, const Rotary& rot, const Tensor& h,
+                                Result& a, Tensor& out) {
+  const int T = s.T, d = c.d_model, H = c.n_heads, KV = c.kv_heads(), hd = c.head_dim();
+  const int QW = c.q_width(), KW = c.kv_width(), group = H / KV;
+  Tensor q(T, QW), kk(T, KW), v(T, KW);
+  project_qkv(s, c, b, h, rot, q.ptr(), kk.ptr(), v.ptr());
+  a.config = ac;
+  a.config.stages = k.any ? k.stages : 0u;
+  a.shape = shape;
+  a.isa = Isa::scalar, a.threads = 1;
+  Tensor scores(H, T, T, 0.0f), scaled(H, T, T, 0.0f), weights(H, T, T, 0.0f), context(T, QW);
+  std::vector<double> e(static_cast<std::size_t>(T));
+  for (int hh = 0; hh < H; ++hh) {
+    const int g = hh / group;
+    for (int i = 0; i < T; ++i) {
+      const std::size_t at = (count(hh, T) + static_cast<std::size_t>(i)) * static_cast<std::size_t>(T);
+      double mx = -INFINITY;
+      for (int j = 0; j < T; ++j) {
+        double dot = 0.0;
+        for (int x = 0; x < hd; ++x)
+          dot += static_cast<double>(q.ptr()[count(i, QW) + count(hh, hd) + static_cast<std::size_t>(x)]) *
+                 kk.ptr()[count(j, KW) + count(g, hd) + static_cast<std::size_t>(x)];
+        scores.data[at + static_cast<std::size_t>(j)] = static_cast<float>(dot);
+        const bool masked = j > i || (shape.window > 0 && j <= i - shape.window);
+        const float sc = masked ? -INFINITY : static_cast<float>(dot) * shape.scale;
+        scaled.data[at + static_cast<std::size_t>(j)] = sc;
+        if (!masked) mx = std::max(mx, static_cast<double>(sc));
+      }
+      double sum = 0.0;
+      for (int j = 0; j < T; ++j) {
+        const float sc = scaled.data[at + static_cast<std::size_t>(j)];
+        e[static_cast<std::size_t>(j)] = sc == -INFINITY ? 0.0 : std::exp(static_cast<double>(sc) - mx);
+        sum += e[static_cast<std::size_t>(j)];
+      }
+      for (int j = 0; j < T; ++j)
+        weights.data[at + static_cast<std::size_t>(j)] =
+            static_cast<float>(e[static_cast<std::size_t>(j)] / sum);
+      for (int x = 0; x < hd; ++x) {
+        double acc = 0.0;
+        for (int j = 0; j <= i; ++j)
+          acc += static_cast<double>(weights.data[at + static_cast<std::size_t>(j)]) *
+                 v.ptr()[count(j, KW) + count(g, hd) + static_cast<std::size_t>(x)];
+        context.ptr()[count(i, QW) + count(hh, hd) + static_cast<std::size_t>(x)] = static_cast<float>(acc);
+      }
+    }
+  }
+  const auto finite = [](const Tensor& t) { return all_finite(t.ptr(), t.ptr() + t.size()); };
+  if (!finite(q) || !finite(kk) || !finite(v)) return not_finite("q, k, v");
+  if (!finite(scores)) return not_finite("raw scores");
+  if (!finite(weights)) return not_finite("weights");
+  if (!finite(context)) return not_finite("context");
+  const Tensor wo = unpack(b.out_proj.weight);
+  ref::linear(context.ptr(), wo.ptr(), b.out_proj.bias.empty() ? nullptr : b.out_proj.bias.ptr(), out.ptr(),
+              T, QW, d);
+  if (!finite(out)) return not_finite("output");
+  a.weights = std::move(weights);
+  if (k.stages & kStageScores) a.scores = std::move(scores);
+  if (k.stages & kStageScaled) a.scaled = std::move(scaled);
+  if (k.stages & kStageDropped) a.dropped = a.weights;
+  if (k.qkv) {
+    a.inputs = h;
+    a.k = per_query_head(kk.ptr(), T, H, KV, hd, nullptr);
+    a.v = per_query_head(v.ptr(), T, H, KV, hd, nullptr);
+    a.q = std::move(q);
+    a.context = std::move(context);
+    a.output = out;
+  }
+  return Status::ok();
+}
+
 // qkv, attention, projection in one fused kernel (simd::run_layer) over rows [P, T), the same as
 // attention_scalar computes: k and v (and q when the raw scores are kept) go to the cache, whose rows [0, P)
 // the previous pass left there; the layer's kept tensors take rows [0, P) from `before`.
-Status attention_fast(const Steps& s, const Config& ac, const Shape& shape, const GptBlock& b,
-                      const LayerKeep& k, const Tensor& h, const GptLayer* before, LayerCache cache,
-                      Reuse& reuse, AttentionScratch& scratch, Result& a, Tensor& out) {
-  const int T = s.T, P = s.P, d = h.shape[1], H = ac.num_heads;
+// A layer whose attention is not GPT-2's computes q, k and v first (project_qkv: norms, rotation) and hands
+// them to the kernel, with its key/value heads and its window.
+Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, const Shape& shape,
+                      const GptBlock& b, const LayerKeep& k, const Rotary& rot, const Tensor& h,
+                      const GptLayer* before, LayerCache cache, Reuse& reuse, AttentionScratch& scratch,
+                      Result& a, Tensor& out) {
+  const int T = s.T, P = s.P, d = h.shape[1], H = ac.num_heads, KV = c.kv_heads(), hd = c.head_dim();
+  const int QW = c.q_width(), KW = c.kv_width();
   const Isa isa = s.kern.isa;
   const auto from = [&](const Tensor Result::*t) { return before ? &(before->attention.*t) : nullptr; };
-  cache.k.resize(count(T, d)), cache.v.resize(count(T, d));
+  cache.k.resize(count(T, KW)), cache.v.resize(count(T, KW));
   if (k.q) {
-    cache.q.resize(count(T, d));
+    cache.q.resize(count(T, QW));
     scratch.q.data.swap(cache.q);  // borrowed for the job, given back below
   } else {
-    scratch.q.data.resize(count(T, d));
+    scratch.q.data.resize(count(T, QW));
   }
-  scratch.q.shape = {T, d, 1}, scratch.q.rank = 2;
+  scratch.q.shape = {T, QW, 1}, scratch.q.rank = 2;
   a.config = ac;
   a.config.stages = k.stages;
   a.shape = shape;
   simd::LayerJob job;
-  job.T = T, job.d_in = d, job.heads = H, job.head_dim = d / H, job.width = d, job.out_width = d;
+  job.T = T, job.d_in = d, job.heads = H, job.head_dim = hd, job.width = QW, job.out_width = d;
+  job.kv_heads = KV, job.kv_width = KW, job.window = shape.window;
   job.first = P, job.has_weights = true, job.causal = true, job.scale = shape.scale, job.pool = s.kern.pool;
+  if (!c.plain_attention()) {
+    project_qkv(s, c, b, h, rot, scratch.q.ptr(), cache.k.data(), cache.v.data());
+    job.qkv_given = true;
+  }
   job.x = h.ptr();
   job.wq = b.query.weight.data.data(), job.wk = b.key.weight.data.data(), job.wv = b.value.weight.data.data();
   job.wo = b.out_proj.weight.data.data();
@@ -409,9 +657,9 @@ Status attention_fast(const Steps& s, const Config& ac, const Shape& shape, cons
   }
   Tensor& ctx = k.qkv ? a.context : scratch.context;
   if (k.qkv) {
-    ctx = reuse.rows(T, d, from(&Result::context));
-  } else if (ctx.size() != count(T, d)) {
-    ctx = Tensor(T, d);
+    ctx = reuse.rows(T, QW, from(&Result::context));
+  } else if (ctx.size() != count(T, QW)) {
+    ctx = Tensor(T, QW);
   }
   job.context = ctx.ptr();
   job.output = out.ptr();
@@ -420,15 +668,15 @@ Status attention_fast(const Steps& s, const Config& ac, const Shape& shape, cons
   job.scratch = scratch.kernel.data();
   simd::run_layer(isa, job);
   if (Status st = check_finite_rows(
-          {job.q, job.k, job.v, job.scores, job.weights, job.dropped, job.context, job.output}, T, P, d, H);
+          {job.q, job.k, job.v, job.scores, job.weights, job.dropped, job.context, job.output}, T, P,
+          {QW, KW, d}, H);
       !st.is_ok())
     return st;
   if (k.qkv) {
     a.inputs = reuse.copy(h, from(&Result::inputs));
     a.q = reuse.copy(scratch.q, from(&Result::q));
-    a.k = reuse.take(T, d), a.v = reuse.take(T, d);
-    std::memcpy(a.k.ptr(), cache.k.data(), cache.k.size() * sizeof(float));
-    std::memcpy(a.v.ptr(), cache.v.data(), cache.v.size() * sizeof(float));
+    a.k = per_query_head(cache.k.data(), T, H, KV, hd, &reuse);
+    a.v = per_query_head(cache.v.data(), T, H, KV, hd, &reuse);
     a.output = reuse.copy(out, from(&Result::output));
   }
   if (k.q) scratch.q.data.swap(cache.q);
@@ -446,15 +694,23 @@ struct Attention {
   AttentionScratch scratch;
   std::vector<std::vector<float>>&q, &k, &v;  // the cache's, per layer
 
+  const GptConfig* model = nullptr;
+  Rotary global, local;  // rotary positions of the global and the sliding-window layers, rows [P, T)
+
   // out (T, d) = out_proj(context), `a` given what layer l keeps: attention_scalar or attention_fast
   Status forward(const Steps& s, int l, const GptBlock& b, const LayerKeep& keep, const Tensor& h,
                  const GptLayer* before, Reuse& reuse, Result& a, Tensor& out) {
-    if (s.kern.isa == Isa::scalar) return attention_scalar(s, config, b, keep, labels, h, a, out);
+    const GptConfig& c = *model;
+    const Shape layer = layer_shape(c, config, l);
+    const Rotary& rot = c.local_layer(l) ? local : global;
+    if (s.kern.isa == Isa::scalar)
+      return c.plain_attention() ? attention_scalar(s, config, b, keep, labels, h, a, out)
+                                 : attention_scalar_generic(s, c, config, layer, b, keep, rot, h, a, out);
     const auto at = [l](std::vector<std::vector<float>>& per_layer) -> std::vector<float>& {
       return per_layer[static_cast<std::size_t>(l)];
     };
-    return attention_fast(s, config, shape, b, keep, h, before, {at(q), at(k), at(v)}, reuse, scratch, a,
-                          out);
+    return attention_fast(s, c, config, layer, b, keep, rot, h, before, {at(q), at(k), at(v)}, reuse, scratch,
+                          a, out);
   }
 };
 
@@ -540,17 +796,34 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   r.threads = pool ? pool->size() : 1;  // fewer than asked when the system had no more threads
   r.reused = P;
 
-  Attention attention{
-      attention_config(w, options_, request.stages), {}, id_labels(ids), {}, cache->q, cache->k, cache->v};
+  Attention attention{attention_config(w, options_, request.stages),
+                      {},
+                      id_labels(ids),
+                      {},
+                      cache->q,
+                      cache->k,
+                      cache->v,
+                      nullptr,
+                      {},
+                      {}};
   attention.shape = shape_of(attention.config);
-  Tensor x(T, d);        // the residual stream
-  Tensor ln1(T, d);      // norm1's output, attention's input
-  Tensor attn(T, d);     // attention's output
-  Tensor ln2(T, d);      // norm2's output, then the MLP's (proj writes over it)
-  Tensor fch(T, 4 * d);  // fc's output, GELU in place
+  attention.model = &c;
+  const GptArch& arch = c.arch;
+  if (arch.rotary) {
+    attention.global = rotary_table(arch, c.head_dim(), false, P, T);
+    if (!arch.local.empty()) attention.local = rotary_table(arch, c.head_dim(), true, P, T);
+  }
+  const int F = c.ff_width();
+  Tensor x(T, d);     // the residual stream
+  Tensor ln1(T, d);   // norm1's output, attention's input
+  Tensor attn(T, d);  // attention's output
+  Tensor ln2(T, d);   // norm2's output, then the MLP's (proj writes over it)
+  Tensor fch(T, F);   // fc's output (a gated MLP's up), the activation in place
+  Tensor gate(arch.mlp == MlpKind::gated ? T : 0, F);  // a gated MLP's gate
 
-  // The steps, one a line (T, P, d, H, V: the legend at the top of this file).
-  // embeddings: x (T, d) = drop(tok_emb[ids] + pos_emb[0..T))
+  // The steps, one a line (T, P, d, H, V: the legend at the top of this file; F = the MLP's width).
+  // embeddings: x (T, d) = drop(tok_emb[ids] + pos_emb[0..T)), or tok_emb[ids] (* sqrt(d)) with rotary
+  // positions, which the attention applies to q and k
   s.encoder(x, ids, w);
   s.dropout(x);
 
@@ -563,19 +836,36 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     Result& a = layer.attention;
     if (k.residuals) layer.resid_in = reuse.copy(x, before ? &before->resid_in : nullptr);
 
-    s.layernorm(x, ln1, b.norm1_scale, b.norm1_shift);  // ln1 (T, d) = norm1(x)
+    s.norm(x, ln1, b.norm1_scale, b.norm1_shift, arch);  // ln1 (T, d) = norm1(x)
     // attn (T, d) = out_proj(context): q, k, v (T, d) = ln1 W^T + b; per head (H, T, T) weights =
-    // drop(causal softmax(q k^T / sqrt(d / H))); context (T, d) = weights v
+    // drop(causal softmax(q k^T / sqrt(d / H))); context (T, d) = weights v. Other architectures: q (T, H
+    // hd), k, v (T, KV hd), normed and rotated; head h reads key/value head h / (H / KV), within its window.
     if (Status st = attention.forward(s, l, b, k, ln1, before, reuse, a, attn); !st.is_ok()) return fail(st);
-    s.dropout(attn);                                      // attn (T, d) = drop(attn)
-    s.residual(x, attn);                                  // x (T, d) += attn
-    if (!w.config.attention_only) {                       // an attention-only block ends here
-      s.layernorm(x, ln2, b.norm2_scale, b.norm2_shift);  // ln2 (T, d) = norm2(x)
-      s.matmul(ln2, fch, b.fc);                           // fch (T, 4d) = ln2 W_fc^T + b
-      s.gelu(fch);                                        // fch (T, 4d) = GELU(fch)
-      s.matmul(fch, ln2, b.proj);                         // ln2 (T, d) = fch W_proj^T + b
-      s.dropout(ln2);                                     // ln2 (T, d) = drop(ln2)
-      s.residual(x, ln2);                                 // x (T, d) += ln2
+    s.dropout(attn);  // attn (T, d) = drop(attn)
+    if (arch.residual == ResidualKind::sandwich)
+      s.norm(attn, attn, b.post_attn_norm, b.norm2_shift, arch);       // attn (T, d) = post_attn_norm(attn)
+    if (arch.residual != ResidualKind::parallel) s.residual(x, attn);  // x (T, d) += attn
+    if (!w.config.attention_only) {                                    // an attention-only block ends here
+      s.norm(x, ln2, b.norm2_scale, b.norm2_shift, arch);              // ln2 (T, d) = norm2(x)
+      if (arch.mlp == MlpKind::gated) {
+        s.matmul(ln2, gate, b.gate);   // gate (T, F) = ln2 W_gate^T
+        s.matmul(ln2, fch, b.fc);      // fch (T, F) = ln2 W_up^T
+        s.activation(gate, arch.act);  // gate (T, F) = act(gate)
+        s.multiply(fch, gate);         // fch (T, F) *= gate
+      } else {
+        s.matmul(ln2, fch, b.fc);     // fch (T, F) = ln2 W_fc^T + b
+        s.activation(fch, arch.act);  // fch (T, F) = act(fch)
+      }
+      s.matmul(fch, ln2, b.proj);  // ln2 (T, d) = fch W_proj^T + b
+      s.dropout(ln2);              // ln2 (T, d) = drop(ln2)
+      if (arch.residual == ResidualKind::sandwich)
+        s.norm(ln2, ln2, b.post_ff_norm, b.norm2_shift, arch);  // ln2 (T, d) = post_ff_norm(ln2)
+      if (arch.residual == ResidualKind::parallel)
+        s.parallel_residual(x, ln2, attn);  // x (T, d) = (ln2 + attn) + x
+      else
+        s.residual(x, ln2);  // x (T, d) += ln2
+    } else if (arch.residual == ResidualKind::parallel) {
+      s.residual(x, attn);
     }
 
     if (k.any) {
@@ -588,7 +878,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
 
   // final layer norm: hidden (T, d) = final_norm(x), kept in the cache
   cache->hidden.resize(count(T, d));
-  s.kern.layer_norm(row(x, P), cache->hidden.data() + count(P, d), T - P, d, w.final_scale, w.final_shift);
+  s.norm_rows(row(x, P), cache->hidden.data() + count(P, d), T - P, d, w.final_scale, w.final_shift, arch);
   // head: logits (T, V) = hidden W_head^T with all_logits (rows [P, T) computed), else (1, V) for the last
   // row
   const int first_logit = request.all_logits ? P : T - 1;

@@ -54,7 +54,8 @@ bool qkv_of(const GptRequest& request, int l) {
 Config attention_config(const GptWeights& w, const GptOptions& o, unsigned stages) {
   Config a;
   a.variant = Variant::mha;
-  a.d_in = a.d_out = w.config.d_model;
+  a.d_in = w.config.d_model;
+  a.d_out = w.config.q_width();
   a.num_heads = w.config.n_heads;
   a.context_length = w.config.context_length;
   a.dropout = w.config.drop_rate;
@@ -65,6 +66,14 @@ Config attention_config(const GptWeights& w, const GptOptions& o, unsigned stage
   a.dropout_rng = o.dropout_rng;
   a.stages = stages;
   return effective(a);
+}
+
+Shape layer_shape(const GptConfig& c, const Config& ac, int l) {
+  Shape s = shape_of(ac);
+  s.out_width = c.d_model;
+  if (c.arch.attn_scale > 0.0) s.scale = static_cast<float>(c.arch.attn_scale);
+  s.window = c.local_layer(l) ? c.arch.window : 0;
+  return s;
 }
 
 std::vector<std::string> id_labels(const std::vector<int>& ids) {
@@ -101,7 +110,9 @@ double forward_flops(const GptConfig& c, int tokens, int first, bool all_logits)
   // per row and layer: q, k, v, out_proj (4 d^2) and fc, proj (8 d^2); row i's scores and context over its
   // i + 1 visible keys (the layer's forward_flops counts the same at first = 0)
   const double visible = (T * (T + 1.0) - P * (P + 1.0)) / 2.0;
-  const double layer = 2.0 * rows * (c.attention_only ? 4.0 : 12.0) * d * d + 4.0 * d * visible;
+  const double qw = c.q_width(), kw = c.kv_width(), f = c.ff_width();
+  const double mlp = c.attention_only ? 0.0 : (c.arch.mlp == MlpKind::gated ? 3.0 : 2.0) * d * f;
+  const double layer = 2.0 * rows * (2.0 * d * qw + 2.0 * d * kw + mlp) + 4.0 * qw * visible;
   const double head = 2.0 * d * c.vocab_size * (all_logits ? rows : 1.0);
   return c.n_layers * layer + head;
 }
@@ -114,6 +125,8 @@ Status begin_gpt_forward(const GptWeights& w, const GptOptions& options, const s
   if (options.train && c.drop_rate > 0.0)
     return Status::fail(
         "only the engine computes train-mode passes (PyTorch's dropout masks are drawn in sequence)");
+  if (!c.gpt2())
+    return Status::fail("only the engine computes " + c.arch.name + " models (the GPU kernels are GPT-2's)");
   const int T = static_cast<int>(ids.size()), d = c.d_model, H = c.n_heads;
   r = GptResult();
   r.config = c;

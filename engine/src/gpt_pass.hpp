@@ -20,6 +20,10 @@ bool qkv_of(const GptRequest& request, int l);
 // The chapter-3 configuration of a block's attention.
 Config attention_config(const GptWeights& w, const GptOptions& o, unsigned stages);
 
+// The shape of layer l's attention: the configuration's, with the model's scale, output width and window
+// (a sliding-window layer's).
+Shape layer_shape(const GptConfig& c, const Config& ac, int l);
+
 // The heatmaps' labels until the caller names the tokens: their ids.
 std::vector<std::string> id_labels(const std::vector<int>& ids);
 

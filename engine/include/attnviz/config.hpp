@@ -61,6 +61,7 @@ struct Shape {
   bool dropout = false;     // dropout applies to this variant (and p > 0 and train)
   bool out_proj = false;
   float scale = 1.0f;  // multiplier on raw scores before softmax (1 / sqrt(head_dim) except `simplified`)
+  int window = 0;      // a whole model's sliding-window layer: row i sees keys i - window + 1 .. i (0: all)
 };
 
 // Derives the shape. Only meaningful for a configuration that validate() accepts.

@@ -73,7 +73,9 @@ struct Result {
   std::string backend;  // who computed it when not this engine's kernels (e.g. "webgpu"); empty for `isa`
 
   int tokens_count() const { return static_cast<int>(tokens.size()); }
-  bool masked(int row, int col) const { return shape.causal && col > row; }
+  bool masked(int row, int col) const {
+    return shape.causal && (col > row || (shape.window > 0 && col <= row - shape.window));
+  }
 };
 
 // One forward pass of the configured variant on `in` with parameters `p`. Dropout masks are drawn from `g`

@@ -29,6 +29,59 @@
 
 namespace attnviz {
 
+// What a decoder's blocks are made of, beyond GPT-2's sizes (docs/models.md, "Architectures"). The defaults
+// are GPT-2's, so a GptConfig that sets none of this is the book's GPTModel. One forward pass reads the
+// description; an architecture is a set of choices here, never a pass of its own.
+enum class NormKind {
+  layer_norm,  // (x - mean) / sqrt(var + eps) * w + b
+  rms_norm,    // x / sqrt(mean(x^2) + eps) * w; Gemma's (1 + w) is folded into w when its weights load
+};
+enum class MlpKind {
+  plain,  // proj(act(fc(x)))                         GPT-2, GPT-NeoX
+  gated,  // down(act(gate(x)) * up(x)), fc = up      Llama, Qwen (SiLU: SwiGLU), Gemma (tanh GELU: GeGLU)
+};
+enum class Activation { gelu_tanh, gelu_erf, silu };
+enum class ResidualKind {
+  sequential,  // x += attn(norm1(x)); x += mlp(norm2(x))                           GPT-2, Llama, Qwen
+  parallel,    // x = mlp(norm2(x)) + attn(norm1(x)) + x                           GPT-NeoX (Pythia)
+  sandwich,    // x += post_attn_norm(attn(norm1(x))); x += post_ff_norm(mlp(norm2(x)))   Gemma 3
+};
+enum class RopeScaling { none, linear, llama3 };
+const char* to_string(NormKind k);
+const char* to_string(MlpKind k);
+const char* to_string(Activation a);
+const char* to_string(ResidualKind k);
+const char* to_string(RopeScaling s);
+
+struct GptArch {
+  std::string name = "gpt2";  // config.json's model_type
+  NormKind norm = NormKind::layer_norm;
+  bool norm_plus_one = false;  // Gemma: the norms scale by (1 + w); the loaded weights hold 1 + w
+  double norm_eps = 1e-5;
+  // Positions: GPT-2's learned table (pos_emb), or rotary (rotate-half layout) with no table.
+  bool rotary = false;
+  double rope_theta = 10000.0;
+  double rope_local_theta = 0.0;  // the sliding-window layers' base (Gemma 3); 0: rope_theta
+  int rotary_dims = 0;            // rotated dimensions of a head (GPT-NeoX's rotary_pct); 0: all of it
+  RopeScaling rope_scaling = RopeScaling::none;  // of the global layers' frequencies
+  double rope_factor = 1.0, rope_low_freq = 1.0, rope_high_freq = 4.0;
+  int rope_original_context = 0;  // llama3 scaling's original_max_position_embeddings
+  // Attention: grouped key/value heads, an explicit head width, q/k norms, the scale, sliding windows.
+  int kv_heads = 0;         // 0: n_heads
+  int head_dim = 0;         // 0: d_model / n_heads
+  bool qk_norm = false;     // RMSNorm over each head's q and k before the rotation (Qwen3, Gemma 3)
+  double attn_scale = 0.0;  // 0: 1 / sqrt(head_dim)
+  bool out_bias = true;     // out_proj has a bias
+  int window = 0;           // the sliding window of local layers (keys i - window + 1 .. i)
+  std::vector<char> local;  // per layer, 1 where the layer attends within `window` only (empty: none)
+  MlpKind mlp = MlpKind::plain;
+  Activation act = Activation::gelu_tanh;
+  int d_ff = 0;  // 0: 4 d_model
+  bool mlp_bias = true;
+  ResidualKind residual = ResidualKind::sequential;
+  bool embed_scale = false;  // Gemma: the token embeddings times sqrt(d_model)
+};
+
 struct GptConfig {
   int vocab_size = 50257;
   int context_length = 1024;
@@ -40,6 +93,23 @@ struct GptConfig {
   // Blocks without norm2 and the feed-forward network: x = x + drop(att(norm1(x))). The small model of
   // induction-head studies (attnviz's induction recipe); the book's files name it with "attention_only".
   bool attention_only = false;
+  GptArch arch = {};  // GPT-2's unless the weights are another architecture's
+
+  bool gpt2() const { return arch.name == "gpt2"; }
+  int kv_heads() const { return arch.kv_heads > 0 ? arch.kv_heads : n_heads; }
+  int head_dim() const { return arch.head_dim > 0 ? arch.head_dim : d_model / n_heads; }
+  int q_width() const { return n_heads * head_dim(); }
+  int kv_width() const { return kv_heads() * head_dim(); }
+  int ff_width() const { return arch.d_ff > 0 ? arch.d_ff : 4 * d_model; }
+  bool local_layer(int l) const {
+    return l >= 0 && static_cast<std::size_t>(l) < arch.local.size() &&
+           arch.local[static_cast<std::size_t>(l)];
+  }
+  // GPT-2's attention: learned positions, every head its own keys, no q/k norm, no window (the fused kernel).
+  bool plain_attention() const {
+    return !arch.rotary && kv_heads() == n_heads && !arch.qk_norm && arch.window == 0 &&
+           arch.attn_scale == 0.0 && head_dim() * n_heads == d_model;
+  }
 };
 
 // The published sizes: gpt2-small, gpt2-medium, gpt2-large, gpt2-xl (the book's chapter-4 config otherwise:
@@ -123,19 +193,24 @@ struct PackedLinear {
   Tensor bias;
 };
 
+// One block's weights. GPT-2's shapes are given; other architectures (GptConfig::arch) have query (H hd, d),
+// key and value (KV hd, d), out_proj (d, H hd), fc and proj of width d_ff, and RMSNorm blocks no shifts.
 struct GptBlock {
-  Tensor norm1_scale, norm1_shift;  // (d)
-  PackedLinear query, key, value;   // (d, d)
-  PackedLinear out_proj;            // (d, d), with bias
-  Tensor norm2_scale, norm2_shift;  // (d)
-  PackedLinear fc;                  // (4d, d): ff.layers.0, GPT-2's mlp.c_fc
-  PackedLinear proj;                // (d, 4d): ff.layers.2, GPT-2's mlp.c_proj
+  Tensor norm1_scale, norm1_shift;      // (d)
+  PackedLinear query, key, value;       // (d, d)
+  PackedLinear out_proj;                // (d, d), with bias
+  Tensor norm2_scale, norm2_shift;      // (d)
+  PackedLinear fc;                      // (4d, d): ff.layers.0, GPT-2's mlp.c_fc; a gated MLP's up_proj
+  PackedLinear proj;                    // (d, 4d): ff.layers.2, GPT-2's mlp.c_proj; a gated MLP's down_proj
+  PackedLinear gate;                    // (d_ff, d): a gated MLP's gate_proj (empty otherwise)
+  Tensor q_norm, k_norm;                // (head_dim): q/k norms (arch.qk_norm)
+  Tensor post_attn_norm, post_ff_norm;  // (d): the sandwich's norms after attention and the MLP (Gemma 3)
 };
 
 struct GptWeights {
   GptConfig config;
   PackedMatrix tok_emb;  // (vocab, d): embedding rows are read out of the panels
-  Tensor pos_emb;        // (context, d)
+  Tensor pos_emb;        // (context, d); empty with rotary positions
   std::vector<GptBlock> blocks;
   Tensor final_scale, final_shift;  // (d)
   PackedMatrix out_head;            // (vocab, d); empty when tied to tok_emb (GPT-2 files)

@@ -1,0 +1,15 @@
+// config.json's text read strictly (engine/io internal): at most kMaxConfigBytes, no NUL, no key twice in
+// one object, nesting at most 64 deep, and a JSON object. Messages are one line starting "WHERE: ".
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "attnviz/status.hpp"
+
+namespace attnviz {
+
+Status parse_strict_json(const std::string& where, std::string_view text, nlohmann::json& out);
+
+}  // namespace attnviz
