@@ -6,7 +6,8 @@
 // vocabulary or a model costs seconds a run) and a --memory-budget of the input's own are skipped; an 8 MB
 // budget comes last, so that no run allocates more than that. `attnviz-cli train` is skipped too: it reads a
 // text and a tokenizer and trains for as many epochs as asked (its text path has the train_text fuzzer, its
-// refusals tests/test_train_cli.cpp).
+// refusals tests/test_train_cli.cpp). `attnviz-cli download` reaches the network: never run here (its parsers
+// have the hub fuzzer, its answers tests/hub_test.py's local server).
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
@@ -19,7 +20,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::vector<std::string> args = attnviz::fuzz::split_at_nul(data, size);
-  if (!args.empty() && args[0] == "train") return -1;
+  if (!args.empty() && (args[0] == "train" || args[0] == "download")) return -1;
   for (const std::string& a : args)
     for (const char* skipped : {"--inputs", "--vocab", "--tokenize", "--model", "--memory-budget"})
       if (a.rfind(skipped, 0) == 0) return -1;  // not added to the corpus

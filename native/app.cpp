@@ -1,5 +1,7 @@
 #include "app.hpp"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
@@ -11,6 +13,7 @@
 #include "attnviz/saturating.hpp"
 #include "attnviz/viz/export.hpp"
 #include "config_args.hpp"
+#include "hub_download.hpp"
 #include "view_args.hpp"
 #include "window.hpp"
 
@@ -67,6 +70,8 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   add_memory_budget_option(cli, a);
   add_view_options(cli, v);
   cli.add_option("--screenshot", screenshot, "render headless, write this PNG and exit");
+  bool download = false;
+  add_download_option(cli, download);
   std::string train_recipe;
   int train_steps = 0;
   cli.add_option(
@@ -101,6 +106,14 @@ int run_app(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (Status st = config_from_args(a, app.session.config, app.session.exec); !st.is_ok()) return fail(st);
   app.session.text = a.text;
   if (Status st = apply_view(v, app); !st.is_ok()) return fail(st);
+  if (download) {  // the hub, asked for, before the window: then the cache's snapshot opens as a folder
+    if (v.model.empty()) return fail(Status::fail("--download needs --model ORG/NAME"));
+    bool stopped = false;
+    if (Status st = download_model(v.model, "attnviz", err, isatty(STDERR_FILENO) == 1, nullptr,
+                                   app.model_view.choice.path, stopped);
+        !st.is_ok())
+      return fail(st);
+  }
   app.model.exec = app.session.exec;
   if (app.model_view.choice.kind == viz::ModelKind::layer) {
     if (Status st = check_first_view_memory(app, a); !st.is_ok()) return fail(st);

@@ -14,10 +14,12 @@
 #include "attnviz/engine.hpp"
 #include "attnviz/io/bpe.hpp"
 #include "attnviz/io/files.hpp"
+#include "attnviz/io/hf_hub.hpp"
 #include "attnviz/io/json_io.hpp"
 #include "attnviz/io/model_source.hpp"
 #include "attnviz/saturating.hpp"
 #include "config_args.hpp"
+#include "hub_download.hpp"
 #include "model_cli.hpp"
 #include "terminal.hpp"
 #include "train_cli.hpp"
@@ -118,12 +120,42 @@ void print_text(std::ostream& out, const Result& r) {
     out << "  (showing " << rows << " x " << cols << "; --json prints every value)\n";
 }
 
+// attnviz-cli download ORG/NAME[@REV]: the model into the Hugging Face cache, its snapshot folder on stdout
+// (for --model, or any program that reads the cache).
+int run_download_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                     const GenerateControl& control) {
+  CLI::App app{
+      "attnviz-cli download: fetch a model from the Hugging Face hub into its cache ($HF_HUB_CACHE, else "
+      "$HF_HOME/hub, else ~/.cache/huggingface/hub): config.json, the tokenizer's files and the safetensors "
+      "weights. $HF_ENDPOINT replaces https://huggingface.co; $HF_TOKEN opens gated and private models. An "
+      "interrupted download resumes when run again. Prints the snapshot folder.",
+      "attnviz-cli download"};
+  std::string model;
+  app.add_option("model", model, "ORG/NAME or ORG/NAME@REV (a branch, tag or commit)")->required();
+  if (const std::optional<int> done = parse_command_line(app, args, out, err)) return *done;
+  std::string snapshot;
+  bool stopped = false;
+  if (control.generating) control.generating->store(true);
+  const Status st =
+      download_model(model, "attnviz-cli", err, control.progress, control.stop, snapshot, stopped);
+  if (control.generating) control.generating->store(false);
+  if (!st.is_ok()) {
+    err << "attnviz-cli: " << st.error << "\n";
+    return stopped ? kStoppedStatus : 1;
+  }
+  out << snapshot << '\n';
+  out.flush();
+  return out ? 0 : 1;
+}
+
 }  // namespace
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
             const GenerateControl& control) {
   if (!args.empty() && args[0] == "train")
     return run_train_cli(std::vector<std::string>(args.begin() + 1, args.end()), out, err, control);
+  if (!args.empty() && args[0] == "download")
+    return run_download_cli(std::vector<std::string>(args.begin() + 1, args.end()), out, err, control);
   CLI::App app{
       "attnviz-cli: multi-head causal self-attention, every intermediate tensor of every head.\n"
       "Numbers match PyTorch for the same seed (torch.manual_seed).",
@@ -153,7 +185,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     err << "attnviz-cli: " << st.error << "\n";
     return 1;
   };
-  constexpr const char* kModelFlags[] = {"--layers", "--keep", "--top-k", "--generate", "--train"};
+  constexpr const char* kModelFlags[] = {"--layers",   "--keep",  "--top-k",
+                                         "--generate", "--train", "--download"};
   if (tokenize) {
     for (const char* flag : kModelFlags)
       if (app.count(flag) > 0) return fail(Status::fail(std::string(flag) + " does not apply to --tokenize"));
@@ -168,11 +201,12 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     // else GPT-2's), without loading its weights.
     std::string dir = vocab_dir;
     if (!model.model.empty() && !find_gpt_preset(model.model)) {
+      std::string path;  // a Hugging Face name: its snapshot in the cache
+      if (Status st = resolve_model_path(model.model, path); !st.is_ok()) return fail(st);
       std::error_code ec;
-      if (!std::filesystem::exists(model.model, ec))
-        return fail(Status::fail("cannot read " + quote(model.model) + ": no such file or folder"));
-      if (dir.empty() && std::filesystem::is_directory(model.model, ec) && holds_vocabulary(model.model))
-        dir = model.model;
+      if (!std::filesystem::exists(path, ec))
+        return fail(Status::fail("cannot read " + quote(path) + ": no such file or folder"));
+      if (dir.empty() && std::filesystem::is_directory(path, ec) && holds_vocabulary(path)) dir = path;
     }
     Bpe bpe;
     std::vector<int> ids;

@@ -11,8 +11,9 @@
 
 namespace {
 
-// Ctrl-C while tokens are generated stops the generation, which then prints what it has; at any other time
-// it ends the program as usual. Both flags are lock-free atomics, which a signal handler may touch.
+// Ctrl-C while tokens are generated stops the generation, which then prints what it has (and during a
+// download stops it, keeping the partial file for the next run); at any other time it ends the program as
+// usual. Both flags are lock-free atomics, which a signal handler may touch.
 std::atomic<bool> stop{false}, generating{false};
 static_assert(std::atomic<bool>::is_always_lock_free);
 

@@ -9,6 +9,7 @@
 #include "attnviz/gpt.hpp"
 #include "attnviz/io/gpt_json.hpp"
 #include "attnviz/io/model_source.hpp"
+#include "hub_download.hpp"
 #include "terminal.hpp"
 
 namespace attnviz {
@@ -135,7 +136,8 @@ void add_model_options(CLI::App& app, ModelArgs& m) {
   app.add_option(
       "--model", m.model,
       "a whole GPT-2: gpt2-small | gpt2-medium | gpt2-large | gpt2-xl (the book's GPTModel drawn from "
-      "--seed), or a .safetensors file or folder");
+      "--seed), a .safetensors file or folder, or a Hugging Face name ORG/NAME[@REV] from its cache "
+      "(see --download)");
   app.add_option(
       "--layers", m.layers,
       "with --model: the layers whose heads are shown, e.g. 0,5,9-11 | all | none (default: all with "
@@ -158,6 +160,7 @@ void add_model_options(CLI::App& app, ModelArgs& m) {
       "with --model FILE or FOLDER: train mode (dropout in three places); loaded weights run in eval "
       "mode, as from_pretrained gives them, and the seeded models in train mode, as the book "
       "builds them (--eval for eval)");
+  add_download_option(app, m.download);
 }
 
 Status parse_ids(const std::string& spec, int vocab_size, int context_length, std::vector<int>& ids) {
@@ -264,6 +267,18 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
     }
   }
 
+  if (m.download) {  // the hub, asked for: Ctrl-C stops it as it stops a generation
+    const GenerateControl& ctl = m.control;
+    bool stopped = false;
+    if (ctl.generating) ctl.generating->store(true);
+    const Status st =
+        download_model(m.model, "attnviz-cli", err, ctl.progress, ctl.stop, spec.model, stopped);
+    if (ctl.generating) ctl.generating->store(false);
+    if (!st.is_ok()) {
+      fail(st);
+      return stopped ? kStoppedStatus : 1;
+    }
+  }
   OpenedModel model;
   spec.ids_only = !m.ids.empty();
   if (spec.ids_only && !vocab_dir.empty())

@@ -41,11 +41,12 @@ struct ModelArgs {
   std::string keep = "weights";
   int top_k = 10;
   int generate = 0;
-  bool train = false;  // --train: a loaded model in train mode (a seeded one is in train mode already)
+  bool train = false;     // --train: a loaded model in train mode (a seeded one is in train mode already)
+  bool download = false;  // --download: a hub name is fetched into the Hugging Face cache first
   GenerateControl control;
 };
 
-// Registers --model, --layers, --keep, --top-k, --generate and --train.
+// Registers --model, --layers, --keep, --top-k, --generate, --train and --download.
 void add_model_options(CLI::App& app, ModelArgs& m);
 
 // "0,5,9-11" -> {0, 5, 9, 10, 11}; "all" sets `all`; "none" gives no layers. Fails naming the bad part.

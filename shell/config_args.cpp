@@ -106,6 +106,13 @@ CLI::Validator torch_seed() {
       "", "torch_seed");
 }
 
+void add_download_option(CLI::App& app, bool& download) {
+  app.add_flag(
+      "--download", download,
+      "with --model ORG/NAME[@REV]: fetch it from the Hugging Face hub ($HF_ENDPOINT, $HF_TOKEN) into "
+      "its cache first (what is there already is kept); without it nothing touches the network");
+}
+
 void add_memory_budget_option(CLI::App& app, ConfigArgs& a) {
   app.add_option("--memory-budget", a.memory_budget,
                  "memory a run may take, e.g. 2GB or 500MB (default: the memory the system has available)")

@@ -54,6 +54,10 @@ CLI::Validator torch_seed();
 // the host then takes the memory available. Not one of add_config_options' flags: a link has no budget.
 void add_memory_budget_option(CLI::App& app, ConfigArgs& a);
 
+// --download: fetch a Hugging Face model name given to --model from the hub (into its cache) before opening
+// it. The hosts never touch the network without it.
+void add_download_option(CLI::App& app, bool& download);
+
 // Fails when `needed` bytes exceed `budget` (0: no budget), naming both, what the need is made of
 // (`breakdown`: "parameters 8.6 GB, tensors 4.9 MB"), where the budget came from (--memory-budget when
 // `given`, else the memory available) and how to need less.

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "attnviz/io/gpt_file.hpp"
+#include "attnviz/io/hf_hub.hpp"
 #include "attnviz/saturating.hpp"
 #include "attnviz/text.hpp"
 
@@ -40,16 +41,21 @@ Status open_model(const ModelSpec& spec, OpenedModel& out) {
     m.seeded = true;
     m.seed = spec.seed;
   } else {
+    std::string path = spec.model;
+#if !defined(__EMSCRIPTEN__)
+    // ORG/NAME[@REV] that is no path here: the Hugging Face cache's snapshot (the page has no such cache)
+    if (Status st = resolve_model_path(spec.model, path); !st.is_ok()) return st;
+#endif
     GptLoadOptions opts;
     opts.isa = spec.options.exec.isa;
     opts.heads = spec.heads;
     opts.memory_budget = spec.memory_budget;
     opts.count_mapping = address_space_limited();
     auto w = std::make_shared<GptWeights>();
-    if (Status st = load_gpt(spec.model, opts, *w); !st.is_ok()) return st;
+    if (Status st = load_gpt(path, opts, *w); !st.is_ok()) return st;
     std::error_code ec;
-    if (vocab_dir.empty() && std::filesystem::is_directory(spec.model, ec) && holds_vocabulary(spec.model))
-      vocab_dir = spec.model;
+    if (vocab_dir.empty() && std::filesystem::is_directory(path, ec) && holds_vocabulary(path))
+      vocab_dir = path;
     m.model = GptModel(std::move(w), TorchGenerator(spec.seed), spec.options);
   }
   if (spec.ids_only) {

@@ -1,0 +1,80 @@
+// Models named the Hugging Face way ("ORG/NAME", "ORG/NAME@REV"): the names, the cache that huggingface_hub
+// writes and transformers reads, and the small texts the hub and the cache hold (a ref, a shard index, HTTP
+// header values). Everything here reads local files only; the download itself is the native hosts'
+// (native/hub_download.hpp), which writes the same layout:
+//   CACHE/models--ORG--NAME/refs/REV              the commit REV points at (40 hex digits)
+//   CACHE/models--ORG--NAME/snapshots/COMMIT/FILE a relative symlink to ../../blobs/ETAG
+//   CACHE/models--ORG--NAME/blobs/ETAG            the file's bytes
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attnviz/status.hpp"
+
+namespace attnviz {
+
+struct HubName {
+  std::string org, name;
+  std::string revision = "main";  // a branch or tag ("refs/pr/1" too), or a 40-hex commit
+
+  std::string repo_id() const { return org + "/" + name; }
+  // "models--ORG--NAME", the repository's folder in the cache
+  std::string folder() const { return "models--" + org + "--" + name; }
+};
+
+// Whether `s` reads as a hub name at all: ORG/NAME with one slash (and an optional @REV), nothing that looks
+// like a path ("./x", "/x", "a/b/c", "x.safetensors"). A name that only looks like one is then checked by
+// parse_hub_name, whose message says what is wrong with it.
+bool looks_like_hub_name(std::string_view s);
+
+// "ORG/NAME" or "ORG/NAME@REV" as huggingface_hub's validate_repo_id takes repository ids: each part 1..96 of
+// [A-Za-z0-9_.-], neither "--" nor ".." inside, not starting or ending with '-' or '.'. A revision is 1..128
+// of [A-Za-z0-9_.-/] without "..", "//" or a '/' at either end. Fails in one line naming the bad part.
+Status parse_hub_name(std::string_view s, HubName& out);
+
+// A 40-hex commit (either case).
+bool is_commit_hash(std::string_view s);
+
+// A refs/ file's text: a commit hash, optionally followed by whitespace (huggingface_hub writes none).
+Status parse_ref(std::string_view text, std::string& commit);
+
+// A file name the downloader may write into a snapshot: 1..255 bytes, no '/', '\\' or NUL, not "." or "..",
+// no control characters.
+bool is_plain_file_name(std::string_view s);
+
+// model.safetensors.index.json: the shard names its weight_map names (each is_plain_file_name, listed once,
+// in order of first appearance) and metadata.total_size when given (0 otherwise). Fails in one line on
+// anything else: not JSON, no weight_map, a value that is not a string, a shard name with a path in it.
+Status parse_shard_index(std::string_view json, std::vector<std::string>& shards, std::uint64_t& total_size);
+
+// HTTP header values. An ETag as a cache file name: W/ and the quotes dropped, then 1..128 of
+// [A-Za-z0-9_.-] not starting with '.' nor holding ".." (the hub's are git or sha256 hashes), else nullopt.
+std::optional<std::string> etag_file_name(std::string_view value);
+// A Content-Length (or X-Linked-Size): decimal digits only, below 2^63.
+std::optional<std::uint64_t> parse_content_length(std::string_view value);
+// A Content-Range "bytes FIRST-LAST/TOTAL" (FIRST <= LAST < TOTAL), else nullopt.
+struct ContentRange {
+  std::uint64_t first = 0, last = 0, total = 0;
+};
+std::optional<ContentRange> parse_content_range(std::string_view value);
+
+// The cache folder, as huggingface_hub finds it: $HF_HUB_CACHE, else $HF_HOME/hub, else
+// $XDG_CACHE_HOME/huggingface/hub, else $HOME/.cache/huggingface/hub ("" when none of them is set).
+std::string hub_cache_dir();
+
+// The snapshot folder `name` resolves to in `cache`: refs/REV (or the commit itself) picks
+// snapshots/COMMIT/. Every entry of that folder that is a link must lead inside the repository's own cache
+// folder (a snapshot's files are links into blobs/): one that leads elsewhere is refused. Fails in one line:
+// not in the cache (saying how to download it), a ref that is not a commit, a snapshot missing or a link
+// leading outside.
+Status find_in_hub_cache(const HubName& name, const std::string& cache, std::string& snapshot);
+
+// What a host's --model names, as a path to open: `model` itself when it exists (or is not a hub name), else
+// the snapshot of the hub name in hub_cache_dir(). `resolved` is untouched on failure.
+Status resolve_model_path(const std::string& model, std::string& resolved);
+
+}  // namespace attnviz

@@ -1,0 +1,687 @@
+#include "hub_download.hpp"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "attnviz/engine.hpp"
+#include "attnviz/io/files.hpp"
+#include "attnviz/text.hpp"
+
+namespace attnviz {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kMaxRedirects = 10;
+constexpr std::size_t kMaxIndexBytes = std::size_t{64} << 20;  // an index of 100,000 tensors is ~10 MB
+
+// A URL as messages show it: without its query (a CDN's signed parameters) and capped.
+std::string shown_url(const std::string& url) {
+  return quote(url.substr(0, url.find('?')), kQuoteCap, '\0');
+}
+
+// "%2F" for '/' and the like: a revision such as refs/pr/1 is one path segment in the hub's URLs.
+std::string url_segment(const std::string& s) {
+  static const char* digits = "0123456789ABCDEF";
+  std::string out;
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += c;
+    } else {
+      out += '%';
+      out += digits[u >> 4];
+      out += digits[u & 15];
+    }
+  }
+  return out;
+}
+
+struct CurlUrl {
+  CURLU* h = curl_url();
+  ~CurlUrl() { curl_url_cleanup(h); }
+  std::string part(CURLUPart p, unsigned flags = 0) const {
+    char* v = nullptr;
+    if (curl_url_get(h, p, &v, flags) != CURLUE_OK || !v) return "";
+    std::string s = v;
+    curl_free(v);
+    return s;
+  }
+};
+
+// Scheme, host and port (the default port filled in), lowercased by libcurl: the token's only destination.
+std::string origin(const std::string& url) {
+  CurlUrl u;
+  if (curl_url_set(u.h, CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) return "";
+  return u.part(CURLUPART_SCHEME) + "://" + u.part(CURLUPART_HOST) + ":" +
+         u.part(CURLUPART_PORT, CURLU_DEFAULT_PORT);
+}
+
+// One HTTP exchange's answer: the status and the last response's headers (names lowercased).
+struct Answer {
+  long code = 0;
+  std::map<std::string, std::string> headers;
+  std::string redirect;  // the absolute URL a 3xx points at
+  std::string header(const std::string& name) const {
+    const auto it = headers.find(name);
+    return it == headers.end() ? "" : it->second;
+  }
+};
+
+// Where a GET's body goes: blobs/ETAG.incomplete, from `offset` on (a 206 answer) or from the start (a 200:
+// the server ignored the Range), never past the announced `size`. The file opens at the first byte of such an
+// answer, once its headers have been checked; a redirect's or an error's body is dropped.
+struct Sink {
+  const Answer* answer = nullptr;
+  std::string path, file_name;
+  std::uint64_t offset = 0, size = 0, written = 0;
+  std::FILE* file = nullptr;
+  bool started = false, too_long = false;
+  std::string error;  // a check or a write that failed
+
+  ~Sink() { close(); }
+  void close() {
+    if (file && std::fclose(file) != 0 && error.empty())
+      error = "cannot write " + quote(path, kQuoteCap, '\0') + ": " + std::strerror(errno);
+    file = nullptr;
+  }
+  // Checks the answer's headers against what was asked, then opens the file.
+  bool start() {
+    started = true;
+    const long code = answer->code;
+    if (code != 200 && code != 206) return true;
+    if (code == 206) {
+      const auto range = parse_content_range(answer->header("content-range"));
+      if (!range || range->first != offset || range->total != size) {
+        error = file_name + ": the hub answered the range " + quote(answer->header("content-range"), 64) +
+                " to bytes=" + std::to_string(offset) + "- of " + std::to_string(size);
+        return false;
+      }
+    } else {
+      offset = 0;  // the whole file again
+      const std::string length = answer->header("content-length");
+      if (!length.empty() && parse_content_length(length) != size) {
+        error = file_name + ": the hub announced " + std::to_string(size) + " bytes, but its download has " +
+                quote(length, 24, '\0');
+        return false;
+      }
+    }
+    file = std::fopen(path.c_str(), code == 206 ? "ab" : "wb");
+    if (!file) {
+      error = "cannot write " + quote(path, kQuoteCap, '\0') + ": " + std::strerror(errno);
+      return false;
+    }
+    return true;
+  }
+};
+
+struct Transfer {
+  const HubDownloadOptions* o = nullptr;
+  std::function<void(std::uint64_t)> progress;
+  bool stopped = false;
+};
+
+extern "C" size_t on_header(char* data, size_t size, size_t n, void* user) {
+  auto* a = static_cast<Answer*>(user);
+  std::string line(data, size * n);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  if (line.rfind("HTTP/", 0) == 0) {
+    a->headers.clear();  // a new response (after a 100 Continue, say)
+    const auto space = line.find(' ');
+    a->code = space == std::string::npos ? 0 : std::strtol(line.c_str() + space + 1, nullptr, 10);
+  } else if (const auto colon = line.find(':'); colon != std::string::npos && colon > 0) {
+    std::string name = line.substr(0, colon);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::size_t v = colon + 1;
+    while (v < line.size() && (line[v] == ' ' || line[v] == '\t')) ++v;
+    a->headers[name] = line.substr(v);
+  }
+  return size * n;
+}
+
+extern "C" size_t on_body(char* data, size_t size, size_t n, void* user) {
+  auto* s = static_cast<Sink*>(user);
+  const std::size_t bytes = size * n;
+  if (!s->started && !s->start()) return 0;
+  if (!s->file) return bytes;  // a redirect's or an error's body: not the file
+  if (s->offset + s->written + bytes > s->size) {
+    s->too_long = true;
+    return 0;
+  }
+  if (std::fwrite(data, 1, bytes, s->file) != bytes) {
+    s->error = "cannot write " + quote(s->path, kQuoteCap, '\0') + ": " + std::strerror(errno);
+    return 0;
+  }
+  s->written += bytes;
+  return bytes;
+}
+
+extern "C" int on_progress(void* user, curl_off_t, curl_off_t now, curl_off_t, curl_off_t) {
+  auto* t = static_cast<Transfer*>(user);
+  if (t->o->stop && t->o->stop->load()) {
+    t->stopped = true;
+    return 1;
+  }
+  if (t->progress) t->progress(static_cast<std::uint64_t>(now));
+  return 0;
+}
+
+// The terminal's view of a download: one line redrawn in place on a terminal, else a line every 10 s; a line
+// for each file done either way.
+class Progress {
+ public:
+  Progress(const HubDownloadOptions& o, std::string id, std::uint64_t total)
+      : o_(o), id_(std::move(id)), total_(total) {}
+  ~Progress() { clear(); }
+  void update(std::uint64_t done) {
+    if (!o_.log) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < (o_.tty ? std::chrono::milliseconds(100) : std::chrono::seconds(10))) return;
+    last_ = now;
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    const double pct = total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " (%.0f%%)", pct);
+    std::string text =
+        o_.program + ": " + id_ + ": " + format_bytes(done) + " of " + format_bytes(total_) + buf;
+    if (secs > 0.5)
+      text += ", " + format_bytes(static_cast<std::uint64_t>(static_cast<double>(done) / secs)) + "/s";
+    if (o_.tty) {
+      *o_.log << '\r' << text << (o_.stop ? " (Ctrl-C stops)" : "") << "\033[K" << std::flush;
+      drawn_ = true;
+    } else {
+      *o_.log << text << '\n' << std::flush;
+    }
+  }
+  void line(const std::string& text) {
+    if (!o_.log) return;
+    clear();
+    *o_.log << o_.program << ": " << text << '\n' << std::flush;
+  }
+  void clear() {
+    if (drawn_ && o_.log) *o_.log << "\r\033[K" << std::flush;
+    drawn_ = false;
+  }
+
+ private:
+  const HubDownloadOptions& o_;
+  std::string id_;
+  std::uint64_t total_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
+};
+
+// An exclusive lock on CACHE/.locks/models--ORG--NAME/ETAG.lock, huggingface_hub's own lock file (flock, as
+// Python's filelock takes it), so that two downloads never write one .incomplete.
+class BlobLock {
+ public:
+  ~BlobLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status take(const fs::path& path) {
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      return Status::fail("cannot write " + quote(path.string(), kQuoteCap, '\0') + ": " +
+                          std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0)
+      return Status::fail("another download of the same file is under way (it holds " +
+                          quote(path.string(), kQuoteCap, '\0') + "): wait for it, then run this again");
+    return Status::ok();
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+struct RemoteFile {
+  std::string name;  // in the repository (and the snapshot)
+  std::string etag;  // the blob's name
+  std::uint64_t size = 0;
+  std::string location;       // where its bytes are (the CDN for a large file)
+  std::uint64_t partial = 0;  // bytes in its .incomplete already
+  bool cached = false;        // its blob is whole in the cache
+};
+
+std::uint64_t file_size_or_0(const fs::path& p) {
+  std::error_code ec;
+  const auto n = fs::file_size(p, ec);
+  return ec ? 0 : static_cast<std::uint64_t>(n);
+}
+
+class Downloader {
+ public:
+  Downloader(const HubName& name, const HubDownloadOptions& o) : name_(name), o_(o) {
+    static std::once_flag once;
+    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+    curl_ = curl_easy_init();
+    id_ = name.repo_id() + (name.revision == "main" ? "" : "@" + name.revision);
+    repo_ = fs::path(o.cache) / name.folder();
+    if (is_commit_hash(name.revision)) {
+      commit_ = name.revision;
+      for (char& c : commit_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+  }
+  ~Downloader() {
+    if (curl_) curl_easy_cleanup(curl_);
+  }
+
+  Status run(HubDownloadResult& r) {
+    if (!curl_) return Status::fail("cannot start libcurl");
+    endpoint_ = o_.endpoint;
+    while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
+    if (endpoint_.rfind("https://", 0) != 0 && endpoint_.rfind("http://", 0) != 0)
+      return Status::fail("HF_ENDPOINT " + quote(endpoint_) + " is not an http:// or https:// URL");
+    endpoint_origin_ = origin(endpoint_);
+    if (o_.cache.empty())
+      return Status::fail("no cache folder: set HF_HUB_CACHE (or HF_HOME, or HOME) to where models may go");
+
+    // 1. What each file is: its commit, blob name, size and location (HEAD requests), before any byte moves.
+    std::vector<RemoteFile> files;
+    bool missing = false;
+    RemoteFile f;
+    if (Status st = metadata("config.json", false, f, missing); !st.is_ok()) return st;
+    files.push_back(f);
+    for (const char* optional : {"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"}) {
+      if (Status st = metadata(optional, true, f, missing); !st.is_ok()) return st;
+      if (!missing) files.push_back(f);
+    }
+    if (Status st = metadata("model.safetensors", true, f, missing); !st.is_ok()) return st;
+    if (!missing) {
+      files.push_back(f);
+    } else {
+      if (Status st = metadata("model.safetensors.index.json", true, f, missing); !st.is_ok()) return st;
+      if (missing)
+        return Status::fail(id_ +
+                            " has neither model.safetensors nor model.safetensors.index.json on the hub: "
+                            "attnviz reads safetensors weights only");
+      Progress none(o_, id_, f.size);
+      if (Status st = fetch(f, none, 0, r); !st.is_ok()) return st;
+      std::string text;
+      std::vector<std::string> shards;
+      std::uint64_t total = 0;
+      if (Status st = read_untrusted_file((repo_ / "blobs" / f.etag).string(), kMaxIndexBytes, text);
+          !st.is_ok())
+        return st;
+      if (Status st = parse_shard_index(text, shards, total); !st.is_ok())
+        return Status::fail(id_ + ": model.safetensors.index.json " + st.error);
+      files.push_back(f);
+      for (const std::string& shard : shards) {
+        if (Status st = metadata(shard, false, f, missing); !st.is_ok()) return st;
+        files.push_back(f);
+      }
+    }
+
+    // 2. Room for what is missing, before any of it is written.
+    std::uint64_t need = 0;
+    for (RemoteFile& file : files) {
+      const fs::path blob = repo_ / "blobs" / file.etag;
+      file.cached = fs::is_regular_file(blob) && file_size_or_0(blob) == file.size;
+      file.partial = file.cached ? 0 : std::min(file_size_or_0(blob.string() + ".incomplete"), file.size);
+      if (!file.cached) need += file.size - file.partial;
+    }
+    std::error_code ec;
+    fs::create_directories(repo_ / "blobs", ec);
+    if (ec)
+      return Status::fail("cannot write " + quote((repo_ / "blobs").string(), kQuoteCap, '\0') + ": " +
+                          ec.message());
+    struct statvfs vfs {};
+    if (::statvfs((repo_ / "blobs").c_str(), &vfs) == 0) {
+      const std::uint64_t free_bytes = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+      if (need > free_bytes)
+        return Status::fail(id_ + " needs " + format_bytes(need) + " more in " +
+                            quote(o_.cache, kQuoteCap, '\0') + ", which has " + format_bytes(free_bytes) +
+                            " free");
+    }
+
+    // 3. The bytes, then the snapshot's links and the ref.
+    Progress progress(o_, id_, need);
+    std::uint64_t done = 0;
+    for (RemoteFile& file : files) {
+      if (!file.cached) {
+        if (Status st = fetch(file, progress, done, r); !st.is_ok()) return st;
+        done += file.size - file.partial;
+      }
+      if (Status st = link(file); !st.is_ok()) return st;
+    }
+    progress.clear();
+    if (Status st = write_ref(); !st.is_ok()) return st;
+    r.snapshot = (repo_ / "snapshots" / commit_).string();
+    r.commit = commit_;
+    return Status::ok();
+  }
+
+ private:
+  std::string file_url(const std::string& file) const {
+    return endpoint_ + "/" + name_.org + "/" + name_.name + "/resolve/" +
+           url_segment(commit_.empty() ? name_.revision : commit_) + "/" + url_segment(file);
+  }
+
+  // One request, no redirect followed. The token goes only to the endpoint's own origin.
+  CURLcode exchange(const std::string& url, bool head, Answer& a, Sink* sink, Transfer* t) {
+    curl_easy_reset(curl_);
+    Sink dropped;
+    dropped.answer = &a;
+    dropped.started = true;  // with no file, every body is dropped
+    if (sink) sink->answer = &a;
+    curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl_, CURLOPT_NOBODY, head ? 1L : 0L);
+    curl_easy_setopt(curl_, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(curl_, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl_, CURLOPT_USERAGENT, "attnviz/0.1");
+    curl_easy_setopt(curl_, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(curl_, CURLOPT_HEADERDATA, &a);
+    curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(curl_, CURLOPT_WRITEDATA, sink ? sink : &dropped);
+    curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT, 30L);
+    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_LIMIT, 1L);  // a connection that sends nothing for a minute
+    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_TIME, 60L);
+    curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, error_);
+    error_[0] = '\0';
+    if (t) {
+      curl_easy_setopt(curl_, CURLOPT_NOPROGRESS, 0L);
+      curl_easy_setopt(curl_, CURLOPT_XFERINFOFUNCTION, on_progress);
+      curl_easy_setopt(curl_, CURLOPT_XFERINFODATA, t);
+    }
+    if (sink && sink->offset > 0) {
+      const std::string range = std::to_string(sink->offset) + "-";
+      curl_easy_setopt(curl_, CURLOPT_RANGE, range.c_str());
+    }
+    curl_slist* headers = nullptr;
+    std::string auth;
+    if (!o_.token.empty() && origin(url) == endpoint_origin_) {
+      auth = "Authorization: Bearer " + o_.token;
+      headers = curl_slist_append(headers, auth.c_str());
+    }
+    curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers);
+    const CURLcode rc = curl_easy_perform(curl_);
+    curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, nullptr);
+    curl_slist_free_all(headers);
+    std::fill(auth.begin(), auth.end(), '\0');
+    long code = 0;
+    curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &code);
+    a.code = code;
+    char* redirect = nullptr;
+    curl_easy_getinfo(curl_, CURLINFO_REDIRECT_URL, &redirect);
+    a.redirect = redirect ? redirect : "";
+    return rc;
+  }
+
+  Status unreachable(const std::string& url, CURLcode rc) const {
+    return Status::fail("cannot reach " + shown_url(url) + ": " +
+                        quote(error_[0] ? error_ : curl_easy_strerror(rc), kQuoteCap, '\0'));
+  }
+
+  // A refusal by the hub, in words: what is missing, or that a token is needed.
+  Status refused(const Answer& a, const std::string& file) const {
+    const std::string code = std::to_string(a.code), why = a.header("x-error-code");
+    const std::string rev = commit_.empty() ? name_.revision : commit_;
+    if (why == "RepoNotFound")
+      return Status::fail(
+          name_.repo_id() + " is not on the hub, or is private" +
+          (o_.token.empty() ? ": set HF_TOKEN to a token that can read it" : " and HF_TOKEN cannot read it") +
+          " (HTTP " + code + ")");
+    if (why == "RevisionNotFound")
+      return Status::fail(name_.repo_id() + " has no revision " + quote(rev) + " on the hub (HTTP " + code +
+                          ")");
+    if (a.code == 401 || a.code == 403 || why == "GatedRepo")
+      return Status::fail(o_.token.empty()
+                              ? name_.repo_id() + " is gated or private (HTTP " + code +
+                                    "): accept its terms on the hub, then set HF_TOKEN to an "
+                                    "access token of that account"
+                              : "HF_TOKEN does not give access to " + name_.repo_id() + " (HTTP " + code +
+                                    "): accept its terms on the hub with the token's "
+                                    "account, or use another token");
+    if (a.code == 404) return Status::fail(id_ + " has no " + quote(file) + " on the hub (HTTP 404)");
+    return Status::fail("the hub answered HTTP " + code + " for " + quote(file) + " of " + id_);
+  }
+
+  // As huggingface_hub's get_hf_file_metadata: a HEAD request, following only redirects within the same
+  // server (a renamed repository); a redirect elsewhere (the CDN) is the file's location.
+  Status metadata(const std::string& file, bool optional, RemoteFile& out, bool& missing) {
+    missing = false;
+    const std::string asked = file_url(file);
+    std::string url = asked;
+    Answer a;
+    for (int hop = 0;; ++hop) {
+      if (hop > kMaxRedirects)
+        return Status::fail(id_ + ": " + quote(file) + " redirects more than " +
+                            std::to_string(kMaxRedirects) + " times (a redirect loop at " + shown_url(url) +
+                            ")");
+      a = Answer{};
+      Transfer t;  // Ctrl-C ends a slow answer too
+      t.o = &o_;
+      const CURLcode rc = exchange(url, true, a, nullptr, &t);
+      if (t.stopped) {
+        stopped_ = true;
+        return Status::fail("stopped by Ctrl-C before any file was written");
+      }
+      if (rc != CURLE_OK) return unreachable(url, rc);
+      const std::string location = a.header("location");
+      if (a.code < 300 || a.code > 399 || location.empty() || location.find("://") != std::string::npos)
+        break;
+      url = a.redirect;
+    }
+    const std::string why = a.header("x-error-code");
+    if (a.code == 404 && optional && why != "RepoNotFound" && why != "RevisionNotFound") {
+      missing = true;
+      return Status::ok();
+    }
+    if (a.code >= 400 || a.code < 200) return refused(a, file);
+    std::string commit = a.header("x-repo-commit");
+    for (char& c : commit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!is_commit_hash(commit))
+      return Status::fail(id_ + ": the hub's answer for " + quote(file) +
+                          " has no X-Repo-Commit (is HF_ENDPOINT a Hugging Face hub?)");
+    if (commit_.empty()) {  // the first answer pins the commit: this file too is fetched at it
+      commit_ = commit;
+      if (url == asked) url = file_url(file);
+    }
+    if (commit != commit_)
+      return Status::fail(id_ + ": the hub answered " + quote(file) + " from commit " + commit + ", not " +
+                          commit_);
+    std::string etag = a.header("x-linked-etag");
+    if (etag.empty()) etag = a.header("etag");
+    const std::optional<std::string> blob = etag_file_name(etag);
+    if (!blob)
+      return Status::fail(id_ + ": the hub's answer for " + quote(file) + " has no usable ETag (" +
+                          quote(etag, 48) + ")");
+    std::string length = a.header("x-linked-size");
+    if (length.empty()) length = a.header("content-length");
+    const std::optional<std::uint64_t> size = parse_content_length(length);
+    if (!size)
+      return Status::fail(id_ + ": the hub's answer for " + quote(file) + " gives no size (" +
+                          quote(length, 32) + ")");
+    out = RemoteFile{file, *blob, *size, a.code >= 300 && !a.redirect.empty() ? a.redirect : url, 0, false};
+    return Status::ok();
+  }
+
+  // The file's bytes into blobs/ETAG, through ETAG.incomplete (resumed from where an earlier run stopped).
+  Status fetch(const RemoteFile& f, Progress& progress, std::uint64_t done_before, HubDownloadResult& r) {
+    const fs::path blob = repo_ / "blobs" / f.etag;
+    if (fs::is_regular_file(blob) && file_size_or_0(blob) == f.size) return Status::ok();
+    BlobLock lock;
+    if (Status st = lock.take(fs::path(o_.cache) / ".locks" / name_.folder() / (f.etag + ".lock"));
+        !st.is_ok())
+      return st;
+    std::error_code ec;
+    fs::create_directories(blob.parent_path(), ec);
+    const std::string partial = blob.string() + ".incomplete";
+    std::uint64_t offset = file_size_or_0(partial);
+    if (offset > f.size) {
+      fs::remove(partial, ec);
+      offset = 0;
+    }
+    const std::string resume_hint = ": run the same command again to resume";
+    if (offset < f.size || !fs::exists(partial, ec)) {
+      std::string url = f.location;
+      for (int hop = 0;; ++hop) {
+        if (hop > kMaxRedirects)
+          return Status::fail(id_ + ": " + quote(f.name) + " redirects more than " +
+                              std::to_string(kMaxRedirects) + " times (a redirect loop at " + shown_url(url) +
+                              ")");
+        Answer a;
+        Sink sink;
+        sink.path = partial;
+        sink.file_name = id_ + ": " + quote(f.name);
+        sink.offset = offset;
+        sink.size = f.size;
+        Transfer t;
+        t.o = &o_;
+        const std::uint64_t base = done_before + offset - f.partial;
+        t.progress = [&progress, base](std::uint64_t now) { progress.update(base + now); };
+        const CURLcode rc = exchange(url, false, a, &sink, &t);
+        sink.close();
+        const std::uint64_t have = file_size_or_0(partial);
+        r.fetched += sink.written;
+        if (t.stopped) {
+          stopped_ = r.stopped = true;
+          progress.clear();
+          return Status::fail("stopped by Ctrl-C: " + quote(f.name) + " has " + format_bytes(have) + " of " +
+                              format_bytes(f.size) + resume_hint);
+        }
+        if (sink.too_long || !sink.error.empty()) {
+          fs::remove(partial, ec);
+          return Status::fail(sink.too_long ? id_ + ": " + quote(f.name) + " is longer than the " +
+                                                  std::to_string(f.size) + " bytes the hub announced"
+                                            : sink.error);
+        }
+        if (a.code >= 300 && a.code <= 399 && !a.redirect.empty()) {
+          url = a.redirect;
+          continue;
+        }
+        if (a.code == 416) {  // the range starts past the file's end: the file is shorter than announced
+          fs::remove(partial, ec);
+          return Status::fail(id_ + ": " + quote(f.name) + " is shorter than the " + std::to_string(f.size) +
+                              " bytes the hub announced");
+        }
+        if (a.code >= 400 || (a.code != 200 && a.code != 206 && rc == CURLE_OK)) return refused(a, f.name);
+        if (rc != CURLE_OK)
+          return Status::fail(id_ + ": " + quote(f.name) + ": the connection failed after " +
+                              format_bytes(have) + " of " + format_bytes(f.size) + " (" +
+                              quote(error_[0] ? error_ : curl_easy_strerror(rc), kQuoteCap, '\0') + ")" +
+                              resume_hint);
+        if (!fs::exists(partial, ec)) {  // an empty file has no body to open it
+          if (Status st = write_file(partial, ""); !st.is_ok()) return st;
+        }
+        break;
+      }
+    }
+    const std::uint64_t have = file_size_or_0(partial);
+    if (have != f.size) {
+      fs::remove(partial, ec);
+      return Status::fail(id_ + ": " + quote(f.name) + " has " + std::to_string(have) + " bytes, not the " +
+                          std::to_string(f.size) + " the hub announced");
+    }
+    fs::rename(partial, blob, ec);
+    if (ec)
+      return Status::fail("cannot write " + quote(blob.string(), kQuoteCap, '\0') + ": " + ec.message());
+    progress.line(quote(f.name, kQuoteCap, '\0') + " (" + format_bytes(f.size) + ") downloaded");
+    return Status::ok();
+  }
+
+  // snapshots/COMMIT/FILE -> ../../blobs/ETAG
+  Status link(const RemoteFile& f) const {
+    const fs::path dir = repo_ / "snapshots" / commit_, path = dir / f.name;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (fs::is_symlink(path, ec) && fs::read_symlink(path, ec) == fs::path("../../blobs") / f.etag)
+      return Status::ok();
+    fs::remove(path, ec);
+    fs::create_symlink(fs::path("../../blobs") / f.etag, path, ec);
+    if (ec)
+      return Status::fail("cannot write " + quote(path.string(), kQuoteCap, '\0') + ": " + ec.message());
+    return Status::ok();
+  }
+
+  // refs/REV holding the commit, written whole (a branch's name only: a commit needs no ref).
+  Status write_ref() const {
+    if (is_commit_hash(name_.revision)) return Status::ok();
+    const fs::path ref = repo_ / "refs" / name_.revision;
+    std::error_code ec;
+    fs::create_directories(ref.parent_path(), ec);
+    const std::string tmp = ref.string() + ".tmp";
+    if (Status st = write_file(tmp, commit_); !st.is_ok()) return st;
+    fs::rename(tmp, ref, ec);
+    if (ec) return Status::fail("cannot write " + quote(ref.string(), kQuoteCap, '\0') + ": " + ec.message());
+    return Status::ok();
+  }
+
+ public:
+  bool stopped() const { return stopped_; }
+
+ private:
+  const HubName& name_;
+  const HubDownloadOptions& o_;
+  bool stopped_ = false;
+  CURL* curl_ = nullptr;
+  std::string id_, commit_, endpoint_, endpoint_origin_;
+  fs::path repo_;
+  char error_[CURL_ERROR_SIZE] = {};
+};
+
+}  // namespace
+
+HubDownloadOptions hub_options_from_env() {
+  HubDownloadOptions o;
+  o.cache = hub_cache_dir();
+  const char* endpoint = std::getenv("HF_ENDPOINT");
+  o.endpoint = endpoint && *endpoint ? endpoint : "https://huggingface.co";
+  const char* token = std::getenv("HF_TOKEN");
+  if (token) o.token = token;
+  return o;
+}
+
+Status hub_download(const HubName& name, const HubDownloadOptions& options, HubDownloadResult& result) {
+  HubDownloadResult r;
+  Downloader d(name, options);
+  const Status st = d.run(r);
+  r.stopped = d.stopped();
+  result = r;  // the bytes fetched and `stopped` count on failure too
+  return st;
+}
+
+Status download_model(const std::string& model, const std::string& program, std::ostream& err, bool tty,
+                      const std::atomic<bool>* stop, std::string& snapshot, bool& stopped) {
+  stopped = false;
+  HubName name;
+  if (!looks_like_hub_name(model))
+    return Status::fail("--download takes a Hugging Face model name (ORG/NAME or ORG/NAME@REV), not " +
+                        quote(model));
+  if (Status st = parse_hub_name(model, name); !st.is_ok()) return st;
+  HubDownloadOptions o = hub_options_from_env();
+  o.program = program;
+  o.log = &err;
+  o.tty = tty;
+  o.stop = stop;
+  HubDownloadResult r;
+  const Status st = hub_download(name, o, r);
+  stopped = r.stopped;
+  if (!st.is_ok()) return st;
+  err << program << ": " << quote(model, kQuoteCap, '\0') << " is commit " << r.commit << " in "
+      << quote(r.snapshot, kQuoteCap, '\0') << " ("
+      << (r.fetched ? format_bytes(r.fetched) + " downloaded" : std::string("all in the cache already"))
+      << ")\n";
+  snapshot = r.snapshot;
+  return Status::ok();
+}
+
+}  // namespace attnviz

@@ -1,0 +1,154 @@
+"""A local stand-in for the Hugging Face hub, for tests that must never touch the network.
+
+It serves the hub's file layout from repositories the test describes in memory:
+  HEAD/GET /ORG/NAME/resolve/REV/FILE   REV a branch (refs) or a commit; small files answer 200 with an ETag,
+                                        .safetensors files a 302 to /cdn/... on another host name (localhost
+                                        instead of 127.0.0.1, as the hub sends large files to its CDN) with
+                                        X-Linked-Etag and X-Linked-Size; every answer carries X-Repo-Commit
+  GET /cdn/ORG/NAME/COMMIT/FILE         the bytes, with Range (206 / 416)
+Errors as the hub gives them: 401 RepoNotFound, 404 RevisionNotFound / EntryNotFound, 401/403 GatedRepo for a
+gated repository without the right token. Misbehaviours a repository can ask for (Repo.modes):
+  cut      the first GET of a CDN file sends half of it, then closes the connection
+  hold     the first GET of a CDN file sends half of it, then waits for `released` before closing
+  badsize  X-Linked-Size announces 7 bytes more than the file has
+  loop     model.safetensors redirects to itself
+  huge     X-Linked-Size announces 2^50 bytes
+Every request is logged (method, path, Range, whether it carried Authorization, Host).
+"""
+
+import hashlib
+import http.server
+import threading
+import urllib.parse
+
+
+class Repo:
+    def __init__(self, files, commit, branches=("main",), gated=False, modes=()):
+        self.files = dict(files)  # name -> bytes
+        self.commit = commit
+        self.branches = set(branches)
+        self.gated = gated
+        self.modes = set(modes)
+
+
+class HubServer:
+    def __init__(self, token):
+        self.repos = {}  # "org/name" -> Repo
+        self.token = token
+        self.log = []
+        self.half_sent = threading.Event()
+        self.released = threading.Event()
+        self._served_once = set()
+        hub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_HEAD(self):
+                hub._handle(self, head=True)
+
+            def do_GET(self):
+                hub._handle(self, head=False)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.endpoint = "http://127.0.0.1:%d" % self.port
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self):
+        self.released.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    @staticmethod
+    def etag(data, large):
+        return hashlib.sha256(data).hexdigest() if large else hashlib.sha1(data).hexdigest()
+
+    def _answer(self, h, code, headers, body=b"", head=False):
+        h.send_response(code)
+        for k, v in headers.items():
+            h.send_header(k, v)
+        if "Content-Length" not in headers:
+            h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if not head and body:
+            h.wfile.write(body)
+
+    def _handle(self, h, head):
+        path = urllib.parse.urlsplit(h.path).path
+        auth = h.headers.get("Authorization")
+        self.log.append({"method": h.command, "path": path, "range": h.headers.get("Range"),
+                         "auth": auth is not None, "host": h.headers.get("Host")})
+        parts = [urllib.parse.unquote(p) for p in path.split("/")[1:]]
+        if len(parts) >= 5 and parts[2] == "resolve":
+            return self._resolve(h, head, parts[0] + "/" + parts[1], parts[3], "/".join(parts[4:]), auth)
+        if len(parts) == 5 and parts[0] == "cdn":
+            return self._cdn(h, head, parts[1] + "/" + parts[2], parts[3], parts[4])
+        self._answer(h, 404, {}, b"not found", head)
+
+    def _resolve(self, h, head, repo_id, rev, name, auth):
+        repo = self.repos.get(repo_id)
+        if repo is None:
+            return self._answer(h, 401, {"X-Error-Code": "RepoNotFound"}, b"Repository not found", head)
+        if repo.gated and auth != "Bearer " + self.token:
+            return self._answer(h, 401 if auth is None else 403, {"X-Error-Code": "GatedRepo"},
+                                b"Access restricted", head)
+        if rev not in repo.branches and rev != repo.commit:
+            return self._answer(h, 404, {"X-Error-Code": "RevisionNotFound"}, b"Invalid rev", head)
+        common = {"X-Repo-Commit": repo.commit}
+        if name == "model.safetensors" and "loop" in repo.modes:
+            return self._answer(h, 302, dict(common, Location="/%s/resolve/%s/%s" % (repo_id, rev, name)),
+                                b"", head)
+        if name not in repo.files:
+            return self._answer(h, 404, dict(common, **{"X-Error-Code": "EntryNotFound"}), b"Entry not found",
+                                head)
+        data = repo.files[name]
+        if name.endswith(".safetensors"):
+            size = len(data) + 7 if "badsize" in repo.modes else 2 ** 50 if "huge" in repo.modes else len(data)
+            location = "http://localhost:%d/cdn/%s/%s/%s" % (self.port, repo_id, repo.commit, name)
+            return self._answer(h, 302, dict(common, **{
+                "Location": location, "X-Linked-Etag": '"%s"' % self.etag(data, True),
+                "X-Linked-Size": str(size), "ETag": '"redirect-etag"'}), b"", head)
+        return self._answer(h, 200, dict(common, ETag='"%s"' % self.etag(data, False)), data, head)
+
+    def _cdn(self, h, head, repo_id, commit, name):
+        repo = self.repos.get(repo_id)
+        if repo is None or commit != repo.commit or name not in repo.files:
+            return self._answer(h, 404, {}, b"no such object", head)
+        data = repo.files[name]
+        rng = h.headers.get("Range")
+        start = 0
+        if rng:
+            start = int(rng.split("=")[1].split("-")[0])
+            if start >= len(data):
+                return self._answer(h, 416, {"Content-Range": "bytes */%d" % len(data)}, b"", head)
+        body = data[start:]
+        headers = {"Content-Length": str(len(body)), "ETag": '"%s"' % self.etag(data, True)}
+        code = 200
+        if rng:
+            code = 206
+            headers["Content-Range"] = "bytes %d-%d/%d" % (start, len(data) - 1, len(data))
+        key = (repo_id, name)
+        misbehave = ({"cut", "hold"} & repo.modes) and key not in self._served_once and not head
+        self._served_once.add(key)
+        if not misbehave:
+            return self._answer(h, code, headers, body, head)
+        h.send_response(code)
+        for k, v in headers.items():
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.write(body[: len(body) // 2])
+        h.wfile.flush()
+        self.half_sent.set()
+        if "hold" in repo.modes:
+            self.released.wait(30)
+        h.close_connection = True
