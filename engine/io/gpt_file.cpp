@@ -477,11 +477,6 @@ Status inspect_gpt(const SafetensorsFile& file, const std::optional<std::string>
   return Status::ok();
 }
 
-Status load_gpt(const SafetensorsFile& file, const std::optional<std::string>& config_json,
-                const GptLoadOptions& opts, GptWeights& out) {
-  return load(file, config_json, "config.json", opts, out);
-}
-
 namespace {
 
 // Whether config.json names another architecture than GPT-2's: then the decoder reader (decoder.hpp) loads
@@ -493,6 +488,13 @@ bool other_architecture(const std::optional<std::string>& config_json) {
 }
 
 }  // namespace
+
+Status load_gpt(const SafetensorsFile& file, const std::optional<std::string>& config_json,
+                const GptLoadOptions& opts, GptWeights& out) {
+  if (other_architecture(config_json))
+    return load_decoder(WeightFiles::single(file), "config.json", *config_json, opts, out);
+  return load(file, config_json, "config.json", opts, out);
+}
 
 Status load_gpt(std::shared_ptr<const std::vector<unsigned char>> bytes, const std::string& name,
                 const std::optional<std::string>& config_json, const GptLoadOptions& opts, GptWeights& out) {
