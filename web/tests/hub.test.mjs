@@ -4,7 +4,8 @@
 // weights) and opens the model, the numbers of every architecture equal to the native CLI's on the same
 // files, Cancel that keeps the last good view and a second try that goes on from there, a second visit that
 // opens from the browser's storage with the hub stopped, a model too large refused before its weights
-// download, and a 404 or an unknown repository in one line.
+// download, a 404 or an unknown repository in one line, and hostile answers (a shard named outside the folder,
+// a file shorter than its header, a config.json past its cap) in one line each.
 //   ATTNVIZ_SITE   the built site (default build/wasm-release/web/site)
 //   ATTNVIZ_CLI    a native attnviz-cli (scripts/test passes the release build's) for the comparison
 // The repositories carry the list's names but hold tiny random models of their architectures
@@ -46,6 +47,13 @@ const REPOS = {
   'EleutherAI/pythia-160m': arch('pythia'),
   'test/too-large': { 'config.json': llama['config.json'], 'tokenizer.json': tokenizer, 'model.safetensors': tooLarge() },
   'test/no-weights': { 'config.json': llama['config.json'], 'tokenizer.json': tokenizer },
+  // Hostile answers: an index naming a shard outside the folder, a weights file shorter than its header says,
+  // a config.json of 2 MB.
+  'test/bad-shard': { 'config.json': llama['config.json'], 'tokenizer.json': tokenizer,
+                      'model.safetensors.index.json': Buffer.from(JSON.stringify({ weight_map: { 'lm_head.weight': '../../model.safetensors' } })) },
+  'test/short': { 'config.json': llama['config.json'], 'tokenizer.json': tokenizer,
+                  'model.safetensors': llama['model.safetensors'].subarray(0, 100000) },
+  'test/big-config': { 'config.json': Buffer.alloc(2 << 20, 32), 'model.safetensors': llama['model.safetensors'] },
 };
 
 let env, hub;
@@ -230,6 +238,21 @@ test('a 404, an unknown repository and a bad endpoint each give one line', async
   assert.equal(await page.evaluate(() => attnviz.hub.endpoint()), hub.url, 'the endpoint stays');
   for (const w of [missing, unknown]) assert.ok(!w.includes('\n'));
   assert.equal((await status(page)).model.open, false);
+  cleanHub(log);
+  await context.close();
+});
+
+test('hostile answers each give one line: a shard outside the folder, a file shorter than its header, a huge config.json', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, pageUrl(hub));
+  assert.match(await open(page, 'test/bad-shard'),
+               /^test\/bad-shard's index names a shard that is not a plain \.safetensors file name: \.\.\/\.\.\/model\.safetensors$/);
+  assert.match(await open(page, 'test/short'),
+               /^test\/short's model\.safetensors is 100000 bytes on 127\.0\.0\.1:\d+ but its header describes 162744$/);
+  assert.match(await open(page, 'test/big-config'), /^test\/big-config's config\.json is larger than the 1\.0 MB it should be$/);
+  assert.equal((await status(page)).model.open, false);
+  for (const r of ['test/bad-shard', 'test/short', 'test/big-config'])
+    assert.equal(await page.evaluate((n) => attnviz.hub.stored(n), r), null, r);
   cleanHub(log);
   await context.close();
 });
