@@ -1,8 +1,9 @@
 // Models from the Hugging Face hub, fetched only when the visitor asks (a row of the Model panel's list, or
 // attnviz.hub.open): GET {endpoint}/{org}/{name}/resolve/{rev}/{file}, the hub's own layout (it answers with
 // CORS headers and redirects large files to its CDN). What is fetched is kept in the browser's storage (the
-// Cache API), so a model opened once opens again offline. The files are then read into the module's file
-// system and opened as a chosen folder is (the engine's load_gpt and Bpe::load_dir).
+// Cache API; a file it has no room for stays in this tab only), so a model opened once opens again offline.
+// The files are then read into the module's file system and opened as a chosen folder is (the engine's
+// load_gpt and Bpe::load_dir).
 //
 // Before any weights are downloaded, their safetensors headers are read with Range requests: the exact size
 // of the download and of the float32 weights, checked against what the page can hold (web/src/budget.cpp).
@@ -197,18 +198,29 @@ async function store() {
   }
   return memoryStore;
 }
+// Files the storage had no room for (a private window's small quota): kept in this tab only, and the model is
+// fetched again on the next visit.
+const session = new Map();
 const fileKey = (repo, rev, file) => `${endpoint}/${repo}/resolve/${encodeURIComponent(rev)}/${file}`;
 const manifestKey = (repo, rev) => `${endpoint}/.attnviz-hub/${repo}/${encodeURIComponent(rev)}/manifest.json`;
 
-async function putFile(cache, key, blob, what) {
+// Keeps a file; false when the storage had no room for it (then this tab holds it).
+async function putFile(cache, key, blob) {
   try {
     await cache.put(key, new Response(blob, { headers: { 'X-Attnviz-Bytes': String(blob.size) } }));
+    session.delete(key);
+    return true;
   } catch (e) {
-    fail(`the browser's storage has no room for ${what} (${formatBytes(blob.size)}): ${e.message}`);
+    session.set(key, blob);
+    return false;
   }
 }
+async function match(cache, key) {
+  if (session.has(key)) return new Response(session.get(key), { headers: { 'X-Attnviz-Bytes': String(session.get(key).size) } });
+  return cache.match(key);
+}
 async function storedBytes(cache, key) {
-  const r = await cache.match(key);
+  const r = await match(cache, key);
   return r ? Number(r.headers.get('X-Attnviz-Bytes')) : -1;
 }
 
@@ -321,8 +333,9 @@ async function download(repo, rev, cache, signal) {
       files.push({ name: f, body: got.body });
     }
   }
+  const unkept = [];
   for (const f of files) {
-    await putFile(cache, fileKey(repo, rev, f.name), new Blob([f.body]), `${repo}'s ${f.name}`);
+    if (!(await putFile(cache, fileKey(repo, rev, f.name), new Blob([f.body])))) unkept.push(f.name);
     manifest.files.push({ name: f.name, bytes: f.body.length });
   }
   // The weights, each kept whole once it has come: after a Cancel, a second try fetches only the rest.
@@ -335,14 +348,17 @@ async function download(repo, rev, cache, signal) {
       if (!res.ok) fail(httpError(repo, w, res));
       const body = await readBody(res, sizes[i], `${repo}'s ${w}`, (got) => show(w, done + got, weightBytes));
       if (body.got !== sizes[i]) fail(`${repo}'s ${w} ended after ${body.got} of its ${sizes[i]} bytes`);
-      await putFile(cache, key, new Blob(body.chunks), `${repo}'s ${w}`);
+      if (!(await putFile(cache, key, new Blob(body.chunks)))) unkept.push(w);
     }
     done += sizes[i];
     show(w, done, weightBytes, true);
     manifest.files.push({ name: w, bytes: sizes[i] });
   }
   manifest.weights = weights;
-  await putFile(cache, manifestKey(repo, rev), new Blob([JSON.stringify(manifest)]), `${repo}'s list of files`);
+  // The list of files last, and only when every file is in the storage: a second visit trusts it.
+  if (!unkept.length) await putFile(cache, manifestKey(repo, rev), new Blob([JSON.stringify(manifest)]));
+  session.delete(manifestKey(repo, rev));
+  manifest.unkept = unkept.map((f) => `${f} (${formatBytes(manifest.files.find((x) => x.name === f).bytes)})`);
   return manifest;
 }
 
@@ -366,7 +382,7 @@ async function openStored(repo, rev, manifest, cache, signal) {
   let done = 0;
   try {
     for (const f of manifest.files) {
-      const r = await cache.match(fileKey(repo, rev, f.name));
+      const r = await match(cache, fileKey(repo, rev, f.name));
       if (!r) fail(`${repo}'s ${f.name} is no longer in this browser's storage: open it again online`);
       const path = dir + '/' + f.name;
       const stream = FS.open(path, 'w');
@@ -422,8 +438,12 @@ export function openHub(repo, { rev = 'main' } = {}) {
       const cache = await store();
       const manifest = (await stored(repo, rev)) || (await download(repo, rev, cache, controller.signal));
       const error = await openStored(repo, rev, manifest, cache, controller.signal);
-      if (!error) $('ask').hidden = true;
-      return error;
+      if (error) return error;
+      $('ask').hidden = true;
+      if (manifest.unkept && manifest.unkept.length)
+        call('attnviz_set_message', `${repo} is open, but the browser's storage had no room for ` +
+             `${manifest.unkept.join(', ')}: it is kept until the page closes, and fetched again next time`);
+      return '';
     } catch (e) {
       hideBusy();
       if (controller.signal.aborted)

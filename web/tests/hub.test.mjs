@@ -256,3 +256,27 @@ test('hostile answers each give one line: a shard outside the folder, a file sho
   cleanHub(log);
   await context.close();
 });
+
+test('a storage without room for the weights: the model opens, kept in the tab only, and says so', async () => {
+  // The browser refuses the weights as a full quota does (a private window's quota is small).
+  const init = () => {
+    const put = Cache.prototype.put;
+    Cache.prototype.put = function (key, response) {
+      if (/\.safetensors$/.test(String(key))) return Promise.reject(new DOMException('the quota is full', 'QuotaExceededError'));
+      return put.call(this, key, response);
+    };
+  };
+  const { page, context, log } = await openPage(env, { init });
+  await load(page, pageUrl(hub));
+  assert.equal(await open(page, 'EleutherAI/pythia-160m'), '');
+  const s = await status(page);
+  assert.equal(s.model.layers, 2);
+  assert.match(s.message, /^EleutherAI\/pythia-160m is open, but the browser's storage had no room for model\.safetensors \([\d.]+ kB\): it is kept until the page closes, and fetched again next time$/);
+  assert.equal(await page.evaluate(() => attnviz.hub.stored('EleutherAI/pythia-160m')), null, 'not counted as kept');
+  // In the same tab it opens again without the hub's weights.
+  const mark = hub.requests.length;
+  assert.equal(await open(page, 'EleutherAI/pythia-160m'), '');
+  assert.ok(!hub.requests.slice(mark).some((r) => r.path.endsWith('.safetensors') && !r.range), 'the weights were not fetched again');
+  cleanHub(log);
+  await context.close();
+});
