@@ -244,6 +244,30 @@ void step_generation(App& app) {
   app.focus_text = true;  // the box shows the longer sentence, cursor at its end
 }
 
+// The host's list of models on the Hugging Face hub: one row each, a click fetches it (nothing is downloaded
+// before that).
+namespace {
+void draw_hub_models(ModelView& mv) {
+  if (!mv.fetch_hub || mv.hub_models.empty()) return;
+  if (!ImGui::TreeNodeEx("From the Hugging Face hub", ImGuiTreeNodeFlags_DefaultOpen)) return;
+  if (!mv.hub_endpoint.empty()) ImGui::TextColored(kDimColor, "from %s", mv.hub_endpoint.c_str());
+  for (ModelView::HubModel& h : mv.hub_models) {
+    ImGui::PushID(h.repo.c_str());
+    const bool clicked =
+        ImGui::Selectable(h.repo.c_str(), false, 0, ImVec2(ImGui::CalcTextSize(h.repo.c_str()).x, 0.0f));
+    const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+    h.x0 = a.x, h.y0 = a.y, h.x1 = b.x, h.y1 = b.y;
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("download %s (%s, %s) and open it", h.repo.c_str(), h.detail.c_str(), h.note.c_str());
+    ImGui::SameLine();
+    ImGui::TextColored(kDimColor, "%s", h.note.c_str());
+    ImGui::PopID();
+    if (clicked) mv.fetch_hub(h.repo);
+  }
+  ImGui::TreePop();
+}
+}  // namespace
+
 void draw_model_panel(App& app) {
   ModelView& mv = app.model_view;
   ModelChoice& c = mv.choice;
@@ -299,6 +323,7 @@ void draw_model_panel(App& app) {
   }
   if (!mv.open_error.empty()) ImGui::TextColored(kErrorColor, "%s", mv.open_error.c_str());
   ImGui::PopTextWrapPos();
+  draw_hub_models(mv);
 }
 
 void draw_tokens(App& app) {

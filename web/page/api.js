@@ -19,6 +19,10 @@
 //   attnviz.openModel(c)    opens a model: {kind: 'layer' | 'seeded', size, seed, train}; a promise of '' or why not
 //   attnviz.loadModelFiles(files)  opens a model from File objects (a .safetensors file with its tokenizer
 //                           files and config.json), read into the module in pieces; a promise of '' or why not
+//   attnviz.hub            models from the Hugging Face hub (hub.js): models (the Model panel's list),
+//                           open(repo, {rev}) a promise of '' or why not, endpoint() / setEndpoint(url) ('' or
+//                           why not), stored(repo, rev) the manifest kept in this browser or null, forget(repo,
+//                           rev), loads (the progress steps: {repo, phase, file, loaded, total, visible})
 //   attnviz.getModelResult()  the whole model's last pass in attnviz-cli --model --json's format (null: none)
 //   attnviz.loads           what the model loads did: [{name, loaded, total, visible}] per piece read
 //   attnviz.train(c)        what the Train panel's controls do: {action: 'reset' (with recipe: 'induction' |
@@ -27,6 +31,7 @@
 //                           it stands: steps, losses, snapshots, the shown snapshot's step and head kinds
 import { call, needModule, wellFormed } from './module.js';
 import { loadModelFiles, loads, openModel, setReadChunk } from './model-files.js';
+import { forget, getEndpoint, hubLoads, hubModels, openHub, setEndpoint, stored } from './hub.js';
 
 export let resolveReady, rejectReady;
 export const ready = new Promise((resolve, reject) => {
@@ -114,6 +119,15 @@ window.attnviz = {
     return json ? JSON.parse(json) : null;
   },
   loads,
+  hub: {
+    models: hubModels,
+    open: (repo, options) => openHub(repo, options || {}),
+    endpoint: getEndpoint,
+    setEndpoint,
+    stored,
+    forget,
+    loads: hubLoads,
+  },
   setReadChunk(bytes) {
     setReadChunk(bytes);
   },

@@ -1,11 +1,12 @@
 // The page around the attnviz module (attnviz.js + attnviz.wasm, built from web/src/): checks what the
 // browser has, shows loading and errors, hands the keyboard and the clipboard to the module, and starts it
 // with the page's hooks. Its neighbours: module.js (calls into the module), url-state.js (the state in the
-// URL), model-files.js (models and their files), downloads.js (exports), api.js (window.attnviz).
+// URL), model-files.js (models and their files), hub.js (models from the Hugging Face hub), downloads.js (exports), api.js (window.attnviz).
 import { $, call, markStarted, started, toHeap, wake } from './module.js';
 import { rejectReady, resolveReady } from './api.js';
 import { download } from './downloads.js';
 import { askForWanted, ensureVocab, openModel } from './model-files.js';
+import { openHub, showList } from './hub.js';
 import { followIfMoved, initialState, linkNamesModel, stateChanged } from './url-state.js';
 
 function showProblem(title, detail) {
@@ -118,6 +119,10 @@ function start() {
       openModel(json) {
         openModel(JSON.parse(json)).then((error) => { if (error) console.warn('attnviz: ' + error); });
       },
+      // A row of the Model panel's hub list: the visitor asked for that model.
+      fetchHub(repo) {
+        openHub(repo).then((error) => { if (error) console.warn('attnviz: ' + error); });
+      },
       firstHeatmap() {
         markStarted();
         // A key is drawn at once, not at the next animation frame: these listeners come after the module's
@@ -133,6 +138,7 @@ function start() {
         window.addEventListener('keydown', keyFrame);
         window.addEventListener('keyup', keyFrame);
         $('overlay').hidden = true;
+        showList();
         keys.focus({ preventScroll: true });
         askForWanted();
         resolveReady(window.attnviz);

@@ -24,21 +24,28 @@ export async function ensureVocab() {
 
 // The progress panel of a long operation (reading a model, drawing a seeded one), with Cancel.
 let cancelled = false;
-function showBusy(text, fraction, cancellable) {
+let onCancel = null;  // what Cancel stops besides the reading here (hub.js: its downloads)
+export function setOnCancel(f) {
+  onCancel = f;
+}
+export function showBusy(text, fraction, cancellable) {
   $('busy-text').textContent = text;
   const bar = $('busy-progress');
   if (fraction === null) bar.removeAttribute('value'); else bar.value = fraction;
   $('busy-cancel').hidden = !cancellable;
   $('busy').hidden = false;
 }
-const hideBusy = () => { $('busy').hidden = true; };
-$('busy-cancel').addEventListener('click', () => { cancelled = true; });
+export const hideBusy = () => { $('busy').hidden = true; };
+$('busy-cancel').addEventListener('click', () => {
+  cancelled = true;
+  if (onCancel) onCancel();
+});
 // Lets the browser paint (the progress panel) before the module blocks the thread.
-const painted = () => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+export const painted = () => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
 
 let opening = Promise.resolve('');
 // One model operation at a time: a second waits for the first.
-function serially(job) {
+export function serially(job) {
   opening = opening.then(job, job);
   return opening;
 }
@@ -159,7 +166,7 @@ export async function loadModelFiles(files, folder) {
     return error;
   });
 }
-function refuse(why) {
+export function refuse(why) {
   call('attnviz_set_message', why);
   wake();
   return why;

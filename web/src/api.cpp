@@ -72,6 +72,16 @@ std::string status_json() {
     thumbs.push_back(
         {{"layer", t.layer}, {"head", t.head}, {"x0", t.x0}, {"y0", t.y0}, {"x1", t.x1}, {"y1", t.y1}});
   model["thumb_rects"] = thumbs;
+  nlohmann::json hub = nlohmann::json::array();
+  for (const auto& h : mv.hub_models)
+    hub.push_back({{"repo", h.repo},
+                   {"note", h.note},
+                   {"detail", h.detail},
+                   {"x0", h.x0},
+                   {"y0", h.y0},
+                   {"x1", h.x1},
+                   {"y1", h.y1}});
+  model["hub"] = {{"endpoint", mv.hub_endpoint}, {"models", hub}};
   const attnviz::viz::TrainView& tv = p.app.train;
   nlohmann::json train = {{"recipe", attnviz::viz::to_string(tv.settings.recipe)},
                           {"running", tv.running},
@@ -303,6 +313,31 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_train(const char* json) {
 EMSCRIPTEN_KEEPALIVE const char* attnviz_set_message(const char* text) {
   return guarded([&]() -> std::string {
     page->app.message = text_arg(text);
+    wake();
+    return std::string();
+  });
+}
+
+// The Model panel's list of models on the Hugging Face hub (web/page/hub.js): {"endpoint": "" (the hub) or
+// a mirror's URL, "models": [{"repo", "note", "detail"}, ...]}. Returns "" or why not (the list is left as it
+// was).
+EMSCRIPTEN_KEEPALIVE const char* attnviz_set_hub(const char* json) {
+  return guarded([&]() -> std::string {
+    const nlohmann::json j = nlohmann::json::parse(text_arg(json), nullptr, false);
+    const auto text = [](const nlohmann::json& o, const char* key) {
+      return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>()
+                                                                    : std::string();
+    };
+    if (j.is_discarded() || !j.is_object() || !j.value("models", nlohmann::json()).is_array())
+      return "the hub list is not {endpoint, models: [{repo, note, detail}, ...]}";
+    std::vector<attnviz::viz::ModelView::HubModel> models;
+    for (const nlohmann::json& m : j["models"]) {
+      if (text(m, "repo").empty()) return "a model of the hub list has no repo";
+      models.push_back({text(m, "repo"), text(m, "note"), text(m, "detail")});
+    }
+    attnviz::viz::ModelView& mv = page->app.model_view;
+    mv.hub_models = std::move(models);
+    mv.hub_endpoint = text(j, "endpoint");
     wake();
     return std::string();
   });

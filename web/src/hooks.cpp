@@ -19,6 +19,7 @@ EM_JS(void, page_copy, (const char* text), { Module.attnvizHooks.copy(UTF8ToStri
 EM_JS(void, page_compute_later, (), { Module.attnvizHooks.computeLater(); });
 EM_JS(void, page_choose_model_files, (int folder), { Module.attnvizHooks.chooseModelFiles(folder); });
 EM_JS(void, page_open_model, (const char* json), { Module.attnvizHooks.openModel(UTF8ToString(json)); });
+EM_JS(void, page_fetch_hub, (const char* repo), { Module.attnvizHooks.fetchHub(UTF8ToString(repo)); });
 EM_JS(int, page_canvas_width, (), { return Module.canvas.clientWidth | 0; });
 EM_JS(int, page_canvas_height, (), { return Module.canvas.clientHeight | 0; });
 // clang-format on
@@ -62,6 +63,9 @@ void choose_model_files(bool folder) {
 }
 void open_model(const std::string& choice_json) {
   page_open_model(choice_json.c_str());
+}
+void fetch_hub(const std::string& repo) {
+  page_fetch_hub(repo.c_str());
 }
 int canvas_width() {
   return page_canvas_width();

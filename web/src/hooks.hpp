@@ -17,6 +17,7 @@ void copy(const std::string& text);
 void compute_later();  // attnviz_compute_pending, in a task after the keys queued meanwhile
 void choose_model_files(bool folder);
 void open_model(const std::string& choice_json);  // after the page fetched what the model needs
+void fetch_hub(const std::string& repo);          // the Model panel's hub list: fetch and open ORG/NAME
 // The canvas's box on the page, in CSS pixels.
 int canvas_width();
 int canvas_height();

@@ -217,6 +217,8 @@ void start_page() {
   app.model_view.open_request = [](const attnviz::viz::ModelChoice& c) {
     hooks::open_model(choice_json(c).dump());
   };
+  // The Model panel's hub list (filled by the page script, attnviz_set_hub): a click fetches the model.
+  app.model_view.fetch_hub = [](const std::string& repo) { hooks::fetch_hub(repo); };
   app.downloads = true;
   app.export_dir = "/attnviz-export";
   app.session.offload = &page->gpu;

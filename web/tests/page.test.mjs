@@ -47,7 +47,7 @@ test('the page loads with no console error and no request outside 127.0.0.1', as
   const ms = await load(page, env.url);
   const files = new Set(log.requests.map((u) => new URL(u).pathname));
   assert.deepEqual([...files].sort(), ['/', '/api.js', '/attnviz-gpu.js', '/attnviz-page.js', '/attnviz.js', '/attnviz.wasm',
-                                       '/downloads.js', '/model-files.js', '/module.js', '/url-state.js']);
+                                       '/downloads.js', '/hub.js', '/model-files.js', '/module.js', '/url-state.js']);
   const r = await page.evaluate(() => attnviz.getResult());
   assert.deepEqual(r.tokens, ['Your', 'journey', 'starts', 'with', 'one', 'step']);
   assert.equal(await page.locator('#overlay').isHidden(), true, 'the loading overlay is gone');

@@ -104,6 +104,17 @@ struct ModelView {
   // The host opens models itself (the page first fetches the vocabulary and shows progress, then calls
   // open_model); null: the Open button calls open_model.
   std::function<void(const ModelChoice&)> open_request;
+  // Models the host can fetch from the Hugging Face hub (the page), listed in the Model panel: the repository
+  // ("Qwen/Qwen3-0.6B"), a note (its size) and what it is (the tooltip); a click asks the host to fetch it
+  // (fetch_hub). Empty or null: no list. hub_endpoint is shown when it is not the hub (a mirror, a test
+  // server).
+  struct HubModel {
+    std::string repo, note, detail;
+    float x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // where its row landed in the last frame (tests click it)
+  };
+  std::vector<HubModel> hub_models;
+  std::string hub_endpoint;
+  std::function<void(const std::string& repo)> fetch_hub;
   // Where each thumbnail landed in the last frame (tests drive the mouse with it).
   struct Thumb {
     int layer, head;

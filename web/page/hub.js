@@ -1,0 +1,457 @@
+// Models from the Hugging Face hub, fetched only when the visitor asks (a row of the Model panel's list, or
+// attnviz.hub.open): GET {endpoint}/{org}/{name}/resolve/{rev}/{file}, the hub's own layout (it answers with
+// CORS headers and redirects large files to its CDN). What is fetched is kept in the browser's storage (the
+// Cache API; a file it has no room for stays in this tab only), so a model opened once opens again offline.
+// The files are then read into the module's file system and opened as a chosen folder is (the engine's
+// load_gpt and Bpe::load_dir).
+//
+// Before any weights are downloaded, their safetensors headers are read with Range requests: the exact size
+// of the download and of the float32 weights, checked against what the page can hold (web/src/budget.cpp).
+import { $, call, formatBytes, needModule, wake } from './module.js';
+import { ensureVocab, hideBusy, painted, refuse, serially, setOnCancel, showBusy } from './model-files.js';
+
+export const HUB = 'https://huggingface.co';
+
+// Small models known to open here. `bytes`: the weights' download, about: the parameters stored times their
+// dtype's size (GPT-2's file also stores every layer's 1024 x 1024 causal mask, 50 MB). The exact figure is
+// read from the files' headers before a download starts, and shown then.
+export const hubModels = [
+  { repo: 'openai-community/gpt2', bytes: 548e6, about: 'gpt2, 124M, float32' },
+  { repo: 'HuggingFaceTB/SmolLM2-135M', bytes: 269e6, about: 'llama, 135M, bfloat16' },
+  { repo: 'Qwen/Qwen2.5-0.5B', bytes: 988e6, about: 'qwen2, 494M, bfloat16' },
+  { repo: 'Qwen/Qwen3-0.6B', bytes: 1.5e9, about: 'qwen3, 752M stored, bfloat16' },
+  { repo: 'google/gemma-3-270m', bytes: 536e6, about: 'gemma3, 268M, bfloat16, gated' },
+  { repo: 'EleutherAI/pythia-160m', bytes: 325e6, about: 'gpt_neox, 162M, float16' },
+];
+
+// The endpoint: the hub, or a mirror (or a test's server) from the page's URL (?hub=URL) or setEndpoint.
+let endpoint = HUB;
+export function setEndpoint(url) {
+  let u;
+  try {
+    u = new URL(String(url));
+  } catch (e) {
+    return `the hub's endpoint is not a URL: ${String(url).slice(0, 80)}`;
+  }
+  if ((u.protocol !== 'https:' && u.protocol !== 'http:') || u.username || u.password || u.search || u.hash)
+    return `the hub's endpoint must be an http(s) URL without a query or credentials: ${u.href.slice(0, 80)}`;
+  endpoint = (u.origin + u.pathname).replace(/\/+$/, '');
+  showList();
+  return '';
+}
+export const getEndpoint = () => endpoint;
+{
+  const asked = new URLSearchParams(location.search).get('hub');
+  if (asked) {
+    const why = setEndpoint(asked);
+    if (why) console.warn('attnviz: ' + why);
+  }
+}
+
+// The Model panel's list (the module draws it; a click comes back through the fetchHub hook).
+export function showList() {
+  if (!window.Module || !Module._attnviz_set_hub || !$('overlay').hidden) return;
+  const roughly = (n) => (n >= 1e9 ? `${(n / 1e9).toFixed(1)} GB` : `${Math.round(n / 1e6)} MB`);
+  const models = hubModels.map((m) => ({ repo: m.repo, note: `about ${roughly(m.bytes)}`, detail: m.about }));
+  call('attnviz_set_hub', JSON.stringify({ endpoint: endpoint === HUB ? '' : endpoint, models }));
+}
+
+// What the downloads and reads did, for tests: {repo, phase: 'download' | 'storage', file, loaded, total,
+// visible} per progress step.
+export const hubLoads = [];
+
+const host = () => endpoint.replace(/^https?:\/\//, '');
+// ORG/NAME as the hub spells them, and a revision (a branch, a tag or a commit).
+const REPO = /^[A-Za-z0-9][A-Za-z0-9._-]{0,95}\/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$/;
+const REV = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/;
+// A shard's name in model.safetensors.index.json: a plain file name beside the index.
+const SHARD = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}\.safetensors$/;
+const MAX_SHARDS = 1024;
+const MAX_CONFIG = 1 << 20, MAX_INDEX = 16 << 20, MAX_TOKENIZER = 64 << 20;  // the engine's own limits
+const DTYPE_BYTES = { F64: 8, F32: 4, F16: 2, BF16: 2, I64: 8, I32: 4, I16: 2, I8: 1, U8: 1, BOOL: 1 };
+
+class HubError extends Error {}
+const fail = (why) => { throw new HubError(why); };
+
+function httpError(repo, file, r) {
+  if (r.status === 404) return `${repo} has no ${file} on ${host()} (HTTP 404)`;
+  if (r.status === 401 || r.status === 403)
+    return `${repo} is not on ${host()}, or is gated or private (HTTP ${r.status}): the page does not sign in; ` +
+           `accept its licence on the hub, download it with attnviz-cli download ${repo} (HF_TOKEN set) and ` +
+           'choose its folder';
+  return `${host()} answered HTTP ${r.status} for ${repo}'s ${file}`;
+}
+
+async function get(url, repo, file, signal, init = {}) {
+  let r;
+  try {
+    r = await fetch(url, { ...init, signal, cache: 'no-store', credentials: 'omit' });
+  } catch (e) {
+    if (signal.aborted) throw e;
+    fail(`${host()} could not be reached for ${repo}'s ${file} (${e.message}): the page is offline, or the ` +
+         'server does not let this page read it (CORS)');
+  }
+  return r;
+}
+
+// Reads a response's body, at most `cap` bytes (more is refused), with `progress(got)` as it comes.
+async function readBody(r, cap, what, progress) {
+  const chunks = [];
+  let got = 0;
+  const reader = r.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    got += value.length;
+    if (got > cap) {
+      reader.cancel().catch(() => {});
+      fail(`${what} is larger than the ${formatBytes(cap)} it should be`);
+    }
+    chunks.push(value);
+    if (progress) progress(got);
+  }
+  return { chunks, got };
+}
+const joined = ({ chunks, got }) => {
+  const out = new Uint8Array(got);
+  let at = 0;
+  for (const c of chunks) out.set(c, at), (at += c.length);
+  return out;
+};
+
+// Bytes [start, start + length) of a file, through a Range request; a server that sends the whole file
+// anyway is read only as far as needed. Also the file's size when the answer says it (Content-Range).
+async function readRange(url, repo, file, start, length, signal) {
+  const r = await get(url, repo, file, signal, { headers: { Range: `bytes=${start}-${start + length - 1}` } });
+  if (!r.ok) fail(httpError(repo, file, r));
+  const skip = r.status === 206 ? 0 : start;
+  const reader = r.body.getReader();
+  const out = new Uint8Array(length);
+  let seen = 0, kept = 0;
+  while (kept < length) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    const from = Math.max(0, skip - seen), to = Math.min(value.length, skip + length - seen);
+    if (to > from) out.set(value.subarray(from, to), kept), (kept += to - from);
+    seen += value.length;
+  }
+  reader.cancel().catch(() => {});
+  if (kept < length) fail(`${repo}'s ${file} ended after ${start + kept} bytes, inside its safetensors header`);
+  const range = /\/(\d+)\s*$/.exec(r.headers.get('Content-Range') || '');
+  return { bytes: out, size: range ? Number(range[1]) : null };
+}
+
+// A weights file's safetensors header: its size, the values it holds and their float32 bytes.
+async function weightsHeader(url, repo, file, signal) {
+  const head = await readRange(url, repo, file, 0, 8, signal);
+  const n = Number(new DataView(head.bytes.buffer).getBigUint64(0, true));
+  if (!(n >= 2 && n <= 100e6)) fail(`${repo}'s ${file} is not a safetensors file: its header length is ${n}`);
+  const text = (await readRange(url, repo, file, 8, n, signal)).bytes;
+  let header;
+  try {
+    header = JSON.parse(new TextDecoder().decode(text));
+  } catch (e) {
+    fail(`${repo}'s ${file} is not a safetensors file: its header is not JSON (${e.message})`);
+  }
+  if (!header || typeof header !== 'object' || Array.isArray(header))
+    fail(`${repo}'s ${file} is not a safetensors file: its header is not an object`);
+  let numel = 0, end = 0;
+  for (const [key, t] of Object.entries(header)) {
+    if (key === '__metadata__') continue;
+    const ok = t && Array.isArray(t.shape) && t.shape.every((d) => Number.isSafeInteger(d) && d >= 0) &&
+               Array.isArray(t.data_offsets) && t.data_offsets.length === 2 &&
+               t.data_offsets.every((d) => Number.isSafeInteger(d) && d >= 0) && t.data_offsets[0] <= t.data_offsets[1];
+    if (!ok) fail(`${repo}'s ${file}: the tensor "${String(key).slice(0, 60)}" has no valid shape and offsets`);
+    const count = t.shape.reduce((a, b) => a * b, 1);
+    if (DTYPE_BYTES[t.dtype] && count * DTYPE_BYTES[t.dtype] !== t.data_offsets[1] - t.data_offsets[0])
+      fail(`${repo}'s ${file}: the tensor "${String(key).slice(0, 60)}" does not fill its offsets`);
+    numel += count;
+    end = Math.max(end, t.data_offsets[1]);
+  }
+  const bytes = 8 + n + end;
+  if (!Number.isSafeInteger(bytes) || !Number.isSafeInteger(numel))
+    fail(`${repo}'s ${file}: its header describes more data than a file holds`);
+  if (head.size !== null && head.size !== bytes)
+    fail(`${repo}'s ${file} is ${head.size} bytes on ${host()} but its header describes ${bytes}`);
+  return { bytes, numel };
+}
+
+// The browser's storage: the Cache API where the page has it (a secure context: https or 127.0.0.1),
+// else this tab's memory (gone when it closes).
+const STORE = 'attnviz-hub-v1';
+let memoryStore = null;
+async function store() {
+  if (typeof caches !== 'undefined')
+    try {
+      return await caches.open(STORE);
+    } catch (e) { /* no storage here: memory */ }
+  if (!memoryStore) {
+    const m = new Map();
+    const header = 'X-Attnviz-Bytes';
+    memoryStore = {
+      async match(k) {
+        return m.has(k) ? new Response(m.get(k).blob, { headers: { [header]: m.get(k).bytes } }) : undefined;
+      },
+      async put(k, r) { m.set(k, { blob: await r.blob(), bytes: r.headers.get(header) }); },
+      async delete(k) { return m.delete(k); },
+    };
+  }
+  return memoryStore;
+}
+// Files the storage had no room for (a private window's small quota): kept in this tab only, and the model is
+// fetched again on the next visit.
+const session = new Map();
+const fileKey = (repo, rev, file) => `${endpoint}/${repo}/resolve/${encodeURIComponent(rev)}/${file}`;
+const manifestKey = (repo, rev) => `${endpoint}/.attnviz-hub/${repo}/${encodeURIComponent(rev)}/manifest.json`;
+
+// Keeps a file; false when the storage had no room for it (then this tab holds it).
+async function putFile(cache, key, blob) {
+  try {
+    await cache.put(key, new Response(blob, { headers: { 'X-Attnviz-Bytes': String(blob.size) } }));
+    session.delete(key);
+    return true;
+  } catch (e) {
+    session.set(key, blob);
+    return false;
+  }
+}
+async function match(cache, key) {
+  if (session.has(key)) return new Response(session.get(key), { headers: { 'X-Attnviz-Bytes': String(session.get(key).size) } });
+  return cache.match(key);
+}
+async function storedBytes(cache, key) {
+  const r = await match(cache, key);
+  return r ? Number(r.headers.get('X-Attnviz-Bytes')) : -1;
+}
+
+// The manifest of a model kept in this browser (null: none, or not all of its files are there).
+export async function stored(repo, rev = 'main') {
+  const cache = await store();
+  const r = await cache.match(manifestKey(repo, rev));
+  if (!r) return null;
+  let m;
+  try {
+    m = JSON.parse(await r.text());
+  } catch (e) {
+    return null;
+  }
+  if (!m || !Array.isArray(m.files)) return null;
+  for (const f of m.files)
+    if ((await storedBytes(cache, fileKey(repo, rev, f.name))) !== f.bytes) return null;
+  return m;
+}
+export async function forget(repo, rev = 'main') {
+  const cache = await store();
+  const m = await stored(repo, rev);
+  await cache.delete(manifestKey(repo, rev));
+  for (const f of (m && m.files) || []) await cache.delete(fileKey(repo, rev, f.name));
+  return !!m;
+}
+
+function memoryCheck(repo, m) {
+  const floats = m.numel * 4, need = floats + m.weightBytes;  // packed float32, and the files while they load
+  const free = attnviz.status().memory.free;
+  if (!(need <= free))
+    fail(`${repo} needs ${formatBytes(floats)} as float32 (${formatBytes(need)} while it loads, a download of ` +
+         `${formatBytes(m.weightBytes)}): the page can hold ${formatBytes(free)}; use the desktop app ` +
+         `(attnviz-cli download ${repo})`);
+}
+
+// Progress for the panel and the log, at most every 100 ms.
+function progressShower(repo, phase, verb) {
+  let shown = 0;
+  return (file, loaded, total, force) => {
+    const now = performance.now();
+    if (!force && now - shown < 100) return;
+    shown = now;
+    showBusy(`${verb} ${repo}: ${formatBytes(loaded)} of ${formatBytes(total)} (${file})`, total ? loaded / total : null,
+             true);
+    hubLoads.push({ repo, phase, file, loaded, total, visible: !$('busy').hidden });
+  };
+}
+
+// Fetches what the model needs into the storage; returns its manifest.
+async function download(repo, rev, cache, signal) {
+  showBusy(`Asking ${host()} for ${repo}…`, null, true);
+  const at = (r, file) => `${endpoint}/${repo}/resolve/${encodeURIComponent(r)}/${file}`;
+  const small = async (r, file, cap) => {
+    const res = await get(at(r, file), repo, file, signal);
+    if (res.status === 404) return { missing: true };
+    if (!res.ok) fail(httpError(repo, file, res));
+    const body = joined(await readBody(res, cap, `${repo}'s ${file}`));
+    return { body, commit: res.headers.get('X-Repo-Commit') };
+  };
+  const config = await small(rev, 'config.json', MAX_CONFIG);
+  if (config.missing) fail(`${repo} has no config.json at ${rev} on ${host()} (HTTP 404): is it a model?`);
+  // The rest from the commit the hub answered with, so that a push meanwhile cannot mix two versions.
+  const pinned = /^[0-9a-f]{40}$/.test(config.commit || '') ? config.commit : rev;
+  const files = [{ name: 'config.json', body: config.body }];
+  // The weights: one file, or an index and its shards. Their headers first.
+  let weights = ['model.safetensors'];
+  let first;
+  try {
+    first = await weightsHeader(at(pinned, 'model.safetensors'), repo, 'model.safetensors', signal);
+  } catch (e) {
+    if (!(e instanceof HubError) || !/HTTP 404/.test(e.message)) throw e;
+    const index = await small(pinned, 'model.safetensors.index.json', MAX_INDEX);
+    if (index.missing)
+      fail(`${repo} has no model.safetensors (nor model.safetensors.index.json) at ${rev} on ${host()}: the ` +
+           'page reads safetensors weights only');
+    let map;
+    try {
+      map = JSON.parse(new TextDecoder().decode(index.body)).weight_map;
+    } catch (e2) {
+      fail(`${repo}'s model.safetensors.index.json is not JSON (${e2.message})`);
+    }
+    if (!map || typeof map !== 'object' || Array.isArray(map))
+      fail(`${repo}'s model.safetensors.index.json has no weight_map object`);
+    weights = [...new Set(Object.values(map))];
+    const bad = weights.find((w) => typeof w !== 'string' || !SHARD.test(w));
+    if (bad !== undefined) fail(`${repo}'s index names a shard that is not a plain .safetensors file name: ${String(bad).slice(0, 80)}`);
+    if (!weights.length || weights.length > MAX_SHARDS)
+      fail(`${repo}'s index names ${weights.length} shards (1 to ${MAX_SHARDS} are read)`);
+    files.push({ name: 'model.safetensors.index.json', body: index.body });
+  }
+  const sizes = [];
+  let numel = 0, weightBytes = 0;
+  for (const w of weights) {
+    showBusy(`Reading the header of ${repo}'s ${w}…`, null, true);
+    const h = first && w === 'model.safetensors' ? first : await weightsHeader(at(pinned, w), repo, w, signal);
+    sizes.push(h.bytes);
+    numel += h.numel;
+    weightBytes += h.bytes;
+  }
+  const manifest = { repo, rev, commit: pinned === rev ? null : pinned, endpoint, numel, weightBytes, files: [] };
+  memoryCheck(repo, manifest);
+  // The tokenizer: tokenizer.json, else GPT-2's vocab.json + merges.txt.
+  const tok = await small(pinned, 'tokenizer.json', MAX_TOKENIZER);
+  if (!tok.missing) files.push({ name: 'tokenizer.json', body: tok.body });
+  else {
+    for (const f of ['vocab.json', 'merges.txt']) {
+      const got = await small(pinned, f, MAX_TOKENIZER);
+      if (got.missing) fail(`${repo} has neither tokenizer.json nor vocab.json and merges.txt at ${rev} on ${host()}`);
+      files.push({ name: f, body: got.body });
+    }
+  }
+  const unkept = [];
+  for (const f of files) {
+    if (!(await putFile(cache, fileKey(repo, rev, f.name), new Blob([f.body])))) unkept.push(f.name);
+    manifest.files.push({ name: f.name, bytes: f.body.length });
+  }
+  // The weights, each kept whole once it has come: after a Cancel, a second try fetches only the rest.
+  const show = progressShower(repo, 'download', 'Downloading');
+  let done = 0;
+  for (let i = 0; i < weights.length; ++i) {
+    const w = weights[i], key = fileKey(repo, rev, w);
+    if ((await storedBytes(cache, key)) !== sizes[i]) {
+      const res = await get(at(pinned, w), repo, w, signal);
+      if (!res.ok) fail(httpError(repo, w, res));
+      const body = await readBody(res, sizes[i], `${repo}'s ${w}`, (got) => show(w, done + got, weightBytes));
+      if (body.got !== sizes[i]) fail(`${repo}'s ${w} ended after ${body.got} of its ${sizes[i]} bytes`);
+      if (!(await putFile(cache, key, new Blob(body.chunks)))) unkept.push(w);
+    }
+    done += sizes[i];
+    show(w, done, weightBytes, true);
+    manifest.files.push({ name: w, bytes: sizes[i] });
+  }
+  manifest.weights = weights;
+  // The list of files last, and only when every file is in the storage: a second visit trusts it.
+  if (!unkept.length) await putFile(cache, manifestKey(repo, rev), new Blob([JSON.stringify(manifest)]));
+  session.delete(manifestKey(repo, rev));
+  manifest.unkept = unkept.map((f) => `${f} (${formatBytes(manifest.files.find((x) => x.name === f).bytes)})`);
+  return manifest;
+}
+
+// Reads a stored model into the module's file system and opens it.
+async function openStored(repo, rev, manifest, cache, signal) {
+  memoryCheck(repo, manifest);
+  await ensureVocab().catch(() => {});
+  const FS = Module.FS;
+  const dir = '/models/' + repo.replace('/', '--');
+  const remove = () => {
+    try {
+      for (const entry of FS.readdir(dir)) if (entry !== '.' && entry !== '..') FS.unlink(dir + '/' + entry);
+      FS.rmdir(dir);
+    } catch (e) { /* nothing there */ }
+  };
+  remove();
+  try { FS.mkdir('/models'); } catch (e) { /* there already */ }
+  FS.mkdir(dir);
+  const show = progressShower(repo, 'storage', 'Reading');
+  const total = manifest.files.reduce((a, f) => a + f.bytes, 0);
+  let done = 0;
+  try {
+    for (const f of manifest.files) {
+      const r = await match(cache, fileKey(repo, rev, f.name));
+      if (!r) fail(`${repo}'s ${f.name} is no longer in this browser's storage: open it again online`);
+      const path = dir + '/' + f.name;
+      const stream = FS.open(path, 'w');
+      try {
+        FS.truncate(path, f.bytes);  // one allocation, not one per piece
+        const reader = r.body.getReader();
+        let at = 0;
+        for (;;) {
+          const { done: end, value } = await reader.read();
+          if (end) break;
+          if (signal.aborted) throw new DOMException('cancelled', 'AbortError');
+          if (at + value.length > f.bytes) fail(`${repo}'s ${f.name} in this browser's storage is not what was kept`);
+          FS.write(stream, value, 0, value.length, at);
+          at += value.length;
+          show(f.name, done + at, total);
+        }
+        if (at !== f.bytes) fail(`${repo}'s ${f.name} in this browser's storage is not what was kept`);
+      } finally {
+        FS.close(stream);
+      }
+      done += f.bytes;
+      show(f.name, done, total, true);
+      await painted();
+    }
+  } catch (e) {
+    remove();
+    throw e;
+  }
+  showBusy(`Opening ${repo}…`, null, false);
+  await painted();
+  try {
+    return call('attnviz_open_model', JSON.stringify({ kind: 'file', path: dir, seed: 123, train: false }));
+  } finally {
+    // The weights are packed in the module now: the files' bytes are not needed again.
+    for (const w of manifest.weights || []) try { FS.unlink(dir + '/' + w); } catch (e) { /* gone */ }
+    hideBusy();
+    wake();
+  }
+}
+
+// Opens ORG/NAME at `rev`: from this browser's storage when it holds the whole model, else from the hub
+// first. A promise of '' or why not (also shown in the controls); the view keeps what it had.
+export function openHub(repo, { rev = 'main' } = {}) {
+  needModule();
+  return serially(async () => {
+    repo = String(repo);
+    rev = String(rev);
+    if (!REPO.test(repo) || repo.includes('..')) return refuse(`not a model's name on the hub (ORG/NAME): ${repo.slice(0, 80)}`);
+    if (!REV.test(rev) || rev.includes('..')) return refuse(`not a revision: ${rev.slice(0, 80)}`);
+    const controller = new AbortController();
+    setOnCancel(() => controller.abort());
+    try {
+      const cache = await store();
+      const manifest = (await stored(repo, rev)) || (await download(repo, rev, cache, controller.signal));
+      const error = await openStored(repo, rev, manifest, cache, controller.signal);
+      if (error) return error;
+      $('ask').hidden = true;
+      if (manifest.unkept && manifest.unkept.length)
+        call('attnviz_set_message', `${repo} is open, but the browser's storage had no room for ` +
+             `${manifest.unkept.join(', ')}: it is kept until the page closes, and fetched again next time`);
+      return '';
+    } catch (e) {
+      hideBusy();
+      if (controller.signal.aborted)
+        return refuse(`fetching ${repo} was cancelled (the files that came whole are kept: a second try goes on from there)`);
+      if (e instanceof HubError) return refuse(e.message);
+      return refuse(`fetching ${repo} failed: ${e.message}`);
+    } finally {
+      setOnCancel(null);
+    }
+  });
+}

@@ -1,0 +1,282 @@
+// Models from the Hugging Face hub in headless Chromium, from a local imitation of the hub (hub_server.mjs,
+// nothing leaves 127.0.0.1): the Model panel's list with its sizes and nothing fetched before a click, a click
+// that downloads with progress (Range requests for the headers, a redirect to another origin for the
+// weights) and opens the model, the numbers of every architecture equal to the native CLI's on the same
+// files, Cancel that keeps the last good view and a second try that goes on from there, a second visit that
+// opens from the browser's storage with the hub stopped, a model too large refused before its weights
+// download, a 404 or an unknown repository in one line, and hostile answers (a shard named outside the folder,
+// a file shorter than its header, a config.json past its cap) in one line each.
+//   ATTNVIZ_SITE   the built site (default build/wasm-release/web/site)
+//   ATTNVIZ_CLI    a native attnviz-cli (scripts/test passes the release build's) for the comparison
+// The repositories carry the list's names but hold tiny random models of their architectures
+// (tests/fixtures/arch/) with a tiny byte-level tokenizer.json (tests/fixtures/hub/, 67 tokens, fewer than
+// any of those models' vocabularies; Hugging Face's tokenizers gives the same ids).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { repo, start, openPage, load, clean } from './harness.mjs';
+import { startHub } from './hub_server.mjs';
+
+const TEXT = 'A rose is a rose is a rose';
+const tokenizer = readFileSync(join(repo, 'tests', 'fixtures', 'hub', 'tokenizer.json'));
+function folder(dir) {
+  const out = {};
+  for (const f of readdirSync(dir)) if (f !== 'expected.json') out[f] = readFileSync(join(dir, f));
+  return out;
+}
+const arch = (name) => ({ ...folder(join(repo, 'tests', 'fixtures', 'arch', name)), 'tokenizer.json': tokenizer });
+// A safetensors file whose header describes 3.3 GB of float32 (the rest is zeros, made as it is read).
+function tooLarge() {
+  const json = Buffer.from(JSON.stringify({ 'model.embed_tokens.weight': { dtype: 'F32', shape: [100000, 8192],
+                                                                           data_offsets: [0, 3276800000] } }));
+  const head = Buffer.alloc(8 + json.length);
+  head.writeBigUInt64LE(BigInt(json.length));
+  json.copy(head, 8);
+  return { head, size: head.length + 3276800000 };
+}
+const llama = arch('llama');
+const REPOS = {
+  'openai-community/gpt2': folder(join(repo, 'tests', 'fixtures', 'gpt', 'hf-folder')),  // vocab.json + merges.txt
+  'HuggingFaceTB/SmolLM2-135M': llama,
+  'Qwen/Qwen2.5-0.5B': arch('qwen2_sharded'),  // an index and two shards
+  'Qwen/Qwen3-0.6B': arch('qwen3'),
+  'google/gemma-3-270m': arch('gemma3'),
+  'EleutherAI/pythia-160m': arch('pythia'),
+  'test/too-large': { 'config.json': llama['config.json'], 'tokenizer.json': tokenizer, 'model.safetensors': tooLarge() },
+  'test/no-weights': { 'config.json': llama['config.json'], 'tokenizer.json': tokenizer },
+  // Hostile answers: an index naming a shard outside the folder, a weights file shorter than its header says,
+  // a config.json of 2 MB.
+  'test/bad-shard': { 'config.json': llama['config.json'], 'tokenizer.json': tokenizer,
+                      'model.safetensors.index.json': Buffer.from(JSON.stringify({ weight_map: { 'lm_head.weight': '../../model.safetensors' } })) },
+  'test/short': { 'config.json': llama['config.json'], 'tokenizer.json': tokenizer,
+                  'model.safetensors': llama['model.safetensors'].subarray(0, 100000) },
+  'test/big-config': { 'config.json': Buffer.alloc(2 << 20, 32), 'model.safetensors': llama['model.safetensors'] },
+};
+
+let env, hub;
+before(async () => {
+  env = await start();
+  hub = await startHub(REPOS);
+});
+after(async () => {
+  await hub?.close();
+  await env?.close();
+});
+
+// The browser logs every failed request itself (a 404 or 401 answered, a stopped server): those are what the
+// tests ask for; any other console error fails them.
+function cleanHub(log) {
+  log.errors = log.errors.filter((e) => !/^Failed to load resource: (the server responded with a status of (404|401)|net::ERR_CONNECTION_REFUSED)/.test(e));
+  clean(log);
+}
+const status = (page) => page.evaluate(() => attnviz.status());
+const open = (page, name) => page.evaluate((n) => attnviz.hub.open(n), name);
+const pageUrl = (h) => `${env.url}?hub=${encodeURIComponent(h.url)}#text=${encodeURIComponent(TEXT)}`;
+
+test('the Model panel lists the models with their sizes; a click downloads one with progress and opens it', async () => {
+  const { page, context, log } = await openPage(env);
+  const mark0 = hub.requests.length;
+  await load(page, pageUrl(hub));
+  await page.waitForFunction(() => attnviz.status().model.hub.models.every((m) => m.y1 > m.y0));
+  const listed = (await status(page)).model.hub;
+  assert.equal(listed.endpoint, hub.url, 'the panel says where models come from when it is not the hub');
+  assert.deepEqual(listed.models.map((m) => m.repo), ['openai-community/gpt2', 'HuggingFaceTB/SmolLM2-135M',
+    'Qwen/Qwen2.5-0.5B', 'Qwen/Qwen3-0.6B', 'google/gemma-3-270m', 'EleutherAI/pythia-160m']);
+  for (const m of listed.models) assert.match(m.note, /about [\d.]+ [MG]B$/, m.repo);
+  assert.equal(hub.requests.length, mark0, 'nothing is fetched before the visitor asks');
+
+  hub.delayMs = 60;  // 16 kB every 60 ms: the progress is seen
+  const row = listed.models.find((m) => m.repo === 'HuggingFaceTB/SmolLM2-135M');
+  await page.mouse.move((row.x0 + row.x1) / 2, (row.y0 + row.y1) / 2);
+  await page.mouse.down();
+  await page.waitForTimeout(50);
+  await page.mouse.up();
+  await page.waitForFunction(() => attnviz.status().model.open, null, { timeout: 60000 });
+  hub.delayMs = 0;
+  const m = (await status(page)).model;
+  assert.equal(m.layers, 2);
+  assert.equal(m.heads, 6);
+  assert.match(m.source.path, /SmolLM2-135M/);
+  assert.equal(m.ids.length, 8, 'the model\'s own tokenizer.json: A, rose, is, a, rose, is, a, rose');
+  await page.waitForFunction(() => attnviz.status().model.thumb_rects.length === 12);
+
+  const loads = (await page.evaluate(() => attnviz.hub.loads)).filter((l) => l.phase === 'download');
+  const size = REPOS['HuggingFaceTB/SmolLM2-135M']['model.safetensors'].length;
+  assert.ok(loads.length >= 3, `${loads.length} progress steps`);
+  assert.ok(loads.every((l) => l.visible && l.total === size), 'the progress bar was on screen, with the exact size');
+  assert.equal(loads.at(-1).loaded, size);
+  for (let i = 1; i < loads.length; ++i) assert.ok(loads[i].loaded >= loads[i - 1].loaded);
+  const seen = hub.requests.slice(mark0);
+  assert.ok(seen.some((r) => r.server === 'cdn' && r.range === 'bytes=0-7'), 'the header was read with a Range request');
+  assert.ok(seen.some((r) => r.server === 'cdn' && r.range === null), 'the weights came from the CDN after the redirect');
+  assert.ok(seen.some((r) => r.path.endsWith('/tokenizer.json')));
+  assert.equal(await page.locator('#busy').isHidden(), true, 'the progress panel is gone');
+  cleanHub(log);
+  await context.close();
+});
+
+test('every architecture\'s numbers are the native CLI\'s on the same files', async (t) => {
+  const cli = process.env.ATTNVIZ_CLI;
+  if (!cli || !existsSync(cli)) {
+    t.skip('ATTNVIZ_CLI is not set (scripts/test sets it)');
+    return;
+  }
+  const { page, context, log } = await openPage(env);
+  await load(page, pageUrl(hub));
+  for (const name of ['openai-community/gpt2', 'HuggingFaceTB/SmolLM2-135M', 'Qwen/Qwen2.5-0.5B', 'Qwen/Qwen3-0.6B',
+                      'google/gemma-3-270m', 'EleutherAI/pythia-160m']) {
+    assert.equal(await open(page, name), '', name);
+    const web = await page.evaluate(() => attnviz.getModelResult());
+    const dir = mkdtempSync(join(tmpdir(), 'attnviz-hub-'));
+    for (const [f, bytes] of Object.entries(REPOS[name])) writeFileSync(join(dir, f), bytes);
+    const native = JSON.parse(execFileSync(cli, ['--model', dir, '--text', TEXT, '--json', '--layers', '0', '--eval'],
+                                           { maxBuffer: 1 << 28 }).toString());
+    assert.deepEqual(web.tokens.map((x) => x.id), native.tokens.map((x) => x.id), name);
+    assert.deepEqual(web.next.map((n) => n.id), native.next.map((n) => n.id), name);
+    for (let k = 0; k < web.next.length; ++k) {
+      assert.ok(Math.abs(web.next[k].probability - native.next[k].probability) < 1e-5, name);
+      assert.ok(Math.abs(web.next[k].logit - native.next[k].logit) < 1e-4, name);
+    }
+    const [a, b] = [web.layers[0].heads, native.layers[0].heads];
+    assert.equal(a.length, b.length, name);
+    let worst = 0;
+    for (let h = 0; h < a.length; ++h)
+      a[h].weights.flat().forEach((w, i) => { worst = Math.max(worst, Math.abs(w - b[h].weights.flat()[i])); });
+    assert.ok(worst < 1e-5, `${name}: layer 0's weights differ by ${worst}`);
+  }
+  cleanHub(log);
+  await context.close();
+});
+
+test('Cancel mid-download keeps the last good view; a second try fetches only what did not come', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, pageUrl(hub));
+  assert.equal(await open(page, 'google/gemma-3-270m'), '');
+  const good = (await status(page)).model;
+  hub.delayMs = 150;
+  const name = 'Qwen/Qwen2.5-0.5B';
+  const pending = open(page, name);
+  // Cancelled once the second shard (in the index's order) is coming: the first is whole in the storage by then.
+  const handle = await page.waitForFunction((n) => {
+    const files = [...new Set(attnviz.hub.loads.filter((l) => l.repo === n && l.phase === 'download').map((l) => l.file))];
+    return files.length === 2 && files[1];
+  }, name);
+  const second = await handle.jsonValue();
+  await page.click('#busy-cancel');
+  const why = await pending;
+  hub.delayMs = 0;
+  assert.match(why, /^fetching Qwen\/Qwen2\.5-0\.5B was cancelled/);
+  const s = await status(page);
+  assert.equal(s.message, why, 'the controls say it');
+  assert.equal(s.model.source.path, good.source.path, 'the view keeps the model it had');
+  assert.equal(s.model.generation, good.generation);
+  assert.equal(await page.evaluate((n) => attnviz.hub.stored(n), name), null, 'no partial model counts as kept');
+
+  const mark = hub.requests.length;
+  assert.equal(await open(page, name), '');
+  const again = hub.requests.slice(mark).filter((r) => r.server === 'hub' && r.path.endsWith('.safetensors') && !r.range);
+  assert.deepEqual(again.map((r) => r.path.slice(r.path.lastIndexOf('/') + 1)), [second],
+                   'only the shard that had not come is fetched again');
+  assert.equal((await status(page)).model.layers, 2);
+  cleanHub(log);
+  await context.close();
+});
+
+test('a second visit opens from the browser\'s storage with the hub stopped', async () => {
+  const own = await startHub({ 'HuggingFaceTB/SmolLM2-135M': llama, 'Qwen/Qwen3-0.6B': arch('qwen3') });
+  const { page, context, log } = await openPage(env);
+  await load(page, pageUrl(own));
+  assert.equal(await open(page, 'HuggingFaceTB/SmolLM2-135M'), '');
+  const first = await page.evaluate(() => attnviz.getModelResult());
+  await own.close();  // offline from here on
+  const count = own.requests.length;
+  await page.reload();  // the same browser, a new visit
+  await page.evaluate(() => attnviz.ready);
+  const kept = await page.evaluate(() => attnviz.hub.stored('HuggingFaceTB/SmolLM2-135M'));
+  assert.ok(kept && kept.files.some((f) => f.name === 'model.safetensors'), 'the model is in the storage');
+  assert.equal(await open(page, 'HuggingFaceTB/SmolLM2-135M'), '');
+  const second = await page.evaluate(() => attnviz.getModelResult());
+  assert.deepEqual(second.next, first.next, 'the same model, read from the storage');
+  assert.equal(own.requests.length, count, 'nothing was asked of the hub');
+  const phases = new Set((await page.evaluate(() => attnviz.hub.loads)).map((l) => l.phase));
+  assert.deepEqual([...phases], ['storage']);
+  // A model that was never fetched cannot open offline: one line, and the view stays.
+  const why = await open(page, 'Qwen/Qwen3-0.6B');
+  assert.match(why, /^127\.0\.0\.1:\d+ could not be reached for Qwen\/Qwen3-0\.6B's config\.json .*: the page is offline/);
+  assert.ok(!why.includes('\n'));
+  assert.match((await status(page)).model.source.path, /SmolLM2-135M/);
+  cleanHub(log);
+  await context.close();
+});
+
+test('a model too large for the page is refused with its sizes before its weights download', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, pageUrl(hub));
+  const mark = hub.requests.length;
+  const why = await open(page, 'test/too-large');
+  assert.match(why, /^test\/too-large needs 3\.\d GB as float32 \(6\.\d GB while it loads, a download of 3\.\d GB\): the page can hold [\d.]+ [GM]B; use the desktop app \(attnviz-cli download test\/too-large\)$/);
+  const cdn = hub.requests.slice(mark).filter((r) => r.server === 'cdn');
+  assert.ok(cdn.length >= 2 && cdn.every((r) => r.range !== null), 'only its header was read');
+  assert.equal((await status(page)).model.open, false);
+  cleanHub(log);
+  await context.close();
+});
+
+test('a 404, an unknown repository and a bad endpoint each give one line', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, pageUrl(hub));
+  const missing = await open(page, 'test/no-weights');
+  assert.match(missing, /^test\/no-weights has no model\.safetensors \(nor model\.safetensors\.index\.json\) at main on 127\.0\.0\.1:\d+: the page reads safetensors weights only$/);
+  assert.equal((await status(page)).message, missing);
+  const unknown = await open(page, 'nobody/nothing');
+  assert.match(unknown, /^nobody\/nothing is not on 127\.0\.0\.1:\d+, or is gated or private \(HTTP 401\)/);
+  assert.match(await open(page, '../etc'), /^not a model's name on the hub \(ORG\/NAME\)/);
+  assert.match(await page.evaluate(() => attnviz.hub.setEndpoint('ftp://example')), /must be an http\(s\) URL/);
+  assert.equal(await page.evaluate(() => attnviz.hub.endpoint()), hub.url, 'the endpoint stays');
+  for (const w of [missing, unknown]) assert.ok(!w.includes('\n'));
+  assert.equal((await status(page)).model.open, false);
+  cleanHub(log);
+  await context.close();
+});
+
+test('hostile answers each give one line: a shard outside the folder, a file shorter than its header, a huge config.json', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, pageUrl(hub));
+  assert.match(await open(page, 'test/bad-shard'),
+               /^test\/bad-shard's index names a shard that is not a plain \.safetensors file name: \.\.\/\.\.\/model\.safetensors$/);
+  assert.match(await open(page, 'test/short'),
+               /^test\/short's model\.safetensors is 100000 bytes on 127\.0\.0\.1:\d+ but its header describes 162744$/);
+  assert.match(await open(page, 'test/big-config'), /^test\/big-config's config\.json is larger than the 1\.0 MB it should be$/);
+  assert.equal((await status(page)).model.open, false);
+  for (const r of ['test/bad-shard', 'test/short', 'test/big-config'])
+    assert.equal(await page.evaluate((n) => attnviz.hub.stored(n), r), null, r);
+  cleanHub(log);
+  await context.close();
+});
+
+test('a storage without room for the weights: the model opens, kept in the tab only, and says so', async () => {
+  // The browser refuses the weights as a full quota does (a private window's quota is small).
+  const init = () => {
+    const put = Cache.prototype.put;
+    Cache.prototype.put = function (key, response) {
+      if (/\.safetensors$/.test(String(key))) return Promise.reject(new DOMException('the quota is full', 'QuotaExceededError'));
+      return put.call(this, key, response);
+    };
+  };
+  const { page, context, log } = await openPage(env, { init });
+  await load(page, pageUrl(hub));
+  assert.equal(await open(page, 'EleutherAI/pythia-160m'), '');
+  const s = await status(page);
+  assert.equal(s.model.layers, 2);
+  assert.match(s.message, /^EleutherAI\/pythia-160m is open, but the browser's storage had no room for model\.safetensors \([\d.]+ kB\): it is kept until the page closes, and fetched again next time$/);
+  assert.equal(await page.evaluate(() => attnviz.hub.stored('EleutherAI/pythia-160m')), null, 'not counted as kept');
+  // In the same tab it opens again without the hub's weights.
+  const mark = hub.requests.length;
+  assert.equal(await open(page, 'EleutherAI/pythia-160m'), '');
+  assert.ok(!hub.requests.slice(mark).some((r) => r.path.endsWith('.safetensors') && !r.range), 'the weights were not fetched again');
+  cleanHub(log);
+  await context.close();
+});
