@@ -155,7 +155,7 @@ async function weightsHeader(url, repo, file, signal) {
   }
   if (!header || typeof header !== 'object' || Array.isArray(header))
     fail(`${repo}'s ${file} is not a safetensors file: its header is not an object`);
-  let numel = 0, end = 0;
+  let numel = 0, numel16 = 0, end = 0;
   for (const [key, t] of Object.entries(header)) {
     if (key === '__metadata__') continue;
     const ok = t && Array.isArray(t.shape) && t.shape.every((d) => Number.isSafeInteger(d) && d >= 0) &&
@@ -166,6 +166,7 @@ async function weightsHeader(url, repo, file, signal) {
     if (DTYPE_BYTES[t.dtype] && count * DTYPE_BYTES[t.dtype] !== t.data_offsets[1] - t.data_offsets[0])
       fail(`${repo}'s ${file}: the tensor "${String(key).slice(0, 60)}" does not fill its offsets`);
     numel += count;
+    if (t.dtype === 'BF16' || t.dtype === 'F16') numel16 += count;
     end = Math.max(end, t.data_offsets[1]);
   }
   const bytes = 8 + n + end;
@@ -173,7 +174,7 @@ async function weightsHeader(url, repo, file, signal) {
     fail(`${repo}'s ${file}: its header describes more data than a file holds`);
   if (head.size !== null && head.size !== bytes)
     fail(`${repo}'s ${file} is ${head.size} bytes on ${host()} but its header describes ${bytes}`);
-  return { bytes, numel };
+  return { bytes, numel, numel16 };
 }
 
 // The browser's storage: the Cache API where the page has it (a secure context: https or 127.0.0.1),
@@ -248,11 +249,15 @@ export async function forget(repo, rev = 'main') {
   return !!m;
 }
 
+// What the engine holds: GPT-2's weights widened to float32; other architectures keep BF16 / F16 matrices in 16
+// bits (engine/include/attnviz/io/gpt_file.hpp, keep_16bit), and the files are held too while they load.
 function memoryCheck(repo, m) {
-  const floats = m.numel * 4, need = floats + m.weightBytes;  // packed float32, and the files while they load
+  const kept16 = m.keeps16 && m.numel16 ? m.numel16 : 0;
+  const floats = (m.numel - kept16) * 4 + kept16 * 2, need = floats + m.weightBytes;
   const free = attnviz.status().memory.free;
   if (!(need <= free))
-    fail(`${repo} needs ${formatBytes(floats)} as float32 (${formatBytes(need)} while it loads, a download of ` +
+    fail(`${repo} needs ${formatBytes(floats)} ${kept16 ? 'with its 16-bit weights kept 16-bit' : 'as float32'} ` +
+         `(${formatBytes(need)} while it loads, a download of ` +
          `${formatBytes(m.weightBytes)}): the page can hold ${formatBytes(free)}; use the desktop app ` +
          `(attnviz-cli download ${repo})`);
 }
@@ -313,15 +318,22 @@ async function download(repo, rev, cache, signal) {
     files.push({ name: 'model.safetensors.index.json', body: index.body });
   }
   const sizes = [];
-  let numel = 0, weightBytes = 0;
+  let numel = 0, numel16 = 0, weightBytes = 0;
   for (const w of weights) {
     showBusy(`Reading the header of ${repo}'s ${w}…`, null, true);
     const h = first && w === 'model.safetensors' ? first : await weightsHeader(at(pinned, w), repo, w, signal);
     sizes.push(h.bytes);
     numel += h.numel;
+    numel16 += h.numel16;
     weightBytes += h.bytes;
   }
-  const manifest = { repo, rev, commit: pinned === rev ? null : pinned, endpoint, numel, weightBytes, files: [] };
+  let keeps16 = false;
+  try {
+    const type = JSON.parse(new TextDecoder().decode(config.body)).model_type;
+    keeps16 = typeof type === 'string' && type !== 'gpt2';
+  } catch (e) { /* the engine says what is wrong with it when it opens */ }
+  const manifest = { repo, rev, commit: pinned === rev ? null : pinned, endpoint, numel, numel16, keeps16, weightBytes,
+                     files: [] };
   memoryCheck(repo, manifest);
   // The tokenizer: tokenizer.json, else GPT-2's vocab.json + merges.txt.
   const tok = await small(pinned, 'tokenizer.json', MAX_TOKENIZER);
