@@ -327,7 +327,8 @@ TEST_CASE("arch views: the Model panel's line and parameter count, from config.j
   }
   CHECK(format_parameters(36608) == "36,608 parameters");
   CHECK(format_parameters(1) == "1 parameter");
-  CHECK(format_parameters(999'999) == "999,999 parameters");
+  CHECK(format_parameters(99'999) == "99,999 parameters");
+  CHECK(format_parameters(136'960) == "0.1 M parameters");
   CHECK(format_parameters(124'439'808) == "124.4 M parameters");
 }
 

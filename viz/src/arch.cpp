@@ -115,7 +115,7 @@ std::string arch_line(const GptConfig& c) {
 
 std::string format_parameters(std::int64_t n) {
   char buf[48];
-  if (n >= 1'000'000) {
+  if (n >= 100'000) {
     std::snprintf(buf, sizeof buf, "%.1f M parameters", static_cast<double>(n) / 1e6);
     return buf;
   }

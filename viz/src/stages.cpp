@@ -236,14 +236,16 @@ std::vector<ShapeStep> shape_strip(const Result& r, const LayerSteps& l) {
   if (!l.any()) return base;
   const int T = r.tokens_count(), H = r.shape.heads, hd = r.shape.head_dim;
   const int KV = l.kv_heads > 0 ? l.kv_heads : H;
+  const int projected = static_cast<int>(QkStep::projected), normed = static_cast<int>(QkStep::normed),
+            rotated = static_cast<int>(QkStep::rotated);
   std::vector<ShapeStep> strip = {{StageId::inputs, "x", dims({1, T, r.config.d_in})},
-                                  {StageId::queries, "x W_q", dims({1, T, H * hd})},
-                                  {StageId::keys, "x W_k, x W_v", dims({1, T, KV * hd})},
-                                  {StageId::queries, "split heads: q", dims({1, H, T, hd})},
-                                  {StageId::keys, "k, v", dims({1, KV, T, hd})}};
-  if (l.q_normed) strip.push_back({StageId::queries, "q/k norm", dims({1, H, T, hd})});
-  strip.push_back({StageId::queries, "RoPE", dims({1, H, T, hd})});
-  if (KV < H) strip.push_back({StageId::keys, "repeat k, v", dims({1, H, T, hd})});
+                                  {StageId::queries, "x W_q", dims({1, T, H * hd}), projected},
+                                  {StageId::keys, "x W_k, x W_v", dims({1, T, KV * hd}), projected},
+                                  {StageId::queries, "split heads: q", dims({1, H, T, hd}), projected},
+                                  {StageId::keys, "k, v", dims({1, KV, T, hd}), projected}};
+  if (l.q_normed) strip.push_back({StageId::queries, "q/k norm", dims({1, H, T, hd}), normed});
+  strip.push_back({StageId::queries, "RoPE", dims({1, H, T, hd}), rotated});
+  if (KV < H) strip.push_back({StageId::keys, "repeat k, v", dims({1, H, T, hd}), rotated});
   const auto scores =
       std::find_if(base.begin(), base.end(), [](const ShapeStep& st) { return st.stage == StageId::scores; });
   strip.insert(strip.end(), scores, base.end());

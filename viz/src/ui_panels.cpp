@@ -397,10 +397,13 @@ void draw_stepper(App& app) {
       ImGui::SameLine(0.0f, 6.0f);
       if (ImGui::GetCursorScreenPos().x + ImGui::CalcTextSize(text.c_str()).x > right) ImGui::NewLine();
     }
-    const bool here = strip[i].stage == app.view.stage ||
-                      (strip[i].stage == StageId::queries &&
-                       (app.view.stage == StageId::keys || app.view.stage == StageId::values)) ||
-                      (strip[i].stage == StageId::masked && app.view.stage == StageId::scaled);
+    // A rotary layer's q and k: the tensors at the step shown.
+    const bool here = (qk_stage && strip[i].qk_step >= 0)
+                          ? strip[i].qk_step == static_cast<int>(app.view.qk_step)
+                          : strip[i].stage == app.view.stage ||
+                                (strip[i].stage == StageId::queries &&
+                                 (app.view.stage == StageId::keys || app.view.stage == StageId::values)) ||
+                                (strip[i].stage == StageId::masked && app.view.stage == StageId::scaled);
     if (here)
       ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.3f, 1.0f), "%s", text.c_str());
     else

@@ -32,7 +32,8 @@ std::string mask_label(const Shape& s);  // the same from a layer's result ("no 
 // SwiGLU · RMSNorm", with what else the description chooses (head width, rope scaling, sliding windows, q/k
 // norms, the scale, residual layout).
 std::string arch_line(const GptConfig& c);
-// "124.4 M parameters" from a million on (as the description always said), "31,712 parameters" below.
+// "124.4 M parameters" from 0.1 M on (as the description always said), "31,712 parameters" below (a test
+// model's "0.0 M" said nothing).
 std::string format_parameters(std::int64_t n);
 
 // The attention sink per layer: the mean over the layer's heads of HeadScores::first (each head's mean over

@@ -70,6 +70,7 @@ struct ShapeStep {
   StageId stage;      // the stage that shows this tensor
   std::string label;  // e.g. "q k^T"
   std::string shape;  // e.g. "(1, 2, 6, 6)"
+  int qk_step = -1;   // a rotary layer's q and k at this QkStep (its int value); -1 for every other tensor
 };
 std::vector<ShapeStep> shape_strip(const Result& r);
 
