@@ -382,11 +382,28 @@ TEST_CASE("arch views: the grid labels grouped heads, draws a sink bar per layer
   ui.frame(app);
   ui.hover(app, 2, T - 1, 0);
   CHECK(app.view.hover == Cell{true, 2, T - 1, 0});
+  // A narrow window: Llama's six "q5 · kv1" labels no longer fit one line over their thumbnails, so each
+  // takes two ("q5" over "kv1"), and one line again when there is room.
+  app.model_view.layer = -1;
+  app.session.text = ids_text(read_json(kArch / "llama" / "expected.json"));
+  REQUIRE(open_model(app, arch_choice("llama")).is_ok());
+  ui.frame(app);
+  ui.frame(app);
+  CHECK_FALSE(app.model_view.header_two_lines);
+  ImGui::GetIO().DisplaySize = ImVec2(700, 500);
+  ui.frame(app);
+  ui.frame(app);
+  CHECK(app.model_view.header_two_lines);
+  CHECK(app.model_view.thumbs.size() == 12u);
+  CHECK(app.model_view.sinks.size() == 2u);
+  ImGui::GetIO().DisplaySize = ImVec2(1280, 800);
   // GPT-2 has no q/k steps: a step asked for falls back to the rotated (the only) q and k.
+  REQUIRE(app.view.qk_step == QkStep::projected);
   ModelChoice c;
   c.kind = ModelKind::file;
   c.path = std::string(ATTNVIZ_FIXTURES_DIR) + "/gpt/hf-folder";
   app.view.stage = StageId::queries;
+  app.model_view.layer = 0;  // GPT-2's layer 0 opened
   REQUIRE(open_model(app, c).is_ok());
   ui.frame(app);
   ui.frame(app);
