@@ -1,5 +1,6 @@
 #include "attnviz/viz/explain.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -39,9 +40,12 @@ CellExplain explain(const Result& r, StageId s, int head, int row, int col) {
       (m.square ? "column " + std::to_string(col) + " '" + e.col_token + "'" : e.col_token);
   e.text = where + "\n";
   if (!m.square) {
-    e.text += s == StageId::context ? fmt("context = sum over %g tokens of weight[i, t] x v[t, d] = %.6g\n",
-                                          r.shape.causal ? row + 1 : r.tokens_count(), e.value)
-                                    : fmt("value %.6g\n", e.value);
+    // The keys a row sees: every one, the causal prefix, or the last `window` of it.
+    int seen = r.shape.causal ? row + 1 : r.tokens_count();
+    if (r.shape.causal && r.shape.window > 0) seen = std::min(seen, r.shape.window);
+    e.text += s == StageId::context
+                  ? fmt("context = sum over %g tokens of weight[i, t] x v[t, d] = %.6g\n", seen, e.value)
+                  : fmt("value %.6g\n", e.value);
     return e;
   }
 
@@ -57,15 +61,21 @@ CellExplain explain(const Result& r, StageId s, int head, int row, int col) {
   e.scale = r.shape.scale;
   e.text += std::string(qn) + "_i . " + kn + "_j = " + fmt("%.6g", e.dot) +
             fmt(" (sum of %g products)\n", static_cast<double>(e.terms.size()));
-  if (r.shape.has_weights)
+  if (r.shape.has_weights && standard_scale(r))
     e.text += fmt("x 1/sqrt(%g) = x %.6g -> %.6g\n", r.shape.head_dim, e.scale, e.dot * e.scale);
+  else if (r.shape.has_weights)  // the model's own scale (Gemma 3's query_pre_attn_scalar)
+    e.text += fmt("x %.6g (1/sqrt(%.6g), the model's scale) -> %.6g\n", e.scale,
+                  1.0 / (static_cast<double>(e.scale) * e.scale), e.dot * e.scale);
 
   // the softmax over the row, from the kept raw scores when the run has them
   const int T = r.tokens_count();
   const float* raw = r.scores.empty() ? nullptr : r.scores.slice(head) + static_cast<std::size_t>(row) * T;
   e.scaled = r.masked(row, col) ? -std::numeric_limits<float>::infinity()
                                 : (raw ? raw[col] : static_cast<float>(e.dot)) * e.scale;
-  if (r.masked(row, col)) e.text += "masked: column after the row's token -> -inf, weight 0\n";
+  if (r.masked(row, col))
+    e.text += col > row
+                  ? std::string("masked: column after the row's token -> -inf, weight 0\n")
+                  : fmt("masked: outside the sliding window of %g keys -> -inf, weight 0\n", r.shape.window);
   if (raw) {
     e.row_max = -std::numeric_limits<float>::infinity();
     for (int j = 0; j < T; ++j)

@@ -7,6 +7,7 @@
 #include "attnviz/enum_names.hpp"
 #include "attnviz/io/gpt_file.hpp"
 #include "attnviz/saturating.hpp"
+#include "attnviz/viz/arch.hpp"
 #include "attnviz/viz/stages.hpp"
 
 namespace attnviz::viz {
@@ -131,12 +132,13 @@ std::string ModelSession::describe() const {
   const std::string source = choice_.kind == ModelKind::seeded
                                  ? choice_.size + ", seeded " + std::to_string(choice_.seed)
                                  : choice_.path;
-  std::snprintf(buf, sizeof buf, "%s: %d layers x %d heads, d %d, context %d, %.1f M parameters%s",
-                source.c_str(), c.n_layers, c.n_heads, c.d_model, c.context_length,
-                static_cast<double>(parameter_count(c, choice_.kind == ModelKind::file)) / 1e6,
+  // The output head is counted when the weights have their own (the book's seeded GPTModel, untied files).
+  const GptWeights& w = model_->model.weights();
+  std::snprintf(buf, sizeof buf, "%s: %d layers x %d heads, d %d, context %d, %s%s", source.c_str(),
+                c.n_layers, c.n_heads, c.d_model, c.context_length,
+                format_parameters(parameter_count(c, w.tied())).c_str(),
                 choice_.train ? ", train mode" : ", eval mode");
   // A loaded file also says which config.json it was read with, and what nothing could check.
-  const GptWeights& w = model_->model.weights();
   return buf + (w.config_from.empty() ? "" : "; config: " + w.config_from) +
          (w.note.empty() ? "" : "; " + w.note);
 }
@@ -146,8 +148,12 @@ void ModelSession::set_detail_layer(int layer) {
 }
 
 const Result* ModelSession::layer(int index) const {
-  const GptLayer* l = has_result_ ? result_.layer(index) : nullptr;
+  const GptLayer* l = gpt_layer(index);
   return l ? &l->attention : nullptr;
+}
+
+const GptLayer* ModelSession::gpt_layer(int index) const {
+  return has_result_ ? result_.layer(index) : nullptr;
 }
 
 GptRequest ModelSession::request() const {

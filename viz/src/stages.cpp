@@ -58,6 +58,7 @@ MatrixDesc head_square(const Result& r, const Tensor& t, int head) {
   m.rows = m.cols = T;
   m.row_stride = T;
   m.causal = r.shape.causal;
+  m.window = r.shape.window;
   return m;
 }
 
@@ -67,6 +68,17 @@ StageInfo make_info(const char* title, std::string formula, std::string shape) {
   i.formula = std::move(formula);
   i.shape = std::move(shape);
   return i;
+}
+
+// "q k^T / sqrt(64)" as chapter 3 scales, else the number used: "q k^T x 0.204124".
+std::string scaled_text(const Result& r, const char* scores) {
+  return standard_scale(r) ? std::string(scores) + " / sqrt(" + std::to_string(r.shape.head_dim) + ")"
+                           : std::string(scores) + " x " + num(r.shape.scale);
+}
+
+// What the mask removes: "j > i", and "j <= i - 5" outside a sliding window of 5 keys.
+std::string mask_condition(const Shape& sh) {
+  return sh.window > 0 ? "j > i or j <= i - " + std::to_string(sh.window) : "j > i";
 }
 
 }  // namespace
@@ -99,6 +111,11 @@ bool parse_stage(const std::string& s, StageId& out) {
   return id.has_value();
 }
 
+bool standard_scale(const Result& r) {
+  return !r.shape.has_weights ||
+         r.shape.scale == 1.0f / static_cast<float>(std::sqrt(static_cast<double>(r.shape.head_dim)));
+}
+
 StageInfo stage_info(const Result& r, StageId s) {
   const Shape& sh = r.shape;
   const Config& c = r.config;
@@ -127,15 +144,27 @@ StageInfo stage_info(const Result& r, StageId s) {
       info = make_info("q k^T", sh.has_weights ? "q k^T" : "x x^T", "(b, H, T, T) = " + dims({1, H, T, T}));
       break;
     case StageId::scaled:
-      info = make_info("/ sqrt(d_k)", "q k^T / sqrt(" + dk + ") = q k^T x " + num(sh.scale),
-                       "(b, H, T, T) = " + dims({1, H, T, T}));
+      // A model's own scale (Gemma 3: query_pre_attn_scalar^-1/2) is named by its number and its root.
+      info = standard_scale(r)
+                 ? make_info("/ sqrt(d_k)", "q k^T / sqrt(" + dk + ") = q k^T x " + num(sh.scale),
+                             "(b, H, T, T) = " + dims({1, H, T, T}))
+                 : make_info("x scale",
+                             "q k^T x " + num(sh.scale) + " = q k^T / sqrt(" +
+                                 num(1.0 / (static_cast<double>(sh.scale) * sh.scale)) +
+                                 "): the model's scale, not 1 / sqrt(" + dk + ")",
+                             "(b, H, T, T) = " + dims({1, H, T, T}));
       if (!sh.has_weights) {
         info.available = false;
         info.why_not = "the simplified variant does not scale its scores";
       }
       break;
     case StageId::masked:
-      info = make_info("mask", "masked_fill(j > i, -inf)", "(b, H, T, T) = " + dims({1, H, T, T}));
+      info = make_info(
+          "mask",
+          "masked_fill(" + mask_condition(sh) + ", -inf)" +
+              (sh.window > 0 ? ": causal, within a sliding window of " + std::to_string(sh.window) + " keys"
+                             : ""),
+          "(b, H, T, T) = " + dims({1, H, T, T}));
       if (!sh.causal) {
         info.available = false;
         info.why_not = is_causal(c.variant) ? "the causal mask is turned off"
@@ -144,8 +173,8 @@ StageInfo stage_info(const Result& r, StageId s) {
       break;
     case StageId::weights:
       info = make_info("softmax",
-                       sh.has_weights ? (sh.causal ? "softmax(mask(q k^T / sqrt(" + dk + ")))"
-                                                   : "softmax(q k^T / sqrt(" + dk + "))")
+                       sh.has_weights ? (sh.causal ? "softmax(mask(" + scaled_text(r, "q k^T") + "))"
+                                                   : "softmax(" + scaled_text(r, "q k^T") + ")")
                                       : "softmax(x x^T)",
                        "(b, H, T, T) = " + dims({1, H, T, T}));
       break;
@@ -200,6 +229,97 @@ std::vector<ShapeStep> shape_strip(const Result& r) {
   if (H > 1) strip.push_back({StageId::context, "merge heads", dims({1, T, sh.width})});
   if (sh.out_proj) strip.push_back({StageId::output, "out_proj", dims({1, T, sh.out_width})});
   return strip;
+}
+
+std::vector<ShapeStep> shape_strip(const Result& r, const LayerSteps& l) {
+  std::vector<ShapeStep> base = shape_strip(r);
+  if (!l.any()) return base;
+  const int T = r.tokens_count(), H = r.shape.heads, hd = r.shape.head_dim;
+  const int KV = l.kv_heads > 0 ? l.kv_heads : H;
+  const int projected = static_cast<int>(QkStep::projected), normed = static_cast<int>(QkStep::normed),
+            rotated = static_cast<int>(QkStep::rotated);
+  std::vector<ShapeStep> strip = {{StageId::inputs, "x", dims({1, T, r.config.d_in})},
+                                  {StageId::queries, "x W_q", dims({1, T, H * hd}), projected},
+                                  {StageId::keys, "x W_k, x W_v", dims({1, T, KV * hd}), projected},
+                                  {StageId::queries, "split heads: q", dims({1, H, T, hd}), projected},
+                                  {StageId::keys, "k, v", dims({1, KV, T, hd}), projected}};
+  if (l.q_normed) strip.push_back({StageId::queries, "q/k norm", dims({1, H, T, hd}), normed});
+  strip.push_back({StageId::queries, "RoPE", dims({1, H, T, hd}), rotated});
+  if (KV < H) strip.push_back({StageId::keys, "repeat k, v", dims({1, H, T, hd}), rotated});
+  const auto scores =
+      std::find_if(base.begin(), base.end(), [](const ShapeStep& st) { return st.stage == StageId::scores; });
+  strip.insert(strip.end(), scores, base.end());
+  return strip;
+}
+
+const char* to_string(QkStep s) {
+  switch (s) {
+    case QkStep::projected:
+      return "projected";
+    case QkStep::normed:
+      return "normed";
+    case QkStep::rotated:
+      break;
+  }
+  return "rotated";
+}
+
+std::vector<QkStep> qk_steps(const LayerSteps& l) {
+  if (!l.any()) return {};
+  if (l.q_normed && l.k_normed) return {QkStep::projected, QkStep::normed, QkStep::rotated};
+  return {QkStep::projected, QkStep::rotated};
+}
+
+namespace {
+
+bool has_step(const LayerSteps& l, StageId s, QkStep step) {
+  if ((s != StageId::queries && s != StageId::keys) || !l.any()) return false;
+  return step != QkStep::normed || (l.q_normed && l.k_normed);
+}
+
+}  // namespace
+
+StageInfo qk_step_info(const Result& r, const LayerSteps& l, StageId s, QkStep step) {
+  StageInfo info = stage_info(r, s);
+  if (!has_step(l, s, step)) return info;
+  const bool q = s == StageId::queries;
+  const int T = r.tokens_count(), H = r.shape.heads, hd = r.shape.head_dim;
+  const int KV = l.kv_heads > 0 ? l.kv_heads : H;
+  const std::string name = q ? "q" : "k", proj = name + " = x " + (q ? "W_query" : "W_key");
+  const std::string norm = std::string(q ? "q_norm" : "k_norm");
+  // q is shown per query head; k per key/value head until it is repeated for the query heads that share it.
+  const std::string own_shape =
+      "(b, " + std::string(q ? "H" : "KV") + ", T, hd) = " + dims({1, q ? H : KV, T, hd});
+  switch (step) {
+    case QkStep::projected:
+      info.formula = proj;
+      info.shape = own_shape;
+      break;
+    case QkStep::normed:
+      info.formula = norm + "(" + name + "): " + l.norm;
+      info.shape = own_shape;
+      break;
+    case QkStep::rotated: {
+      const std::string inner = "x " + std::string(q ? "W_query" : "W_key");
+      info.formula = name + " = RoPE(" + (l.q_normed ? norm + "(" + inner + ")" : inner) + "): " + l.rope;
+      if (!q && KV < H) info.formula += "; query head h reads key/value head h / " + std::to_string(H / KV);
+      break;
+    }
+  }
+  return info;
+}
+
+MatrixDesc qk_step_matrix(const Result& r, const LayerSteps& l, StageId s, QkStep step, int head) {
+  if (!has_step(l, s, step) || step == QkStep::rotated) return stage_matrix(r, s, head);
+  const int H = r.shape.heads, hd = r.shape.head_dim;
+  if (head < 0 || head >= H) return {};
+  const bool q = s == StageId::queries;
+  const Tensor* t = step == QkStep::projected ? (q ? l.q_proj : l.k_proj) : (q ? l.q_normed : l.k_normed);
+  const int KV = l.kv_heads > 0 ? l.kv_heads : H;
+  if (KV > H || H % KV != 0) return {};
+  const int col_head = q ? head : head / (H / KV);
+  if (!t || t->rank != 2 || t->shape[0] != r.tokens_count() || t->shape[1] < (col_head + 1) * hd) return {};
+  return head_columns(*t, col_head, hd);
 }
 
 int stage_heads(const Result& r, StageId s) {
@@ -267,14 +387,21 @@ MatrixDesc aggregate(const Result& r, StageId s, Aggregate how, const std::vecto
     for (int h = 0; h < stage_heads(r, s); ++h) picked.push_back(h);
   if (picked.empty() || how == Aggregate::none)
     return picked.empty() ? MatrixDesc{} : stage_matrix(r, s, picked[0]);
+  std::vector<MatrixDesc> matrices;
+  for (int h : picked) matrices.push_back(stage_matrix(r, s, h));
+  return aggregate(matrices, how);
+}
 
-  const MatrixDesc first = stage_matrix(r, s, picked[0]);
-  if (first.empty()) return {};
+MatrixDesc aggregate(const std::vector<MatrixDesc>& picked, Aggregate how) {
+  if (picked.empty()) return {};
+  const MatrixDesc& first = picked[0];
+  if (how == Aggregate::none || first.empty()) return first;
+  for (const MatrixDesc& m : picked)
+    if (m.rows != first.rows || m.cols != first.cols) return {};
   const std::size_t n = static_cast<std::size_t>(first.rows) * static_cast<std::size_t>(first.cols);
   auto out = std::make_shared<std::vector<float>>(
       n, how == Aggregate::max ? -std::numeric_limits<float>::infinity() : 0.0f);
-  for (int h : picked) {
-    const MatrixDesc m = stage_matrix(r, s, h);
+  for (const MatrixDesc& m : picked) {
     for (int i = 0; i < m.rows; ++i) {
       for (int j = 0; j < m.cols; ++j) {
         float& o = (*out)[static_cast<std::size_t>(i) * static_cast<std::size_t>(m.cols) + j];
@@ -301,6 +428,7 @@ MatrixDesc difference(const MatrixDesc& a, const MatrixDesc& b) {
   m.row_stride = m.cols;
   m.square = a.square && b.square;
   m.causal = a.causal && b.causal;
+  m.window = a.window == b.window ? a.window : 0;  // a cell masked on one side only has a difference
   auto out = std::make_shared<std::vector<float>>(static_cast<std::size_t>(m.rows) *
                                                   static_cast<std::size_t>(m.cols));
   for (int i = 0; i < m.rows; ++i)
@@ -336,7 +464,8 @@ MatrixDesc thumbnail(const MatrixDesc& m, int max_side) {
     for (int i = bi * f; i < std::min((bi + 1) * f, m.rows); ++i) {
       const float* row = m.data + static_cast<std::ptrdiff_t>(i) * m.row_stride;
       const int visible = m.causal ? std::min(m.cols, i + 1) : m.cols;
-      for (int j = 0; j < visible; ++j) {
+      const int from = m.causal && m.window > 0 ? std::clamp(i - m.window + 1, 0, visible) : 0;
+      for (int j = from; j < visible; ++j) {
         const float x = row[j] * m.multiplier;
         const bool finite = std::fabs(x) <= std::numeric_limits<float>::max();
         sum[static_cast<std::size_t>(j)] += finite ? x : 0.0f;

@@ -26,9 +26,25 @@ std::string join_heads(const std::vector<int>& heads) {
   return s;
 }
 
-MatrixDesc pick(const Result& r, const ViewState& v, int head) {
-  return v.aggregate == Aggregate::none ? stage_matrix(r, v.stage, head)
-                                        : aggregate(r, v.stage, v.aggregate, v.subset);
+// Whether the view shows q or k at a step other than the rotated one the scores use (a rotary layer).
+bool qk_step_shown(const LayerSteps& steps, const ViewState& v) {
+  return steps.any() && v.qk_step != QkStep::rotated &&
+         (v.stage == StageId::queries || v.stage == StageId::keys);
+}
+
+MatrixDesc one_head(const Result& r, const LayerSteps& steps, const ViewState& v, int head) {
+  return qk_step_shown(steps, v) ? qk_step_matrix(r, steps, v.stage, v.qk_step, head)
+                                 : stage_matrix(r, v.stage, head);
+}
+
+MatrixDesc pick(const Result& r, const LayerSteps& steps, const ViewState& v, int head) {
+  if (v.aggregate == Aggregate::none) return one_head(r, steps, v, head);
+  if (!qk_step_shown(steps, v)) return aggregate(r, v.stage, v.aggregate, v.subset);
+  std::vector<MatrixDesc> picked;
+  for (int h = 0; h < r.shape.heads; ++h)
+    if (v.subset.empty() || std::find(v.subset.begin(), v.subset.end(), h) != v.subset.end())
+      picked.push_back(qk_step_matrix(r, steps, v.stage, v.qk_step, h));
+  return aggregate(picked, v.aggregate);
 }
 
 std::vector<Heatmap> heatmaps_for(const App& app) {
@@ -36,6 +52,7 @@ std::vector<Heatmap> heatmaps_for(const App& app) {
   const ViewState& v = app.view;
   const StageInfo info = stage_info(r, v.stage);
   const int H = stage_heads(r, v.stage);
+  const LayerSteps steps = shown_steps(app);
   std::vector<Heatmap> out;
   const std::string what =
       v.aggregate == Aggregate::none
@@ -49,14 +66,15 @@ std::vector<Heatmap> heatmaps_for(const App& app) {
                              : cs.mode == CompareMode::seed  ? "seed " + std::to_string(cs.seed)
                              : cs.mode == CompareMode::layer ? "layer " + std::to_string(cs.layer)
                                                              : (r.config.mask ? "mask off" : "mask on");
-    Heatmap a{pick(r, v, head), kCompareSlot, "A: " + what};
+    Heatmap a{pick(r, steps, v, head), kCompareSlot, "A: " + what};
     if (!b_result || !compare_error(app).empty()) {  // B's last result is for another A: no B, no A - B
       Heatmap b{MatrixDesc{}, kCompareSlot + 1, "B (" + b_is + ")"};
       b.note = "B cannot be computed: " + compare_error(app);
       return {a, b};
     }
     const Result& rb = *b_result;
-    Heatmap b{info.per_head && head >= stage_heads(rb, v.stage) ? MatrixDesc{} : pick(rb, v, head),
+    Heatmap b{info.per_head && head >= stage_heads(rb, v.stage) ? MatrixDesc{}
+                                                                : pick(rb, compare_steps(app), v, head),
               kCompareSlot + 1, "B (" + b_is + "): " + what};
     if (stage_info(rb, v.stage).available == false) b.m = {};
     Heatmap d{difference(a.m, b.m), kCompareSlot + 2, "A - B"};
@@ -66,12 +84,12 @@ std::vector<Heatmap> heatmaps_for(const App& app) {
     out.push_back({stage_matrix(r, v.stage, 0), kAggregateSlot,
                    v.stage == StageId::inputs ? "shared by every head" : "every head merged"});
   } else if (v.aggregate != Aggregate::none) {
-    out.push_back({aggregate(r, v.stage, v.aggregate, v.subset), kAggregateSlot, what});
+    out.push_back({pick(r, steps, v, 0), kAggregateSlot, what});
   } else if (v.enlarged >= 0 && v.enlarged < H) {
-    out.push_back({stage_matrix(r, v.stage, v.enlarged), v.enlarged, what});
+    out.push_back({one_head(r, steps, v, v.enlarged), v.enlarged, what});
   } else {
     for (int h = 0; h < H; ++h)
-      out.push_back({stage_matrix(r, v.stage, h), h, "head " + std::to_string(h), true});
+      out.push_back({one_head(r, steps, v, h), h, "head " + std::to_string(h), true});
   }
   return out;
 }
@@ -86,7 +104,7 @@ std::string view_key(const App& app) {
                     "/" + std::to_string(app.compare.layer) + "/" +
                     (compare_on(app) ? compare_error(app) : std::string()) + "/" +
                     std::to_string(static_cast<int>(app.compare.mode)) + "/" + to_string(v.stage) + "/" +
-                    to_string(v.aggregate) + "/" + std::to_string(v.enlarged);
+                    to_string(v.aggregate) + "/" + std::to_string(v.enlarged) + "/" + to_string(v.qk_step);
   for (int h : v.subset) key += "," + std::to_string(h);
   return key;
 }
@@ -396,6 +414,11 @@ void draw_legend(const App& app, ImVec2 pos, float height) {
     dl->AddLine(ImVec2(x, yy + 12), ImVec2(x + 12, yy), IM_COL32(150, 150, 160, 255));
     dl->AddText(ImVec2(x + 16, yy - 1), text, "masked");
     yy += fh + 4.0f;
+    if (res.shape.window > 0) {  // a sliding-window layer: the band of keys each row sees
+      const std::string band = "window " + std::to_string(res.shape.window);
+      dl->AddText(ImVec2(x, yy), text, band.c_str());
+      yy += fh + 4.0f;
+    }
   }
   if (v.stage == StageId::dropped) {
     dl->AddRectFilled(ImVec2(x, yy), ImVec2(x + 12, yy + 12), kDroppedColor);
@@ -515,15 +538,34 @@ void draw_cell_info(const App& app, ImVec2 size) {
     ImGui::EndChild();
     return;
   }
-  const Result& r = c.head == kCompareSlot + 1 && compare_on(app) ? *compare_result(app) : view_result(app);
+  const bool b_side = c.head == kCompareSlot + 1 && compare_on(app);
+  const Result& r = b_side ? *compare_result(app) : view_result(app);
+  const LayerSteps steps = b_side ? compare_steps(app) : shown_steps(app);
   const bool single_head = c.head < kAggregateSlot;
   const int head = single_head ? c.head : std::max(0, v.enlarged);
   ImGui::BeginChild("text", ImVec2(size.x * 0.55f, 0), false);
-  if (single_head || (c.head >= kCompareSlot && v.aggregate == Aggregate::none)) {
+  if (qk_step_shown(steps, v) &&
+      (single_head || (c.head >= kCompareSlot && v.aggregate == Aggregate::none)) &&
+      c.head != kCompareSlot + 2) {
+    // q or k before the rotation: the value, and the step that made it.
+    const MatrixDesc m = qk_step_matrix(r, steps, v.stage, v.qk_step, head);
+    const StageInfo info = qk_step_info(r, steps, v.stage, v.qk_step);
+    if (!m.empty() && c.row < m.rows && c.col < m.cols) {
+      ImGui::Text("%s, head %d%s: %.6g", to_string(v.stage), head, v.locked.active ? " (locked)" : "",
+                  static_cast<double>(m.at(c.row, c.col)));
+      const std::string where = "row " + std::to_string(c.row) + " '" +
+                                r.tokens[static_cast<std::size_t>(c.row)] + "', dim " + std::to_string(c.col);
+      ImGui::TextUnformatted(visible_text(where).c_str());
+      ImGui::PushTextWrapPos(0.0f);
+      ImGui::TextUnformatted(info.formula.c_str());
+      ImGui::PopTextWrapPos();
+    }
+  } else if (single_head || (c.head >= kCompareSlot && v.aggregate == Aggregate::none)) {
     const CellExplain e = explain(r, v.stage, std::min(head, stage_heads(r, v.stage) - 1), c.row, c.col);
     if (c.head == kCompareSlot + 2) {
-      const MatrixDesc a = stage_matrix(view_result(app), v.stage, head);
-      const MatrixDesc b = compare_on(app) ? stage_matrix(*compare_result(app), v.stage, head) : MatrixDesc{};
+      const MatrixDesc a = one_head(view_result(app), shown_steps(app), v, head);
+      const MatrixDesc b =
+          compare_on(app) ? one_head(*compare_result(app), compare_steps(app), v, head) : MatrixDesc{};
       if (!a.empty() && !b.empty() && c.row < std::min(a.rows, b.rows) && c.col < std::min(a.cols, b.cols))
         ImGui::Text("A %.6g  -  B %.6g  =  %.6g", static_cast<double>(a.at(c.row, c.col)),
                     static_cast<double>(b.at(c.row, c.col)),
@@ -545,7 +587,7 @@ void draw_cell_info(const App& app, ImVec2 size) {
       char buf[48];
       for (int h = 0; h < stage_heads(r, v.stage); ++h) {
         std::snprintf(buf, sizeof buf, " %d: %.4g", h,
-                      static_cast<double>(stage_matrix(r, v.stage, h).at(c.row, c.col)));
+                      static_cast<double>(one_head(r, steps, v, h).at(c.row, c.col)));
         per += buf;
       }
       ImGui::PushTextWrapPos(0.0f);

@@ -70,6 +70,11 @@ void draw_train_panel(App& app);
 void draw_train_main(App& app, TextureHost& textures, ImVec2 size);
 void step_training(App& app);
 
+// The opened layer's q/k steps (a rotary model's, for the queries and keys stages), and compare B's layer's;
+// empty for GPT-2, chapter 3 and the grid.
+LayerSteps shown_steps(const App& app);
+LayerSteps compare_steps(const App& app);
+
 // Brings a whole model's B up to date (a fork of A's model, or the other seed's).
 void sync_model_compare(App& app);
 

@@ -12,6 +12,7 @@
 
 #include "attnviz/io/gpt_file.hpp"
 #include "attnviz/io/gpt_json.hpp"
+#include "attnviz/viz/arch.hpp"
 #include "attnviz/viz/export.hpp"
 #include "ui_internal.hpp"
 
@@ -82,6 +83,7 @@ const ImVec4 kDimColor{0.6f, 0.6f, 0.65f, 1.0f};
 constexpr int kThumbTexels = 128;    // thumbnails are pooled to at most this many cells a side
 constexpr int kPreviewTexels = 512;  // the hover preview
 constexpr float kNextWidth = 250.0f;
+constexpr float kSinkWidth = 56.0f;  // the attention-sink column's bars, right of the grid
 
 const char* kind_title(ModelKind k) {
   switch (k) {
@@ -155,6 +157,35 @@ void* thumb_texture(App& app, TextureHost& textures, int slot, int layer, int he
   return cached_texture(app, textures, slot, key, m, thumb_colors(app), Range{0.0f, 1.0f});
 }
 
+void centred_sink_header(ImDrawList* dl, ImVec2 at, float width, ImU32 colour) {
+  const char* title = "sink";
+  dl->AddText(ImVec2(at.x + (width - ImGui::CalcTextSize(title).x) * 0.5f, at.y), colour, title);
+}
+
+// One layer's attention-sink bar: filled to `value` of its width, the value printed over it; hover explains.
+void draw_sink(App& app, int layer, float value, ImVec2 at, float width) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float h = ImGui::GetTextLineHeight() + 4.0f;
+  const float v = std::clamp(std::isfinite(value) ? value : 0.0f, 0.0f, 1.0f);
+  const ImVec2 b(at.x + width, at.y + h);
+  dl->AddRectFilled(at, b, IM_COL32(45, 48, 60, 255));
+  dl->AddRectFilled(at, ImVec2(at.x + v * width, b.y), IM_COL32(190, 120, 60, 255));
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(v));
+  dl->AddText(ImVec2(at.x + (width - ImGui::CalcTextSize(buf).x) * 0.5f, at.y + 2.0f),
+              ImGui::GetColorU32(ImGuiCol_Text), buf);
+  app.model_view.sinks.push_back({layer, value, at.x, at.y, b.x, b.y});
+  ImGui::SetCursorScreenPos(at);
+  ImGui::PushID(layer);
+  ImGui::InvisibleButton("sink", ImVec2(width, h));
+  ImGui::PopID();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "layer %d: %.3f of the attention goes to the first token\n(the mean over its heads of each head's "
+        "first-token score: rows after the first)",
+        layer, static_cast<double>(value));
+}
+
 void draw_next_tokens(App& app, ImVec2 size) {
   ImGui::BeginChild("next", size, true);
   ModelSession& ms = app.model;
@@ -198,6 +229,21 @@ void draw_next_tokens(App& app, ImVec2 size) {
 }
 
 }  // namespace
+
+LayerSteps shown_steps(const App& app) {
+  if (!model_mode(app) || app.model_view.layer < 0) return {};
+  const GptLayer* l = app.model.gpt_layer(app.model_view.layer);
+  return l ? layer_steps(app.model.config(), *l) : LayerSteps{};
+}
+
+LayerSteps compare_steps(const App& app) {
+  const Result* b = compare_result(app);
+  if (!b || !model_mode(app)) return {};
+  const ModelSession& mb = app.compare.model_b;
+  for (const GptLayer& l : mb.result().layers)
+    if (&l.attention == b) return layer_steps(mb.config(), l);
+  return {};
+}
 
 void sync_model_compare(App& app) {
   CompareState& cs = app.compare;
@@ -318,6 +364,8 @@ void draw_model_panel(App& app) {
     ImGui::TextColored(kErrorColor, "This link shows the weights file \"%s\": choose it to open the view.",
                        mv.wanted_file.c_str());
   if (model_mode(app)) {
+    // GPT-2's description says it all; the other architectures say what their blocks are made of.
+    if (!app.model.config().gpt2()) ImGui::TextUnformatted(arch_line(app.model.config()).c_str());
     ImGui::TextColored(kDimColor, "%s", app.model.describe().c_str());
     ImGui::TextColored(kDimColor, "opened in %.0f ms", app.model.open_ms());
   }
@@ -366,9 +414,17 @@ void draw_layer_bar(App& app) {
   if (layer != mv.layer && mv.layer >= 0) open_layer(app, layer, app.view.enlarged);
   ImGui::SameLine();
   if (mv.layer < 0) return;
+  if (!app.model.config().gpt2()) {  // GPT-2's layers are all causal, as its header always implied
+    ImGui::TextUnformatted(mask_label(app.model.config(), mv.layer).c_str());
+    ImGui::SameLine();
+  }
   const int head = app.view.enlarged;
   if (const HeadScores* s = kind_of(app, mv.layer, std::max(0, head))) {
-    ImGui::TextColored(kDimColor, "head %d: %s", std::max(0, head), to_string(s->kind));
+    const GptConfig& c = app.model.config();
+    if (grouped_heads(c))
+      ImGui::TextColored(kDimColor, "%s: %s", head_label(c, std::max(0, head)).c_str(), to_string(s->kind));
+    else
+      ImGui::TextColored(kDimColor, "head %d: %s", std::max(0, head), to_string(s->kind));
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", scores_text(*s).c_str());
   }
 }
@@ -412,30 +468,62 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("Hover a head for its scores and a large preview; click it to open its layer");
 
+  const GptConfig& config = ms.config();
+  const bool grouped = grouped_heads(config);
   const float fh = ImGui::GetTextLineHeight();
-  const float left = ImGui::CalcTextSize("L00").x + 10.0f, top = fh + 4.0f, gap = 4.0f;
+  const float left = ImGui::CalcTextSize("L00").x + 10.0f, gap = 4.0f;
+  // Grouped heads are labelled "q7 · kv1" on one line when it fits the widest label, else on two.
+  const float label_w = ImGui::CalcTextSize(head_label(config, H - 1).c_str()).x;
   const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float by_w = (avail.x - left) / static_cast<float>(H) - gap;
-  const float by_h = (avail.y - top) / static_cast<float>(L) - gap - fh;
-  const float side = std::floor(std::clamp(std::min(by_w, by_h), 28.0f, 160.0f));
+  const float by_w = (avail.x - left - kSinkWidth - gap) / static_cast<float>(H) - gap;
+  float top = fh + 4.0f;
+  float side = 0.0f;
+  for (int lines = 1; lines <= (grouped ? 2 : 1); ++lines) {
+    top = fh * static_cast<float>(lines) + 4.0f;
+    const float by_h = (avail.y - top) / static_cast<float>(L) - gap - fh;
+    side = std::floor(std::clamp(std::min(by_w, by_h), 28.0f, 160.0f));
+    mv.header_two_lines = lines == 2;
+    if (label_w <= side + gap) break;
+  }
   mv.thumb_px = static_cast<int>(side);
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
   const ImU32 dim = ImGui::GetColorU32(kDimColor);
+  const auto centred = [&](const std::string& s, float x, float y) {
+    dl->AddText(ImVec2(x + (side - ImGui::CalcTextSize(s.c_str()).x) * 0.5f, y), dim, s.c_str());
+  };
   for (int h = 0; h < H; ++h) {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "h%d", h);
     const float x = p0.x + left + static_cast<float>(h) * (side + gap);
-    dl->AddText(ImVec2(x + (side - ImGui::CalcTextSize(buf).x) * 0.5f, p0.y), dim, buf);
+    if (mv.header_two_lines) {
+      centred("q" + std::to_string(h), x, p0.y);
+      centred("kv" + std::to_string(kv_head_of(config, h)), x, p0.y + fh);
+    } else {
+      centred(head_label(config, h), x, p0.y);
+    }
+    // The query heads that read one key/value head share a bracket under their labels.
+    if (grouped && (h + 1 == H || kv_head_of(config, h + 1) != kv_head_of(config, h))) {
+      int first = h;
+      while (first > 0 && kv_head_of(config, first - 1) == kv_head_of(config, h)) --first;
+      const float x0 = p0.x + left + static_cast<float>(first) * (side + gap), y = p0.y + top - 2.0f;
+      dl->AddLine(ImVec2(x0, y), ImVec2(x + side, y), dim);
+    }
   }
   const float row_h = side + gap + fh;
+  // The attention sink per layer: a bar of the mean of its heads' first-token scores, right of its row.
+  const std::vector<float> sinks = sink_per_layer(ms.kinds());
+  const float sink_x = p0.x + left + static_cast<float>(H) * (side + gap) + gap;
+  centred_sink_header(dl, ImVec2(sink_x, p0.y + top - fh - 4.0f), kSinkWidth, dim);
+  mv.sinks.clear();
   for (int l = 0; l < L; ++l) {
     const int layer = g.layers[static_cast<std::size_t>(l)].index;
     const float y = p0.y + top + static_cast<float>(l) * row_h;
     char buf[16];
     std::snprintf(buf, sizeof buf, "L%d", layer);
     dl->AddText(ImVec2(p0.x, y + (side - fh) * 0.5f), dim, buf);
+    if (layer >= 0 && layer < static_cast<int>(sinks.size()))
+      draw_sink(app, layer, sinks[static_cast<std::size_t>(layer)],
+                ImVec2(sink_x, y + (side - fh) * 0.5f - 2.0f), kSinkWidth);
     for (int h = 0; h < H; ++h) {
       const ImVec2 a(p0.x + left + static_cast<float>(h) * (side + gap), y);
       const ImVec2 b(a.x + side, a.y + side);
@@ -469,7 +557,14 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
         dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), IM_COL32(255, 210, 60, 255), 0.0f, 0,
                     2.0f);
         ImGui::BeginTooltip();
-        ImGui::Text("layer %d, head %d: %s", layer, h, s ? to_string(s->kind) : "");
+        if (config.gpt2()) {
+          ImGui::Text("layer %d, head %d: %s", layer, h, s ? to_string(s->kind) : "");
+        } else {
+          ImGui::Text("layer %d (%s), %s: %s", layer, mask_label(config, layer).c_str(),
+                      grouped ? head_label(config, h).c_str() : ("head " + std::to_string(h)).c_str(),
+                      s ? to_string(s->kind) : "");
+          if (grouped) ImGui::TextColored(kDimColor, "%s", head_sharing(config, h).c_str());
+        }
         if (s) ImGui::TextColored(kDimColor, "%s", scores_text(*s).c_str());
         if (void* big = thumb_texture(app, textures, kPreviewSlot, layer, h, kPreviewTexels)) {
           const float px = std::min(360.0f, std::max(side * 3.0f, 200.0f));
@@ -482,7 +577,7 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
     }
   }
   ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + top + static_cast<float>(L) * row_h));
-  ImGui::Dummy(ImVec2(left + static_cast<float>(H) * (side + gap), 1.0f));
+  ImGui::Dummy(ImVec2(left + static_cast<float>(H) * (side + gap) + gap + kSinkWidth, 1.0f));
   ImGui::EndChild();
   ImGui::SameLine();
   draw_next_tokens(app, ImVec2(0.0f, size.y));

@@ -337,10 +337,31 @@ void draw_controls(App& app) {
   }
 }
 
+namespace {
+
+// The title of a q/k step's button.
+const char* qk_step_title(QkStep s) {
+  switch (s) {
+    case QkStep::projected:
+      return "as projected";
+    case QkStep::normed:
+      return "after q/k norm";
+    case QkStep::rotated:
+      break;
+  }
+  return "after RoPE";
+}
+
+}  // namespace
+
 void draw_stepper(App& app) {
   const Result& r = view_result(app);
+  // A rotary layer's q and k have steps of their own before the product (none for GPT-2 and chapter 3).
+  const LayerSteps steps = shown_steps(app);
+  const std::vector<QkStep> qk = qk_steps(steps);
+  if (std::find(qk.begin(), qk.end(), app.view.qk_step) == qk.end()) app.view.qk_step = QkStep::rotated;
   for (StageId id : all_stages()) {
-    const StageInfo info = stage_info(r, id);
+    const StageInfo info = qk.empty() ? stage_info(r, id) : qk_step_info(r, steps, id, QkStep::rotated);
     if (id != all_stages().front()) ImGui::SameLine(0.0f, 2.0f);
     const bool current = id == app.view.stage;
     if (current) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
@@ -355,10 +376,19 @@ void draw_stepper(App& app) {
   // A stage that became unavailable (e.g. dropout after switching to eval) falls back to the weights.
   if (!stage_info(r, app.view.stage).available) app.view.stage = StageId::weights;
 
-  const StageInfo info = stage_info(r, app.view.stage);
+  const bool qk_stage = app.view.stage == StageId::queries || app.view.stage == StageId::keys;
+  if (!qk.empty() && qk_stage) {
+    ImGui::TextUnformatted(app.view.stage == StageId::queries ? "q:" : "k:");
+    for (QkStep step : qk) {
+      ImGui::SameLine(0.0f, 6.0f);
+      if (ImGui::RadioButton(qk_step_title(step), app.view.qk_step == step)) app.view.qk_step = step;
+    }
+  }
+  const StageInfo info = !qk.empty() && qk_stage ? qk_step_info(r, steps, app.view.stage, app.view.qk_step)
+                                                 : stage_info(r, app.view.stage);
   ImGui::Text("%s    %s", info.formula.c_str(), info.shape.c_str());
   // The shape strip, the current stage's tensor highlighted.
-  const std::vector<ShapeStep> strip = shape_strip(r);
+  const std::vector<ShapeStep> strip = shape_strip(r, steps);
   const float right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
   for (std::size_t i = 0; i < strip.size(); ++i) {
     const std::string text = (i ? "-> " : "") + strip[i].label + " " + strip[i].shape;
@@ -367,10 +397,13 @@ void draw_stepper(App& app) {
       ImGui::SameLine(0.0f, 6.0f);
       if (ImGui::GetCursorScreenPos().x + ImGui::CalcTextSize(text.c_str()).x > right) ImGui::NewLine();
     }
-    const bool here = strip[i].stage == app.view.stage ||
-                      (strip[i].stage == StageId::queries &&
-                       (app.view.stage == StageId::keys || app.view.stage == StageId::values)) ||
-                      (strip[i].stage == StageId::masked && app.view.stage == StageId::scaled);
+    // A rotary layer's q and k: the tensors at the step shown.
+    const bool here = (qk_stage && strip[i].qk_step >= 0)
+                          ? strip[i].qk_step == static_cast<int>(app.view.qk_step)
+                          : strip[i].stage == app.view.stage ||
+                                (strip[i].stage == StageId::queries &&
+                                 (app.view.stage == StageId::keys || app.view.stage == StageId::values)) ||
+                                (strip[i].stage == StageId::masked && app.view.stage == StageId::scaled);
     if (here)
       ImGui::TextColored(ImVec4(1.0f, 0.85f, 0.3f, 1.0f), "%s", text.c_str());
     else

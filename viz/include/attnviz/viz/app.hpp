@@ -38,7 +38,8 @@ constexpr int kCompareSlot = 2000;  // + 0 (A), 1 (B), 2 (A - B)
 
 struct ViewState {
   StageId stage = StageId::weights;
-  int enlarged = -1;  // the head shown alone; -1 shows the grid of every head
+  QkStep qk_step = QkStep::rotated;  // the queries and keys stages of a rotary layer: which step they show
+  int enlarged = -1;                 // the head shown alone; -1 shows the grid of every head
   Aggregate aggregate = Aggregate::none;
   std::vector<int> subset;  // heads the aggregate covers; empty: all
   ColorOptions color;
@@ -121,6 +122,15 @@ struct ModelView {
     float x0, y0, x1, y1;
   };
   std::vector<Thumb> thumbs;
+  // The attention-sink column beside the grid in the last frame: per layer, the mean of its heads'
+  // first-token scores and where its bar landed.
+  struct Sink {
+    int layer;
+    float value;
+    float x0, y0, x1, y1;
+  };
+  std::vector<Sink> sinks;
+  bool header_two_lines = false;  // the grid's head labels did not fit one line (for tests)
 };
 
 // Training slots: kTrainSlot + layer * kThumbStride + head.

@@ -109,6 +109,8 @@ class ModelSession {
   const GptResult& result() const { return result_; }
   // One layer's chapter-3 result (every stage when it is the detail layer); null when the pass has none.
   const Result* layer(int index) const;
+  // The whole layer (its q/k steps besides the attention); null when the pass has none.
+  const GptLayer* gpt_layer(int index) const;
   // The pieces of the sentence as labels (leading spaces as ·) and their ids.
   const std::vector<std::string>& pieces() const { return pieces_; }
   const std::vector<int>& ids() const { return result_.ids; }
