@@ -34,13 +34,6 @@ struct ArchName {
 constexpr ArchName kArchs[] = {
     {"llama", kLlama}, {"qwen2", kQwen2}, {"qwen3", kQwen3}, {"gemma3_text", kGemma3}, {"gpt_neox", kNeox}};
 
-std::string shown(const json& v) {
-  if (v.is_string()) return quote(v.get_ref<const std::string&>());
-  if (v.is_object()) return "an object";
-  if (v.is_array()) return "an array";
-  return v.dump();
-}
-
 // What has been read so far.
 struct Reading {
   Arch arch;

@@ -68,14 +68,6 @@ class KeyChecker {
   }
 };
 
-// A value for a message: strings quoted and cut, numbers and literals as written, containers by kind.
-std::string shown(const json& v) {
-  if (v.is_string()) return quote(v.get_ref<const std::string&>());
-  if (v.is_object()) return "an object";
-  if (v.is_array()) return "an array";
-  return v.dump();
-}
-
 // The state of one reading: what the weights hold, what has been stated so far.
 struct Reading {
   const GptWeightFacts& w;
@@ -361,6 +353,13 @@ constexpr Default kGpt2Defaults[] = {{kVocab, "vocab_size", 50257},
                                      {kHeads, "n_head", 12}};
 
 }  // namespace
+
+std::string shown(const nlohmann::json& v) {
+  if (v.is_string()) return quote(v.get_ref<const std::string&>());
+  if (v.is_object()) return "an object";
+  if (v.is_array()) return "an array";
+  return v.dump();
+}
 
 Status parse_strict_json(const std::string& where, std::string_view text, nlohmann::json& out) {
   const auto fail = [&](const std::string& m) {

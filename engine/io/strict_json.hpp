@@ -12,4 +12,7 @@ namespace attnviz {
 
 Status parse_strict_json(const std::string& where, std::string_view text, nlohmann::json& out);
 
+// A value for a message: strings quoted and cut, numbers and literals as written, containers by kind.
+std::string shown(const nlohmann::json& v);
+
 }  // namespace attnviz
