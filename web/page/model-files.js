@@ -82,7 +82,10 @@ export function setReadChunk(bytes) {
   readChunk = Math.max(1024, bytes | 0);
 }
 export const loads = [];
-const TOKENIZER = new Set(['vocab.json', 'merges.txt', 'encoder.json', 'vocab.bpe', 'config.json']);
+// The files read beside the weights, each with the engine's own cap (hub.js has the same), checked before it is
+// read: a tokenizer (tokenizer.json, which the engine prefers, else GPT-2's two files) and config.json.
+const SIDE_FILES = new Map([['tokenizer.json', 64 << 20], ['vocab.json', 64 << 20], ['merges.txt', 64 << 20],
+                            ['encoder.json', 64 << 20], ['vocab.bpe', 64 << 20], ['config.json', 1 << 20]]);
 export async function loadModelFiles(files, folder) {
   needModule();
   return serially(async () => {
@@ -111,6 +114,9 @@ export async function loadModelFiles(files, folder) {
     if (!(need <= free))
       return refuse(`${name} needs ${formatBytes(floats)} as float32 (${formatBytes(need)} while it loads): ` +
                     `the page can hold ${formatBytes(free)}; use the desktop app (attnviz --model PATH)`);
+    for (const f of list)
+      if (SIDE_FILES.has(f.name) && f.size > SIDE_FILES.get(f.name))
+        return refuse(`${f.name} is larger than the ${formatBytes(SIDE_FILES.get(f.name))} it should be`);
     await ensureVocab().catch(() => {});  // a file without its own vocabulary uses GPT-2's
     const dir = '/models/' + name;
     const FS = Module.FS;
@@ -124,7 +130,7 @@ export async function loadModelFiles(files, folder) {
     try { FS.mkdir('/models'); } catch (e) { /* there already */ }
     FS.mkdir(dir);
     for (const f of list)
-      if (TOKENIZER.has(f.name)) FS.writeFile(dir + '/' + f.name, new Uint8Array(await f.arrayBuffer()));
+      if (SIDE_FILES.has(f.name)) FS.writeFile(dir + '/' + f.name, new Uint8Array(await f.arrayBuffer()));
     cancelled = false;
     const path = dir + '/model.safetensors';
     const stream = FS.open(path, 'w');
