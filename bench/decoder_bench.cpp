@@ -1,8 +1,8 @@
 // attnviz-decoder-bench: a model folder of another architecture (llama, qwen2, qwen3, gemma3_text, gpt_neox;
-// bench/torch_decoder_peer.py writes ones of real models' shapes with random weights). Prints the load time and
-// memory, one keystroke at T = 64 (a token appended: the incremental pass, every layer's weights kept, as the
-// model view redraws every head) and the full forward pass at T = 64 and 128 (every layer's weights and every
-// position's logits, what the PyTorch peer computes), with the instruction set and the FMA peak.
+// bench/torch_decoder_peer.py writes ones of real models' shapes with random weights). Prints the load time
+// and memory, one keystroke at T = 64 (a token appended: the incremental pass, every layer's weights kept, as
+// the model view redraws every head) and the full forward pass at T = 64 and 128 (every layer's weights and
+// every position's logits, what the PyTorch peer computes), with the instruction set and the FMA peak.
 //
 //   attnviz-decoder-bench --model DIR [--threads N] [--isa NAME] [--widen]
 #include <algorithm>
@@ -25,7 +25,8 @@ namespace {
 std::vector<int> ids_of(int T, int vocab) {
   std::vector<int> ids;
   for (int i = 0; i < T; ++i)
-    ids.push_back(static_cast<int>((2654435761u * static_cast<unsigned>(i + 1)) % static_cast<unsigned>(vocab)));
+    ids.push_back(
+        static_cast<int>((2654435761u * static_cast<unsigned>(i + 1)) % static_cast<unsigned>(vocab)));
   return ids;
 }
 
@@ -91,8 +92,9 @@ int main(int argc, char** argv) {
       times.push_back(now() - a);
     }
     std::sort(times.begin(), times.end());
-    std::printf("one keystroke at T = %d (a token appended, every head's weights kept): %.1f ms (median of %zu)\n",
-                T, times[times.size() / 2] * 1e3, times.size());
+    std::printf(
+        "one keystroke at T = %d (a token appended, every head's weights kept): %.1f ms (median of %zu)\n", T,
+        times[times.size() / 2] * 1e3, times.size());
   }
   for (int T : {64, 128}) {
     const std::vector<int> ids = ids_of(T, c.vocab_size);
@@ -106,9 +108,11 @@ int main(int argc, char** argv) {
         },
         3.0, 3);
     const double flops = forward_flops(c, T, 0, true);
-    std::printf("full forward T = %d (every layer's weights, every position's logits): %.1f ms, %.1f GFLOP/s = %.0f%% "
-                "of the FMA peak\n",
-                T, s * 1e3, flops / s / 1e9, peak > 0 ? 100.0 * flops / s / peak : 0.0);
+    std::printf(
+        "full forward T = %d (every layer's weights, every position's logits): %.1f ms, %.1f GFLOP/s = "
+        "%.0f%% "
+        "of the FMA peak\n",
+        T, s * 1e3, flops / s / 1e9, peak > 0 ? 100.0 * flops / s / peak : 0.0);
   }
   return 0;
 }

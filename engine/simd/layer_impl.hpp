@@ -189,12 +189,10 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
 // n 16-bit weights widened exactly into floats: BF16 is a float's high half; F16 (IEEE half) becomes its
 // exponent and mantissa moved into place, scaled by 2^112 (which also makes its subnormals normal floats),
 // with infinities and NaN set apart. Plain loops the compiler vectorizes.
-inline void widen_halves(const std::uint16_t* src, std::size_t n, bool bf16, float* dst) {
+// `dst` holds the floats' bits (the micro-kernels read it through vector loads only).
+inline void widen_halves(const std::uint16_t* src, std::size_t n, bool bf16, std::uint32_t* dst) {
   if (bf16) {
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint32_t bits = static_cast<std::uint32_t>(src[i]) << 16;
-      std::memcpy(dst + i, &bits, 4);
-    }
+    for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<std::uint32_t>(src[i]) << 16;
     return;
   }
   for (std::size_t i = 0; i < n; ++i) {
@@ -205,8 +203,7 @@ inline void widen_halves(const std::uint16_t* src, std::size_t n, bool bf16, flo
     f *= 0x1p112f;
     std::memcpy(&bits, &f, 4);
     if (em >= 0x7C00u) bits = (em << 13) | 0x7F800000u;
-    bits |= sign;
-    std::memcpy(dst + i, &bits, 4);
+    dst[i] = bits | sign;
   }
 }
 
@@ -225,7 +222,8 @@ void gemm16(int m0, int m1, int p0, int p1, int N, int K, const float* a, int ld
             std::size_t bstride, const float* bias, float* c, int ldc) {
   constexpr int NR = nr_of<A>(), MR = mr_of<A>(), KC = 4096 / NR;
   static constexpr auto kMicroKernels = micro_kernels<A>(std::make_integer_sequence<int, MR>{});
-  alignas(64) static thread_local float buf[KC * NR];
+  alignas(64) static thread_local std::uint32_t buf[KC * NR];
+  const float* panel = reinterpret_cast<const float*>(buf);
   for (int k0 = 0; k0 < K; k0 += KC) {
     const int kb = lesser<A>(KC, K - k0);
     for (int p = p0; p < p1; ++p) {
@@ -236,7 +234,7 @@ void gemm16(int m0, int m1, int p0, int p1, int N, int K, const float* a, int ld
       for (int i = m0; i < m1; i += MR) {
         const float* ai = a + static_cast<std::size_t>(i) * lda + k0;
         float* ci = c + static_cast<std::size_t>(i) * ldc + p * NR;
-        kMicroKernels[lesser<A>(MR, m1 - i)](kb, ai, lda, buf, ci, ldc, n_valid, bb, k0 > 0);
+        kMicroKernels[lesser<A>(MR, m1 - i)](kb, ai, lda, panel, ci, ldc, n_valid, bb, k0 > 0);
       }
     }
   }
@@ -301,7 +299,10 @@ void softmax_row(const float* s, int n, int T, float scale, float* scaled, float
 template <class A>
 void parallel_gemm(ThreadPool& pool, int M, int N, int K, const float* a, const float* b, const float* bias,
                    float* c, HalfPanels b16 = {}) {
-  constexpr int NR = nr_of<A>(), kRows = 96, kPanels = 4;
+  // 16-bit panels are widened once per row tile: taller tiles widen them fewer times (a 16 kB K block of a
+  // panel then serves up to 192 rows).
+  constexpr int NR = nr_of<A>(), kPanels = 4;
+  const int kRows = b16.p ? 192 : 96;
   const int pn = panels(N, NR);
   const int row_tiles = (M + kRows - 1) / kRows, panel_tiles = (pn + kPanels - 1) / kPanels;
   // Tasks walk the row tiles of one panel tile before the next, so each slice of B (a weight matrix, often
