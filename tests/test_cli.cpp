@@ -155,8 +155,7 @@ TEST_CASE("--tokenize prints GPT-2's ids of --text as a JSON array") {
   CHECK(r.err.empty());
   CHECK(cli({"--tokenize", "--text", "", "--vocab", ATTNVIZ_GPT2_DIR}).out == "[]\n");
   check_refused({"--tokenize", "--text", "bad \xff", "--vocab", ATTNVIZ_GPT2_DIR}, "not valid UTF-8");
-  check_refused({"--tokenize", "--vocab", "/nonexistent/vocab"},
-                "no vocabulary in '/nonexistent/vocab'");
+  check_refused({"--tokenize", "--vocab", "/nonexistent/vocab"}, "no vocabulary in '/nonexistent/vocab'");
 }
 
 TEST_CASE("numbers are decimal and seeds are torch.manual_seed's") {
