@@ -343,7 +343,7 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
   app.add_option("--resume", a.resume, "start from this checkpoint folder (its model and AdamW state)");
   app.add_option("--vocab", a.vocab_dir, "the tokenizer's folder (default: GPT-2's)");
   app.add_flag("--json", a.json, "JSON lines: one per evaluation, per sample, and one at the end");
-  app.add_option("--isa", exec_args.isa, "kernels: auto, scalar (the reference), sse4.2, avx2, avx512")
+  app.add_option("--isa", exec_args.isa, "kernels: auto, scalar (the reference), sse4.2, avx2, avx512, neon")
       ->capture_default_str();
   app.add_option("--threads", exec_args.threads, "worker threads (0: every hardware thread)")
       ->transform(decimal_int());

@@ -172,7 +172,7 @@ void add_config_options(CLI::App& app, ConfigArgs& a) {
       ->capture_default_str();
   app.add_flag("--eval", a.eval, "evaluation mode: no dropout");
   app.add_flag("--no-mask", a.no_mask, "turn the causal mask off (causal, wrapper, mha)");
-  app.add_option("--isa", a.isa, "kernels: auto | avx512 | avx2 | sse4.2 | scalar (the reference)")
+  app.add_option("--isa", a.isa, "kernels: auto | avx512 | avx2 | sse4.2 | neon | scalar (the reference)")
       ->capture_default_str();
   app.add_option("--threads", a.threads, "threads for the fast kernels (0: all)")
       ->capture_default_str()
@@ -254,7 +254,8 @@ Status config_from_args(const ConfigArgs& a, Config& c, Exec& exec) {
 Status exec_from_args(const ConfigArgs& a, Exec& exec) {
   exec = Exec{};
   const std::optional<Isa> isa = parse_isa(a.isa);
-  if (!isa) return Status::fail("unknown isa " + quote(a.isa) + " (auto, avx512, avx2, sse4.2, scalar)");
+  if (!isa)
+    return Status::fail("unknown isa " + quote(a.isa) + " (auto, avx512, avx2, sse4.2, neon, scalar)");
   exec.isa = *isa;
   if (a.threads < 0 || a.threads > kMaxThreads)
     return Status::fail("--threads must be between 0 (every hardware thread) and " +

@@ -121,7 +121,7 @@ TEST_CASE("bad input: one clear line on stderr and exit status 1") {
   check_refused({"--inputs", temp_file("bad7.json", "[[3e38, 3e38]]"), "--variant", "simplified"},
                 "not finite");
   check_refused({"--inputs", temp_file("bad8.json", "[[1, 2]]"), "--d-in", "3"}, "does not match");
-  check_refused({"--isa", "neon"}, "unknown isa 'neon'");
+  check_refused({"--isa", "sve"}, "unknown isa 'sve'");
   check_refused({"--threads", "-2"}, "--threads must be between 0 (every hardware thread) and 256 (got -2)");
   check_refused({"--threads", "100000"},
                 "--threads must be between 0 (every hardware thread) and 256 (got 100000)");

@@ -2,6 +2,8 @@
 // bits for every thread count.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
 #include "attnviz/engine.hpp"
 #include "check.hpp"
 #include "simd/isas.hpp"
@@ -20,7 +22,7 @@ struct IsaTag {
   static constexpr Isa isa = I;
 };
 using Simd128 = IsaTag<Isa::simd128>;
-// Every x86-64 ISA with kernels (simd/isas.hpp), then SIMD128.
+// Every x86-64 and ARM64 ISA with kernels (simd/isas.hpp), then SIMD128.
 #define ATTNVIZ_ISA_TAG(id, arch, width, name) IsaTag<Isa::id>,
 
 // A single-threaded WebAssembly build runs every thread count on one thread.
@@ -57,7 +59,7 @@ struct Case {
 }  // namespace
 
 TEST_CASE_TEMPLATE("fast kernels match the reference on odd shapes", Tag,
-                   ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_TAG) Simd128) {
+                   ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_TAG) ATTNVIZ_ARM_ISAS(ATTNVIZ_ISA_TAG) Simd128) {
   if (!available(Tag::isa)) {
     MESSAGE(std::string(to_string(Tag::isa)) << " is not available on this processor: skipped");
     return;
@@ -135,6 +137,14 @@ TEST_CASE("ISA selection: automatic picks the best, unavailable ones fall back, 
   for (Isa i : isas) CHECK(resolve(i) == i);
   CHECK(resolve_threads(3) == expected_threads(3));
   CHECK(resolve_threads(0) >= 1);
+#if defined(__aarch64__)
+  // Every AArch64 processor has NEON: an ARM64 build runs its kernels unless ATTNVIZ_MAX_ISA lowers the ISA.
+  if (!std::getenv("ATTNVIZ_MAX_ISA")) CHECK(isas.front() == Isa::neon);
+#endif
+  for (Isa i : {Isa::scalar, Isa::sse4_2, Isa::avx2, Isa::avx512, Isa::simd128, Isa::neon}) {
+    CAPTURE(to_string(i));
+    CHECK(parse_isa(to_string(i)) == i);
+  }
 }
 
 TEST_CASE("packed weights are reused, and repacked when made for another ISA") {

@@ -39,6 +39,8 @@ bool spin(F&& ready) {
     if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return false;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
 #endif
   }
 }

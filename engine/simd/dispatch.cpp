@@ -19,7 +19,7 @@ namespace {
 constexpr EnumName<Isa> kIsaNames[] = {
     {Isa::automatic, "auto"},
     {Isa::scalar, "scalar"},
-    ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_NAME){Isa::simd128, "simd128"},
+    ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_NAME) ATTNVIZ_ARM_ISAS(ATTNVIZ_ISA_NAME){Isa::simd128, "simd128"},
 };
 #undef ATTNVIZ_ISA_NAME
 
@@ -50,9 +50,9 @@ namespace {
 
 }  // namespace
 
-// ATTNVIZ_MAX_ISA=avx2 (or sse4.2, scalar) makes this process run as on a processor without the ISAs above
-// it, and ATTNVIZ_HARDWARE_THREADS=N as on one with N hardware threads: scripts/test runs the native suites
-// so, to prove no expected value depends on the machine it runs on.
+// ATTNVIZ_MAX_ISA=avx2 (or sse4.2, scalar; on ARM64, scalar) makes this process run as on a processor without
+// the ISAs above it, and ATTNVIZ_HARDWARE_THREADS=N as on one with N hardware threads: scripts/test runs the
+// native suites so, to prove no expected value depends on the machine it runs on.
 const std::vector<Isa>& available_isas() {
   static const std::vector<Isa> isas = [] {
     std::vector<Isa> v;
@@ -64,12 +64,17 @@ const std::vector<Isa>& available_isas() {
   if (arch::version() <= best) v.push_back(Isa::id);
     ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_DETECT)
 #undef ATTNVIZ_ISA_DETECT
+#elif defined(__aarch64__)
+#define ATTNVIZ_ISA_ALWAYS(id, arch, width, name) v.push_back(Isa::id);
+    ATTNVIZ_ARM_ISAS(ATTNVIZ_ISA_ALWAYS)
+#undef ATTNVIZ_ISA_ALWAYS
 #endif
     v.push_back(Isa::scalar);
     if (const char* cap = std::getenv("ATTNVIZ_MAX_ISA"); cap && *cap) {
       const std::optional<Isa> max = parse_isa(cap);
       if (!max || *max == Isa::automatic) {
-        std::fputs("attnviz: ATTNVIZ_MAX_ISA ignored: not one of avx512, avx2, sse4.2, scalar\n", stderr);
+        std::fputs("attnviz: ATTNVIZ_MAX_ISA ignored: not one of avx512, avx2, sse4.2, neon, scalar\n",
+                   stderr);
       } else {
         // The enum lists the ISAs from weakest to strongest after scalar.
         v.erase(std::remove_if(v.begin(), v.end(),
@@ -118,6 +123,7 @@ int panel_width(Isa isa) {
   case Isa::id:                                  \
     return width;
     ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_WIDTH)
+    ATTNVIZ_ARM_ISAS(ATTNVIZ_ISA_WIDTH)
 #undef ATTNVIZ_ISA_WIDTH
     default:
       return 8;
@@ -136,6 +142,12 @@ R with_arch(Isa isa, F&& f) {
   case Isa::id:                                 \
     return f(arch{});
     ATTNVIZ_X86_ISAS(ATTNVIZ_ISA_CALL)
+#undef ATTNVIZ_ISA_CALL
+#elif defined(__aarch64__)
+#define ATTNVIZ_ISA_CALL(id, arch, width, name) \
+  case Isa::id:                                 \
+    return f(arch{});
+    ATTNVIZ_ARM_ISAS(ATTNVIZ_ISA_CALL)
 #undef ATTNVIZ_ISA_CALL
 #endif
     default:

@@ -104,6 +104,12 @@ extern template void fast_gemm::operator()<xsimd::sse4_1>(xsimd::sse4_1, int, in
                                                           const float*, float*, ThreadPool*) const;
 extern template double fma_probe::operator()<xsimd::sse4_1>(xsimd::sse4_1, long, float*) const;
 extern template void fast_rows::operator()<xsimd::sse4_1>(xsimd::sse4_1, const RowJob&) const;
+#elif defined(__aarch64__)
+extern template void fast_layer::operator()<xsimd::neon64>(xsimd::neon64, const LayerJob&) const;
+extern template void fast_gemm::operator()<xsimd::neon64>(xsimd::neon64, int, int, int, const float*,
+                                                          const float*, float*, ThreadPool*) const;
+extern template double fma_probe::operator()<xsimd::neon64>(xsimd::neon64, long, float*) const;
+extern template void fast_rows::operator()<xsimd::neon64>(xsimd::neon64, const RowJob&) const;
 #else
 extern template void fast_rows::operator()<xsimd::avx512bw>(xsimd::avx512bw, const RowJob&) const;
 extern template void fast_rows::operator()<xsimd::fma3<xsimd::avx2> >(xsimd::fma3<xsimd::avx2>,

@@ -14,6 +14,7 @@ enum class Isa {
   avx2,     // fma3<avx2>
   avx512,   // avx512bw
   simd128,  // WebAssembly SIMD128 (the only SIMD ISA of a WASM build)
+  neon,     // ARM64 NEON (neon64; every aarch64 processor has it)
 };
 
 struct Exec {
@@ -22,7 +23,8 @@ struct Exec {
 };
 
 const char* to_string(Isa isa);
-// The ISA named as to_string names it ("auto", "scalar", "sse4.2", "avx2", "avx512", "simd128").
+// The ISA named as to_string names it ("auto", "scalar", "sse4.2", "avx2", "avx512", "simd128",
+// "neon").
 std::optional<Isa> parse_isa(std::string_view s);
 // The ISAs this build and this processor can run, best first (always ends with scalar).
 const std::vector<Isa>& available_isas();
