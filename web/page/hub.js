@@ -8,7 +8,7 @@
 // Before any weights are downloaded, their safetensors headers are read with Range requests: the exact size
 // of the download and of the float32 weights, checked against what the page can hold (web/src/budget.cpp).
 import { $, call, formatBytes, needModule, wake } from './module.js';
-import { ensureVocab, hideBusy, painted, refuse, serially, setOnCancel, showBusy } from './model-files.js';
+import { ensureVocab, freshModelDir, hideBusy, painted, refuse, serially, setOnCancel, showBusy } from './model-files.js';
 
 export const HUB = 'https://huggingface.co';
 
@@ -380,15 +380,7 @@ async function openStored(repo, rev, manifest, cache, signal) {
   await ensureVocab().catch(() => {});
   const FS = Module.FS;
   const dir = '/models/' + repo.replace('/', '--');
-  const remove = () => {
-    try {
-      for (const entry of FS.readdir(dir)) if (entry !== '.' && entry !== '..') FS.unlink(dir + '/' + entry);
-      FS.rmdir(dir);
-    } catch (e) { /* nothing there */ }
-  };
-  remove();
-  try { FS.mkdir('/models'); } catch (e) { /* there already */ }
-  FS.mkdir(dir);
+  const remove = freshModelDir(dir);
   const show = progressShower(repo, 'storage', 'Reading');
   const total = manifest.files.reduce((a, f) => a + f.bytes, 0);
   let done = 0;

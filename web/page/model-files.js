@@ -86,6 +86,22 @@ export const loads = [];
 // read: a tokenizer (tokenizer.json, which the engine prefers, else GPT-2's two files) and config.json.
 const SIDE_FILES = new Map([['tokenizer.json', 64 << 20], ['vocab.json', 64 << 20], ['merges.txt', 64 << 20],
                             ['encoder.json', 64 << 20], ['vocab.bpe', 64 << 20], ['config.json', 1 << 20]]);
+// An empty folder `dir` under /models in the module's file system (what an earlier open left there removed);
+// returns the function that removes it again.
+export function freshModelDir(dir) {
+  const FS = Module.FS;
+  const remove = () => {
+    try {
+      for (const entry of FS.readdir(dir)) if (entry !== '.' && entry !== '..') FS.unlink(dir + '/' + entry);
+      FS.rmdir(dir);
+    } catch (e) { /* nothing there */ }
+  };
+  remove();
+  try { FS.mkdir('/models'); } catch (e) { /* there already */ }
+  FS.mkdir(dir);
+  return remove;
+}
+
 export async function loadModelFiles(files, folder) {
   needModule();
   return serially(async () => {
@@ -120,15 +136,7 @@ export async function loadModelFiles(files, folder) {
     await ensureVocab().catch(() => {});  // a file without its own vocabulary uses GPT-2's
     const dir = '/models/' + name;
     const FS = Module.FS;
-    const remove = () => {
-      try {
-        for (const entry of FS.readdir(dir)) if (entry !== '.' && entry !== '..') FS.unlink(dir + '/' + entry);
-        FS.rmdir(dir);
-      } catch (e) { /* nothing there */ }
-    };
-    remove();
-    try { FS.mkdir('/models'); } catch (e) { /* there already */ }
-    FS.mkdir(dir);
+    const remove = freshModelDir(dir);
     for (const f of list)
       if (SIDE_FILES.has(f.name)) FS.writeFile(dir + '/' + f.name, new Uint8Array(await f.arrayBuffer()));
     cancelled = false;
