@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "rng_kernels.hpp"
 #if defined(__x86_64__) && !defined(__EMSCRIPTEN__)
@@ -203,6 +204,13 @@ void Mt19937::seed(std::uint32_t seed) {
     state_[i] = 1812433253u * (prev ^ (prev >> 30)) + static_cast<std::uint32_t>(i);
   }
   index_ = kStateSize;
+  fresh_ = true;
+}
+
+void Mt19937::restore(const std::uint32_t* words, int index, bool fresh) {
+  std::memcpy(state_, words, sizeof state_);
+  index_ = index;
+  fresh_ = fresh;
 }
 
 void Mt19937::twist() {
@@ -216,6 +224,7 @@ void Mt19937::twist() {
   for (int i = n - m; i < n - 1; ++i) state_[i] = next(state_[i], state_[i + 1], state_[i + m - n]);
   state_[n - 1] = next(state_[n - 1], state_[0], state_[m - 1]);
   index_ = 0;
+  fresh_ = false;
 }
 
 void Mt19937::fill(std::uint32_t* out, std::size_t n) {
@@ -232,7 +241,85 @@ void Mt19937::fill(std::uint32_t* out, std::size_t n) {
 
 void TorchGenerator::manual_seed(std::uint64_t seed) {
   engine_.seed(static_cast<std::uint32_t>(seed & 0xFFFFFFFFu));
+  seed_ = seed;
   next_normal_.reset();
+}
+
+// CPUGeneratorImplState on x86-64 (and every little-endian 64-bit build of PyTorch): the legacy part
+// {u64 the_initial_seed; i32 left; i32 seeded; u64 next; u64 state[624]; f64 normal_x, normal_y,
+// normal_rho; i32 normal_is_valid} padded to 5048 bytes, then {f32 next_float_normal_sample; bool valid}
+// padded to 5056. at::mt19937 counts `left` down to the next twist and reads word `next`: after k draws
+// since a twist, left = 625 - k and next = k; after manual_seed, left = 1 and next = 0.
+namespace {
+
+constexpr std::size_t kOffLeft = 8, kOffSeeded = 12, kOffNext = 16, kOffWords = 24, kOffNormalY = 5024,
+                      kOffNormalValid = 5040, kOffFloatValid = 5052;
+
+template <class T>
+void put(std::vector<std::uint8_t>& b, std::size_t at, T v) {
+  std::memcpy(b.data() + at, &v, sizeof v);  // little-endian hosts only (x86-64, ARM64, WebAssembly)
+}
+template <class T>
+T get(const std::uint8_t* b, std::size_t at) {
+  T v;
+  std::memcpy(&v, b + at, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> TorchGenerator::state() const {
+  std::vector<std::uint8_t> b(kTorchRngStateBytes, 0);
+  const int k = engine_.index();
+  put<std::uint64_t>(b, 0, seed_);
+  put<std::int32_t>(b, kOffLeft, Mt19937::kStateSize + 1 - k);
+  put<std::int32_t>(b, kOffSeeded, 1);
+  put<std::uint64_t>(b, kOffNext, engine_.fresh() ? 0 : static_cast<std::uint64_t>(k));
+  for (int i = 0; i < Mt19937::kStateSize; ++i)
+    put<std::uint64_t>(b, kOffWords + 8 * static_cast<std::size_t>(i), engine_.words()[i]);
+  if (next_normal_) {
+    put<double>(b, kOffNormalY, *next_normal_);
+    put<std::int32_t>(b, kOffNormalValid, 1);
+  }
+  return b;
+}
+
+Status TorchGenerator::set_state(const std::uint8_t* b, std::size_t n) {
+  constexpr int N = Mt19937::kStateSize;
+  if (n != kTorchRngStateBytes)
+    return Status::fail("the generator state is " + std::to_string(n) + " bytes, not " +
+                        std::to_string(kTorchRngStateBytes) + " (torch.get_rng_state() of PyTorch 1.13)");
+  const auto left = get<std::int32_t>(b, kOffLeft);
+  const auto seeded = get<std::int32_t>(b, kOffSeeded);
+  const auto next = get<std::uint64_t>(b, kOffNext);
+  if (seeded != 1) return Status::fail("the generator state is not seeded");
+  // left 1: the words are twisted at the next draw (next 0 right after manual_seed, else 624)
+  const bool consistent = left == 1
+                              ? (next == 0 || next == static_cast<std::uint64_t>(N))
+                              : (left > 1 && left <= N && next == static_cast<std::uint64_t>(N + 1 - left));
+  if (!consistent)
+    return Status::fail("the generator state's position is inconsistent (left " + std::to_string(left) +
+                        ", next " + std::to_string(next) + ")");
+  std::uint32_t words[N];
+  for (int i = 0; i < N; ++i) {
+    const auto w = get<std::uint64_t>(b, kOffWords + 8 * static_cast<std::size_t>(i));
+    if (w > 0xFFFFFFFFu)
+      return Status::fail("the generator state's word " + std::to_string(i) + " is not 32-bit");
+    words[i] = static_cast<std::uint32_t>(w);
+  }
+  const auto normal_valid = get<std::int32_t>(b, kOffNormalValid);
+  const auto normal = get<double>(b, kOffNormalY);
+  if (normal_valid != 0 && normal_valid != 1)
+    return Status::fail("the generator state's normal_is_valid is neither 0 nor 1");
+  if (normal_valid == 1 && !std::isfinite(normal))
+    return Status::fail("the generator state's cached normal sample is not a finite number");
+  if (b[kOffFloatValid] != 0)
+    return Status::fail("the generator state caches a float normal sample, which attnviz never draws");
+  engine_.restore(words, N + 1 - left, left == 1 && next == 0);
+  seed_ = get<std::uint64_t>(b, 0);
+  next_normal_.reset();
+  if (normal_valid == 1) next_normal_ = normal;
+  return Status::ok();
 }
 
 std::uint64_t TorchGenerator::random64() {

@@ -9,6 +9,7 @@
 
 #include "attnviz/config.hpp"
 #include "attnviz/exec.hpp"
+#include "attnviz/status.hpp"
 #include "attnviz/tensor.hpp"
 
 namespace attnviz {
@@ -30,6 +31,14 @@ class Mt19937 {
   // The next n outputs, exactly what n calls of operator() would return.
   void fill(std::uint32_t* out, std::size_t n);
 
+  // The state: the 624 words, the index of the next one to temper (kStateSize: twist first), and whether
+  // nothing was drawn since seed() (PyTorch's state tells the two apart: `next` 0 or 624).
+  const std::uint32_t* words() const { return state_; }
+  int index() const { return index_; }
+  bool fresh() const { return fresh_; }
+  // Sets the state; the caller checks index is in 0..kStateSize (and fresh only with kStateSize).
+  void restore(const std::uint32_t* words, int index, bool fresh);
+
  private:
   void twist();
   static std::uint32_t temper(std::uint32_t y) {
@@ -41,7 +50,11 @@ class Mt19937 {
 
   std::uint32_t state_[kStateSize];
   int index_ = kStateSize;
+  bool fresh_ = true;
 };
+
+// The size of torch.get_rng_state() for PyTorch's CPU generator (1.13's CPUGeneratorImplState).
+inline constexpr std::size_t kTorchRngStateBytes = 5056;
 
 class TorchGenerator {
  public:
@@ -61,8 +74,20 @@ class TorchGenerator {
   // r cos(2 pi u1) and caches r sin(2 pi u1) (unscaled) for the next call.
   double normal_double();
 
+  // torch.initial_seed(): the last manual_seed's 64-bit value.
+  std::uint64_t initial_seed() const { return seed_; }
+  // torch.get_rng_state(): PyTorch 1.13's CPUGeneratorImplState, kTorchRngStateBytes little-endian bytes
+  // (docs/torch-rng.md, "The generator's state"): the seed, the Mersenne Twister's words and position, the
+  // cached normal sample.
+  std::vector<std::uint8_t> state() const;
+  // torch.set_rng_state(): the bytes state() writes (or PyTorch's). Untrusted: the size, the position and
+  // the flags are checked and a bad state is refused in one line, leaving the generator as it was. A
+  // cached float normal sample (which this generator never keeps) is refused.
+  Status set_state(const std::uint8_t* bytes, std::size_t n);
+
  private:
   Mt19937 engine_;
+  std::uint64_t seed_ = 0;
   std::optional<double> next_normal_;
 };
 
