@@ -12,6 +12,7 @@
 #include "attnviz/io/bpe.hpp"
 #include "attnviz/io/files.hpp"
 #include "attnviz/io/model_source.hpp"
+#include "attnviz/io/train_text.hpp"
 #include "ui_internal.hpp"
 
 namespace attnviz::viz::ui {
@@ -39,13 +40,14 @@ ImU32 kind_color(HeadKind k) {
   return IM_COL32(45, 45, 50, 255);
 }
 
-// The tokenizer of the text recipes: the open model's, else GPT-2's.
+// The tokenizer of the text recipes: the open model's, else GPT-2's, encoding as the book's GPTDatasetV1 does
+// ("<|endoftext|>" is its id: train_text.hpp).
 Status tokenize(const App& app, const std::string& text, std::vector<int>& ids) {
-  if (app.model.is_open()) return app.model.tokenizer().encode(text, ids);
+  if (app.model.is_open()) return encode_training_text(app.model.tokenizer(), text, ids);
   static Bpe gpt2;
   static Status loaded = Bpe::load_dir(default_vocab_dir(), gpt2);
   if (!loaded.is_ok()) return loaded;
-  return gpt2.encode(text, ids);
+  return encode_training_text(gpt2, text, ids);
 }
 
 }  // namespace
