@@ -12,6 +12,7 @@
 #include "attnviz/io/checkpoint.hpp"
 #include "attnviz/io/files.hpp"
 #include "attnviz/io/model_source.hpp"
+#include "attnviz/io/train_text.hpp"
 #include "attnviz/train.hpp"
 #include "config_args.hpp"
 
@@ -32,8 +33,9 @@ struct TrainArgs {
   double lr = 4e-4, weight_decay = 0.1, train_ratio = 0.9;
   std::optional<int> warmup_steps;
   double initial_lr = 3e-5, min_lr = 1e-6, max_norm = 0.0;
-  std::string task = "book";
+  std::string task = "book", dropout_rng = "cpu";
   int steps = 3000, fixed_distance = 0;
+  std::optional<int> stop_after;
 };
 
 // The progress line on a terminal: step, tokens per second, time left. It goes before any other line.
@@ -115,10 +117,11 @@ Status check_train_memory(const TrainConfig& cfg, int batch_size, std::uint64_t 
 }
 
 // The flags that only one task reads, refused by name with the other.
-constexpr const char* kBookOnlyFlags[] = {"file",           "--text",       "--epochs",        "--stride",
-                                          "--train-ratio",  "--eval-iter",  "--start-context", "--new-tokens",
-                                          "--warmup-steps", "--initial-lr", "--min-lr",        "--max-norm",
-                                          "--resume",       "--vocab",      "--preset"};
+constexpr const char* kBookOnlyFlags[] = {
+    "file",           "--text",       "--epochs",        "--stride",
+    "--train-ratio",  "--eval-iter",  "--start-context", "--new-tokens",
+    "--warmup-steps", "--initial-lr", "--min-lr",        "--max-norm",
+    "--resume",       "--vocab",      "--preset",        "--stop-after"};
 constexpr const char* kInductionOnlyFlags[] = {"--steps", "--fixed-distance"};
 
 std::string head_list(const std::vector<std::vector<HeadScores>>& heads) {
@@ -195,6 +198,7 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
   TrainModel model;
   if (Status st = TrainModel::build(cfg, g, model); !st.is_ok()) return fail(st);
   model.exec = exec;
+  model.dropout_rng = *parse_dropout_rng(a.dropout_rng);
   AdamW opt;
   TrainProgress progress(err, control.progress && !a.json, run.steps);
   bool stopped = false;
@@ -340,7 +344,16 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
       ->transform(decimal_number());
   app.add_option("--out", a.out_dir,
                  "write the trained model here (a folder --model opens, and --resume reads)");
-  app.add_option("--resume", a.resume, "start from this checkpoint folder (its model and AdamW state)");
+  app.add_option("--resume", a.resume,
+                 "continue from this checkpoint folder: its model, AdamW state and, when it has one, its run "
+                 "(the generator, the epoch and the batch)");
+  app.add_option("--stop-after", a.stop_after,
+                 "stop after this step of the run (counted from its start), as Ctrl-C does, writing --out")
+      ->transform(decimal_int());
+  app.add_option("--dropout-rng", a.dropout_rng,
+                 "how dropout draws its masks: cpu (PyTorch without MKL, the book's outputs) or mkl (the "
+                 "official x86-64 wheels); a resumed run keeps its checkpoint's unless given")
+      ->capture_default_str();
   app.add_option("--vocab", a.vocab_dir, "the tokenizer's folder (default: GPT-2's)");
   app.add_flag("--json", a.json, "JSON lines: one per evaluation, per sample, and one at the end");
   app.add_option("--isa", exec_args.isa, "kernels: auto, scalar (the reference), sse4.2, avx2, avx512, neon")
@@ -367,6 +380,8 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
 
   if (a.task != "book" && a.task != "induction")
     return fail(Status::fail("--task " + quote(a.task) + " is not book or induction"));
+  if (!parse_dropout_rng(a.dropout_rng))
+    return fail(Status::fail("--dropout-rng " + quote(a.dropout_rng) + " is not cpu or mkl"));
   if (a.task == "induction") {
     Exec exec;
     if (Status st = exec_from_args(exec_args, exec); !st.is_ok()) return fail(st);
@@ -390,6 +405,7 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
   if (!(a.max_norm >= 0 && std::isfinite(a.max_norm)))
     return fail(Status::fail("--max-norm must be 0 or more"));
   if (a.warmup_steps && *a.warmup_steps < 0) return fail(Status::fail("--warmup-steps must be 0 or more"));
+  if (a.stop_after && *a.stop_after < 1) return fail(Status::fail("--stop-after must be at least 1"));
   if (a.file.empty() && !app.count("--text"))
     return fail(Status::fail("give a text file to train on (or --text)"));
   Exec exec;
@@ -423,15 +439,19 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
   const std::string vocab_dir = a.vocab_dir.empty() ? default_vocab_dir() : a.vocab_dir;
   if (Status st = Bpe::load_dir(vocab_dir, bpe); !st.is_ok()) return fail(st);
   std::vector<int> train_ids, val_ids, start_ids;
-  if (Status st = bpe.encode(train_text, train_ids); !st.is_ok()) return fail(st);
-  if (Status st = bpe.encode(val_text, val_ids); !st.is_ok()) return fail(st);
-  if (Status st = bpe.encode(a.start_context, start_ids); !st.is_ok()) return fail(st);
+  // tiktoken's encode(text, allowed_special={"<|endoftext|>"}), as the book's GPTDatasetV1 and
+  // text_to_token_ids call it; each part on its own, as the book splits the text before tokenizing
+  if (Status st = encode_training_text(bpe, train_text, train_ids); !st.is_ok()) return fail(st);
+  if (Status st = encode_training_text(bpe, val_text, val_ids); !st.is_ok()) return fail(st);
+  if (Status st = encode_training_text(bpe, a.start_context, start_ids); !st.is_ok()) return fail(st);
 
   TrainModel model;
   AdamW opt;
   bool resumed_optimizer = false;
+  std::optional<RunState> resumed;
   if (!a.resume.empty()) {
-    if (Status st = read_checkpoint(a.resume, model, opt, resumed_optimizer); !st.is_ok()) return fail(st);
+    if (Status st = read_checkpoint(a.resume, model, opt, resumed_optimizer, resumed); !st.is_ok())
+      return fail(st);
     cfg = model.config();
     if (Status st = check_train_memory(cfg, a.batch_size, exec_args.memory_budget); !st.is_ok())
       return fail(st);
@@ -458,9 +478,35 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
                              " tokens) is too short for one window of " + std::to_string(ctx + 1) +
                              " tokens: give more text, or a smaller --context-length"));
 
+  // The generator and the run's position: drawn from --seed, or a checkpoint's run continued exactly.
   TorchGenerator g(exec_args.seed);
+  TrainPosition position;
+  const std::uint64_t data_hash = run_data_hash(train, val);
   if (a.resume.empty())
     if (Status st = TrainModel::build(cfg, g, model); !st.is_ok()) return fail(st);
+  model.dropout_rng = *parse_dropout_rng(a.dropout_rng);
+  if (a.resume.empty()) {
+    // a new run: the generator stands where building the model left it
+  } else if (!resumed) {
+    err << "attnviz-cli train: " << quote(a.resume)
+        << " has no run state (an older checkpoint, or one the induction task or the Train panel wrote): its "
+           "model and optimizer go on, the data and dropout stream restarts from --seed at epoch 1\n";
+  } else if (resumed->batch_size != a.batch_size || resumed->train_windows != train.size() ||
+             resumed->val_windows != val.size() || resumed->data_hash != data_hash) {
+    err << "attnviz-cli train: " << quote(a.resume) << "'s run was over other data ("
+        << resumed->train_windows << " training windows of batch " << resumed->batch_size << ", against "
+        << train.size() << " of " << a.batch_size
+        << " now, or other tokens): the data and dropout stream restarts from --seed at epoch 1\n";
+    resumed.reset();
+  } else {
+    if (resumed->position.epoch >= a.epochs)
+      return fail(Status::fail(quote(a.resume) + "'s run has done " +
+                               std::to_string(resumed->position.epoch) +
+                               " epochs: --epochs (the run's total) must be more"));
+    if (Status st = g.set_state(resumed->rng.data(), resumed->rng.size()); !st.is_ok()) return fail(st);
+    position = resumed->position;
+    if (!app.count("--dropout-rng")) model.dropout_rng = resumed->dropout_rng;
+  }
   model.exec = exec;
 
   TrainRun run;
@@ -474,10 +520,11 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
     run.schedule.max_norm = a.max_norm;
   }
   const int total_steps = a.epochs * (train.size() / a.batch_size);
+  const int first_step = position.global_step + 1;
   TrainProgress progress(err, control.progress && !a.json, total_steps);
   bool stopped = false;
-  int steps_done = 0;
-  std::int64_t tokens = 0;
+  int steps_done = first_step;
+  std::int64_t tokens = position.tokens_seen;
   using nlohmann::json;
   TrainEvents events;
   events.eval = [&](int epoch, int step, double tl, double vl, std::int64_t seen) {
@@ -509,20 +556,31 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
     tokens = seen;
     progress.step(steps_done, seen);
     stopped = control.stop && control.stop->load();
-    return !stopped;
+    return !stopped && !(a.stop_after && steps_done >= *a.stop_after);
   };
   const auto start = std::chrono::steady_clock::now();
   if (control.generating) control.generating->store(true);
-  const Status st = train_book(model, opt, train, val, run, g, events);
+  const Status st = train_book(model, opt, train, val, run, g, events, position);
   if (control.generating) control.generating->store(false);
   progress.clear();
   if (!st.is_ok()) return fail(st);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  RunState state;
+  state.position = position;
+  state.rng = g.state();
+  state.dropout_rng = model.dropout_rng;
+  state.batch_size = a.batch_size, state.train_windows = train.size(), state.val_windows = val.size();
+  state.data_hash = data_hash;
   if (!a.out_dir.empty())
-    if (Status w = write_checkpoint(a.out_dir, model, opt, vocab_dir); !w.is_ok()) return fail(w);
+    if (Status w = write_checkpoint(a.out_dir, model, opt, vocab_dir, &state); !w.is_ok()) return fail(w);
   if (a.json) {
-    json done = {{"event", "done"},    {"steps", steps_done}, {"tokens_seen", tokens},
-                 {"seconds", seconds}, {"stopped", stopped},  {"resumed_optimizer", resumed_optimizer}};
+    json done = {{"event", "done"},
+                 {"steps", steps_done},
+                 {"tokens_seen", tokens},
+                 {"seconds", seconds},
+                 {"stopped", stopped},
+                 {"resumed_optimizer", resumed_optimizer},
+                 {"resumed_run", resumed.has_value()}};
     if (!a.out_dir.empty()) done["checkpoint"] = to_valid_utf8(a.out_dir);
     out << done.dump() << '\n';
   } else if (!a.out_dir.empty()) {

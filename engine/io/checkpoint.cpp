@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <tuple>
 #include <vector>
 
 #include "attnviz/io/bpe.hpp"
@@ -75,10 +77,142 @@ std::string number(double x) {
   return buf;
 }
 
+// A strict decimal: digits only (at most 19, no sign, no leading zero but "0"), at most `max`.
+std::optional<std::uint64_t> decimal(const std::string& s, std::uint64_t max) {
+  if (s.empty() || s.size() > 19 || (s.size() > 1 && s[0] == '0')) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (v > max) return std::nullopt;
+  return v;
+}
+
+constexpr const char* kHex = "0123456789abcdef";
+
+// An untrusted metadata value in a message: quoted, and cut after 40 bytes.
+std::string brief(const std::string& s) {
+  return s.size() <= 40 ? quote(s) : quote(s.substr(0, 40)) + "...";
+}
+
 }  // namespace
 
+std::uint64_t run_data_hash(const Windows& train, const Windows& val) {
+  std::uint64_t h = 14695981039346656037ull;
+  const auto mix = [&h](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xFF;
+      h *= 1099511628211ull;
+    }
+  };
+  for (const Windows* w : {&train, &val}) {
+    mix(static_cast<std::uint64_t>(w->max_length));
+    mix(w->starts.size());
+    for (int start : w->starts) mix(static_cast<std::uint64_t>(start));
+    if (w->ids) {
+      mix(w->ids->size());
+      for (int id : *w->ids) mix(static_cast<std::uint64_t>(static_cast<std::uint32_t>(id)));
+    }
+  }
+  return h;
+}
+
+std::map<std::string, std::string> run_state_metadata(const RunState& r) {
+  std::string rng;
+  for (std::uint8_t b : r.rng) rng += kHex[b >> 4], rng += kHex[b & 15];
+  char hash[20];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(r.data_hash));
+  const TrainPosition& p = r.position;
+  return {{"run.version", "1"},
+          {"run.epoch", std::to_string(p.epoch)},
+          {"run.batch", std::to_string(p.batch)},
+          {"run.global_step", std::to_string(p.global_step + 1)},  // steps taken: never negative
+          {"run.tokens_seen", std::to_string(p.tokens_seen)},
+          {"run.sampler_seed", std::to_string(p.sampler_seed)},
+          {"run.batch_size", std::to_string(r.batch_size)},
+          {"run.train_windows", std::to_string(r.train_windows)},
+          {"run.val_windows", std::to_string(r.val_windows)},
+          {"run.data_hash", hash},
+          {"run.dropout_rng", to_string(r.dropout_rng)},
+          {"run.rng_state", rng}};
+}
+
+Status parse_run_state(const std::map<std::string, std::string>& meta, std::optional<RunState>& out) {
+  out.reset();
+  const auto version = meta.find("run.version");
+  if (version == meta.end()) return Status::ok();
+  if (version->second != "1")
+    return Status::fail("its run state is version " + quote(version->second) + ", not 1");
+  const auto text = [&](const char* key, const std::string*& v) -> Status {
+    const auto it = meta.find(key);
+    if (it == meta.end()) return Status::fail(std::string("its run state has no ") + key);
+    v = &it->second;
+    return Status::ok();
+  };
+  const auto whole = [&](const char* key, std::uint64_t max, std::uint64_t& v) -> Status {
+    const std::string* s = nullptr;
+    if (Status st = text(key, s); !st.is_ok()) return st;
+    const std::optional<std::uint64_t> x = decimal(*s, max);
+    if (!x)
+      return Status::fail(std::string("its ") + key + " is " + brief(*s) + ", not a whole number up to " +
+                          std::to_string(max));
+    v = *x;
+    return Status::ok();
+  };
+  constexpr std::uint64_t kInt = 0x7FFFFFFF;
+  std::uint64_t epoch = 0, batch = 0, steps = 0, tokens = 0, seed = 0, batch_size = 0, train_windows = 0,
+                val_windows = 0;
+  for (auto [key, max, into] : {std::tuple{"run.epoch", kInt, &epoch},
+                                {"run.batch", kInt, &batch},
+                                {"run.global_step", kInt, &steps},
+                                {"run.tokens_seen", std::uint64_t{1} << 62, &tokens},
+                                {"run.sampler_seed", (std::uint64_t{1} << 63) - 1, &seed},
+                                {"run.batch_size", kInt, &batch_size},
+                                {"run.train_windows", kInt, &train_windows},
+                                {"run.val_windows", kInt, &val_windows}})
+    if (Status st = whole(key, max, *into); !st.is_ok()) return st;
+  if (batch_size < 1 || train_windows < batch_size)
+    return Status::fail("its run state's batch size " + std::to_string(batch_size) + " does not fit its " +
+                        std::to_string(train_windows) + " training windows");
+  const std::uint64_t batches = train_windows / batch_size;
+  if (batch > batches || epoch * batches + batch != steps)
+    return Status::fail("its run state's position (epoch " + std::to_string(epoch) + ", batch " +
+                        std::to_string(batch) + ", " + std::to_string(steps) +
+                        " steps) is inconsistent with " + std::to_string(batches) + " batches an epoch");
+  RunState r;
+  const std::string* s = nullptr;
+  if (Status st = text("run.data_hash", s); !st.is_ok()) return st;
+  if (s->size() != 16 || s->find_first_not_of(kHex) != std::string::npos)
+    return Status::fail("its run.data_hash is " + brief(*s) + ", not 16 hex digits");
+  r.data_hash = std::stoull(*s, nullptr, 16);
+  if (Status st = text("run.dropout_rng", s); !st.is_ok()) return st;
+  const std::optional<DropoutRng> flavour = parse_dropout_rng(*s);
+  if (!flavour) return Status::fail("its run.dropout_rng is " + brief(*s) + ", not cpu or mkl");
+  r.dropout_rng = *flavour;
+  if (Status st = text("run.rng_state", s); !st.is_ok()) return st;
+  if (s->size() != 2 * kTorchRngStateBytes || s->find_first_not_of(kHex) != std::string::npos)
+    return Status::fail("its run.rng_state is not " + std::to_string(2 * kTorchRngStateBytes) +
+                        " lowercase hex digits");
+  for (std::size_t i = 0; i < s->size(); i += 2)
+    r.rng.push_back(static_cast<std::uint8_t>(std::stoi(s->substr(i, 2), nullptr, 16)));
+  TorchGenerator check;
+  if (Status st = check.set_state(r.rng.data(), r.rng.size()); !st.is_ok())
+    return Status::fail("its run.rng_state: " + st.error);
+  r.position.epoch = static_cast<int>(epoch);
+  r.position.batch = static_cast<int>(batch);
+  r.position.global_step = static_cast<int>(steps) - 1;
+  r.position.tokens_seen = static_cast<std::int64_t>(tokens);
+  r.position.sampler_seed = seed;
+  r.batch_size = static_cast<int>(batch_size);
+  r.train_windows = static_cast<int>(train_windows);
+  r.val_windows = static_cast<int>(val_windows);
+  out = std::move(r);
+  return Status::ok();
+}
+
 Status write_checkpoint(const std::string& dir, const TrainModel& m, const AdamW& opt,
-                        const std::string& vocab_dir) {
+                        const std::string& vocab_dir, const RunState* run) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir, ec)) return Status::fail("cannot create the folder " + quote(dir));
@@ -107,13 +241,14 @@ Status write_checkpoint(const std::string& dir, const TrainModel& m, const AdamW
     opt.exp_avg_sq.each([&](const std::string& name, const Tensor& t) {
       moments.push_back({"exp_avg_sq." + name, &t});
     });
-    const std::map<std::string, std::string> meta = {{"optimizer", "AdamW"},
-                                                     {"step", std::to_string(opt.steps)},
-                                                     {"lr", number(opt.lr)},
-                                                     {"beta1", number(opt.beta1)},
-                                                     {"beta2", number(opt.beta2)},
-                                                     {"eps", number(opt.eps)},
-                                                     {"weight_decay", number(opt.weight_decay)}};
+    std::map<std::string, std::string> meta = {{"optimizer", "AdamW"},
+                                               {"step", std::to_string(opt.steps)},
+                                               {"lr", number(opt.lr)},
+                                               {"beta1", number(opt.beta1)},
+                                               {"beta2", number(opt.beta2)},
+                                               {"eps", number(opt.eps)},
+                                               {"weight_decay", number(opt.weight_decay)}};
+    if (run) meta.merge(run_state_metadata(*run));
     if (Status st = write_replacing(folder / "optimizer.safetensors", safetensors(moments, meta));
         !st.is_ok())
       return st;
@@ -138,6 +273,12 @@ Status write_checkpoint(const std::string& dir, const TrainModel& m, const AdamW
 }
 
 Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool& has_optimizer) {
+  std::optional<RunState> run;
+  return read_checkpoint(path, m, opt, has_optimizer, run);
+}
+
+Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool& has_optimizer,
+                       std::optional<RunState>& run_out) {
   GptLoadOptions lo;
   lo.isa = Isa::scalar;
   GptWeights w;
@@ -166,6 +307,7 @@ Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool&
   if (Status st = TrainModel::from_tensors(c, std::move(p), model); !st.is_ok()) return st;
 
   AdamW o;
+  std::optional<RunState> run;
   has_optimizer = false;
   std::error_code ec;
   const fs::path folder = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
@@ -218,10 +360,23 @@ Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool&
       if (!st.is_ok()) return st;
     }
     if (Status st = f.intact(); !st.is_ok()) return st;
+    if (Status st = parse_run_state(meta, run); !st.is_ok())
+      return Status::fail(quote(optim.string()) + ": " + st.error);
+    if (run) {
+      const TrainPosition& at = run->position;
+      const std::int64_t steps = at.global_step + 1;
+      if (steps > o.steps)
+        return Status::fail(quote(optim.string()) + ": its run state has taken " + std::to_string(steps) +
+                            " steps, its optimizer only " + std::to_string(o.steps));
+      if (at.tokens_seen != steps * run->batch_size * c.gpt.context_length)
+        return Status::fail(quote(optim.string()) + ": its run state's tokens_seen " +
+                            std::to_string(at.tokens_seen) + " is not its steps times the batch's tokens");
+    }
     has_optimizer = true;
   }
   m = std::move(model);
   opt = std::move(o);
+  run_out = std::move(run);
   return Status::ok();
 }
 

@@ -74,15 +74,20 @@ int Loader::batches() const {
 void Loader::begin(TorchGenerator& g) {
   // _BaseDataLoaderIter.__init__: the base seed, one int64 random_() (two 32-bit draws), for every loader
   (void)g.random64();
+  if (!shuffle_) return resume(0);
+  // RandomSampler.__iter__ (at the first batch): a seed from the global generator, modulo 2^63, seeding a
+  // generator of its own for torch.randperm
+  resume(g.random64() % (std::uint64_t{1} << 63));
+}
+
+void Loader::resume(std::uint64_t sampler_seed) {
+  sampler_seed_ = shuffle_ ? sampler_seed : 0;
   order_.clear();
   if (!shuffle_) {
     for (int i = 0; i < windows_; ++i) order_.push_back(i);
     return;
   }
-  // RandomSampler.__iter__ (at the first batch): a seed from the global generator, modulo 2^63, seeding a
-  // generator of its own for torch.randperm
-  const std::uint64_t seed = g.random64() % (std::uint64_t{1} << 63);
-  TorchGenerator own(seed);
+  TorchGenerator own(sampler_seed);
   order_ = torch_randperm(own, windows_);
 }
 

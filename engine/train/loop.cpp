@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "attnviz/train.hpp"
 
@@ -50,46 +51,63 @@ Status generate_greedy(TrainModel& m, std::vector<int> ids, int steps, std::vect
 
 Status train_book(TrainModel& m, AdamW& opt, const Windows& train, const Windows& val, const TrainRun& run,
                   TorchGenerator& g, const TrainEvents& events) {
+  TrainPosition start;
+  return train_book(m, opt, train, val, run, g, events, start);
+}
+
+Status train_book(TrainModel& m, AdamW& opt, const Windows& train, const Windows& val, const TrainRun& run,
+                  TorchGenerator& g, const TrainEvents& events, TrainPosition& at) {
   Loader train_loader(train.size(), run.batch_size, true, true);
   Loader val_loader(val.size(), run.batch_size, false, false);
   opt.lr = run.lr;
   opt.weight_decay = run.weight_decay;
   opt.threads = m.exec.threads;
-  const int total_steps = train_loader.batches() * run.epochs;
-  std::int64_t tokens_seen = 0;
-  int global_step = -1;
+  const int batches = train_loader.batches();
+  const int total_steps = batches * run.epochs;
+  if (at.epoch < 0 || at.batch < 0 || at.batch > batches ||
+      at.global_step + 1 != at.epoch * batches + at.batch)
+    return Status::fail("the run's position (epoch " + std::to_string(at.epoch) + ", batch " +
+                        std::to_string(at.batch) + ", step " + std::to_string(at.global_step) +
+                        ") does not fit " + std::to_string(batches) + " batches an epoch");
   std::vector<int> inputs, targets;
-  for (int epoch = 0; epoch < run.epochs; ++epoch) {
-    train_loader.begin(g);
-    for (int i = 0; i < train_loader.batches(); ++i) {
-      const std::vector<int> indices = train_loader.batch(i);
+  for (; at.epoch < run.epochs; ++at.epoch, at.batch = 0) {
+    if (at.batch == 0) {
+      train_loader.begin(g);  // `for input_batch, target_batch in train_loader`: a new iteration
+      at.sampler_seed = train_loader.sampler_seed();
+    } else {
+      train_loader.resume(at.sampler_seed);  // the epoch a checkpoint stopped in, its draws already made
+    }
+    while (at.batch < batches) {
+      const std::vector<int> indices = train_loader.batch(at.batch);
       gather_batch(train, indices, inputs, targets);
       m.zero_grad();
-      ++global_step;
-      if (run.use_schedule) opt.lr = run.schedule.lr(global_step, total_steps, run.lr);
+      const int step = at.global_step + 1;
+      if (run.use_schedule) opt.lr = run.schedule.lr(step, total_steps, run.lr);
       float loss = 0.0f;
       if (Status st =
               m.loss(inputs, targets, static_cast<int>(indices.size()), train.max_length, true, g, loss);
           !st.is_ok())
         return st;
       if (Status st = m.backward(); !st.is_ok()) return st;
-      if (run.use_schedule && run.schedule.max_norm > 0.0 && global_step > run.schedule.warmup_steps)
+      if (run.use_schedule && run.schedule.max_norm > 0.0 && step > run.schedule.warmup_steps)
         clip_grad_norm(m.grads(), run.schedule.max_norm);
       opt.step(m.params(), m.grads());
-      tokens_seen += static_cast<std::int64_t>(inputs.size());
-      if (run.eval_freq > 0 && global_step % run.eval_freq == 0) {
+      at.tokens_seen += static_cast<std::int64_t>(inputs.size());
+      at.global_step = step;
+      ++at.batch;
+      if (run.eval_freq > 0 && step % run.eval_freq == 0) {
         double train_loss = 0.0, val_loss = 0.0;
         if (Status st = loader_loss(m, train, train_loader, run.eval_iter, g, train_loss); !st.is_ok())
           return st;
         if (Status st = loader_loss(m, val, val_loader, run.eval_iter, g, val_loss); !st.is_ok()) return st;
-        if (events.eval) events.eval(epoch + 1, global_step, train_loss, val_loss, tokens_seen);
+        if (events.eval) events.eval(at.epoch + 1, step, train_loss, val_loss, at.tokens_seen);
       }
-      if (events.step && !events.step(epoch + 1, global_step, loss, tokens_seen)) return Status::ok();
+      if (events.step && !events.step(at.epoch + 1, step, loss, at.tokens_seen)) return Status::ok();
     }
     if (events.sample && run.new_tokens > 0 && !run.start_ids.empty()) {
       std::vector<int> ids;
       if (Status st = generate_greedy(m, run.start_ids, run.new_tokens, ids); !st.is_ok()) return st;
-      events.sample(epoch + 1, ids);
+      events.sample(at.epoch + 1, ids);
     }
   }
   return Status::ok();

@@ -171,12 +171,17 @@ class Loader {
   Loader(int windows, int batch_size, bool shuffle, bool drop_last);
   int batches() const;  // len(loader)
   void begin(TorchGenerator& g);
+  // The sampler's seed of the current iteration (0 for a plain loader), and the iteration begin() made with
+  // it, rebuilt without drawing: what a resumed run continues its epoch with.
+  std::uint64_t sampler_seed() const { return sampler_seed_; }
+  void resume(std::uint64_t sampler_seed);
   // Window indices of batch i of the current iteration.
   std::vector<int> batch(int i) const;
 
  private:
   int windows_ = 0, batch_size_ = 1;
   bool shuffle_ = false, drop_last_ = false;
+  std::uint64_t sampler_seed_ = 0;
   std::vector<int> order_;
 };
 
@@ -204,6 +209,18 @@ struct TrainEvents {
   std::function<bool(int epoch, int step, double loss, std::int64_t tokens_seen)> step;
 };
 
+// Where a book run stands between two steps: with the global generator's state, what continues it exactly
+// (a checkpoint's run state, docs/training.md "Checkpoints").
+struct TrainPosition {
+  int epoch = 0;  // the epoch of the next step (0-based)
+  // The next batch of that epoch: 0 when its iteration has not begun (begin() still to draw); the loader's
+  // batch count when every step is done but the epoch's sample is still to print.
+  int batch = 0;
+  int global_step = -1;  // the book's global_step: the last step taken
+  std::int64_t tokens_seen = 0;
+  std::uint64_t sampler_seed = 0;  // the epoch's shuffle (Loader::sampler_seed) once it has begun
+};
+
 // calc_loss_loader: the mean loss of the first num_batches batches (all when < 0) in eval mode. It iterates a
 // copy of `of` (a new iter(loader)), drawing as DataLoader does. NaN for an empty loader (nothing drawn).
 Status loader_loss(TrainModel& m, const Windows& w, const Loader& of, int num_batches, TorchGenerator& g,
@@ -213,6 +230,11 @@ Status loader_loss(TrainModel& m, const Windows& w, const Loader& of, int num_ba
 // generator state `g` (the one the model was built from, as after torch.manual_seed(seed); GPTModel(cfg)).
 Status train_book(TrainModel& m, AdamW& opt, const Windows& train, const Windows& val, const TrainRun& run,
                   TorchGenerator& g, const TrainEvents& events);
+// The same from `at` (a fresh TrainPosition: the start), which follows the run: when it returns (at the end,
+// or stopped by events.step) it says where the run stands, for a checkpoint to continue it. The schedule's
+// position is at.global_step.
+Status train_book(TrainModel& m, AdamW& opt, const Windows& train, const Windows& val, const TrainRun& run,
+                  TorchGenerator& g, const TrainEvents& events, TrainPosition& at);
 
 // generate_text_simple in eval mode: `steps` greedy tokens, the context cropped to context_length.
 Status generate_greedy(TrainModel& m, std::vector<int> ids, int steps, std::vector<int>& out);

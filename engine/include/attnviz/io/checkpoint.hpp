@@ -11,22 +11,56 @@
 //                          step count and settings in __metadata__ (step, lr, beta1, beta2, eps,
 //                          weight_decay)
 //   vocab.json, merges.txt the tokenizer trained with (when given), so the folder opens with its own
+//
+// A book run's checkpoint also carries its run state (RunState) in optimizer.safetensors' __metadata__, under
+// "run.*" keys, so that --resume continues the run exactly; a checkpoint without them (an older one, the
+// induction task's, the Train panel's) restarts the data and dropout stream.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "attnviz/status.hpp"
 #include "attnviz/train.hpp"
 
 namespace attnviz {
 
+// Where a book run stands (TrainPosition), the global generator's state and what the run was over, so that
+// a resumed run can continue it draw for draw and check it is given the same data.
+struct RunState {
+  TrainPosition position;
+  std::vector<std::uint8_t> rng;  // TorchGenerator::state(): torch.get_rng_state()'s bytes
+  DropoutRng dropout_rng = DropoutRng::cpu;
+  int batch_size = 1, train_windows = 0, val_windows = 0;
+  std::uint64_t data_hash = 0;  // run_data_hash of the run's windows
+};
+
+// FNV-1a over the training and validation windows (their length, starts and ids): equal for the same text,
+// tokenizer, split, context length and stride.
+std::uint64_t run_data_hash(const Windows& train, const Windows& val);
+
+// The "run.*" metadata of a run state, and back. parse_run_state reads untrusted strings: every number is
+// strict decimal in range, the generator state a hex string TorchGenerator::set_state accepts, and the
+// position consistent (global_step + 1 == epoch * batches + batch); anything else is one line. No
+// "run.version" key: `out` stays empty (an older checkpoint).
+std::map<std::string, std::string> run_state_metadata(const RunState& r);
+Status parse_run_state(const std::map<std::string, std::string>& meta, std::optional<RunState>& out);
+
 // Writes the folder (created when missing; the three files replaced). `vocab_dir`: a folder Bpe::load_dir
-// reads, copied as vocab.json and merges.txt; empty writes no tokenizer.
+// reads, copied as vocab.json and merges.txt; empty writes no tokenizer. `run`: the run state, kept with the
+// optimizer's (written only when the optimizer has taken a step).
 Status write_checkpoint(const std::string& dir, const TrainModel& m, const AdamW& opt,
-                        const std::string& vocab_dir);
+                        const std::string& vocab_dir, const RunState* run = nullptr);
 
 // Reads a checkpoint folder (or any GPT-2 model folder or .safetensors file load_gpt reads) into a model to
 // train; `opt` gets the moments and step count when optimizer.safetensors is there (`has_optimizer`).
 Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool& has_optimizer);
+// The same, and the run state when the optimizer's file has one (checked against the optimizer's step count
+// and the model's context length).
+Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool& has_optimizer,
+                       std::optional<RunState>& run);
 
 }  // namespace attnviz
