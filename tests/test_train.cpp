@@ -5,15 +5,20 @@
 // kernels are held to the reference (Isa::scalar) too.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "attnviz/io/bpe.hpp"
+#include "attnviz/io/checkpoint.hpp"
+#include "attnviz/io/train_text.hpp"
 #include "attnviz/train.hpp"
 #include "check.hpp"
 
@@ -61,6 +66,12 @@ std::vector<float> floats_of(const json& a) {
   std::vector<float> v;
   for (const json& x : a) v.push_back(static_cast<float>(x.get<double>()));
   return v;
+}
+
+std::string hex(const std::vector<std::uint8_t>& bytes) {
+  std::string s;
+  for (std::uint8_t b : bytes) s += "0123456789abcdef"[b >> 4], s += "0123456789abcdef"[b & 15];
+  return s;
 }
 
 bool key_bias(const std::string& name) {
@@ -118,6 +129,7 @@ Grads one_backward(const json& c, Isa isa, int threads = 0) {
   REQUIRE(TrainModel::build(cfg, g, m).is_ok());
   m.exec.isa = isa;
   m.exec.threads = threads;
+  m.dropout_rng = *parse_dropout_rng(c.value("dropout_rng", std::string("cpu")));
   int batch = 0, tokens = 0;
   const std::vector<int> inputs = flat_ids(c["inputs"], batch, tokens);
   const std::vector<int> targets = flat_ids(c["targets"], batch, tokens);
@@ -132,7 +144,11 @@ Grads one_backward(const json& c, Isa isa, int threads = 0) {
 
 TEST_CASE("train: every parameter's gradient after one backward equals PyTorch's") {
   const json cases = read_json("grads.json");
-  REQUIRE(cases.size() >= 6);
+  REQUIRE(cases.size() >= 9);
+  int mkl = 0;
+  for (const json& c : cases)
+    mkl += c.value("dropout_rng", std::string("cpu")) == "mkl" && c["train"] == true;
+  CHECK(mkl >= 3);  // the mkl flavour's masks, in train mode
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const json& c = cases[i];
     for (Isa isa : {Isa::scalar, Isa::automatic}) {
@@ -252,7 +268,68 @@ TEST_CASE("train: the data loader's batches and draws are PyTorch's") {
     for (int i = 0; i < n; ++i) got.push_back(l.batch(i));
     CHECK(got == e["batches"].get<std::vector<std::vector<int>>>());
   }
+  // the generator's state is torch.get_rng_state()'s bytes
+  CHECK(hex(g.state()) == f["state"].get<std::string>());
   CHECK(torch_rand(g, 4) == floats_of(f["tail_rand"]));
+}
+
+namespace {
+
+std::vector<std::uint8_t> unhex(const std::string& s) {
+  std::vector<std::uint8_t> b;
+  for (std::size_t i = 0; i + 1 < s.size(); i += 2)
+    b.push_back(static_cast<std::uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("train: the generator's state reads and writes as torch.get_rng_state") {
+  const json f = read_json("loader.json");
+  // a state with a cached normal sample (torch.randn(3) after manual_seed): the next randn uses it
+  const std::vector<std::uint8_t> cached = unhex(f["cached_normal"]["state"]);
+  TorchGenerator g(1);
+  REQUIRE(g.set_state(cached.data(), cached.size()).is_ok());
+  CHECK(g.initial_seed() == (std::uint64_t{1} << 40) + 5);
+  CHECK(g.state() == cached);
+  CHECK(torch_randn(g, 3) == floats_of(f["cached_normal"]["randn"]));
+  // right after manual_seed (next 0) and after draws (next k, left 625 - k): written as PyTorch writes them
+  TorchGenerator a(123), b(1);
+  const std::vector<std::uint8_t> fresh = a.state();
+  REQUIRE(b.set_state(fresh.data(), fresh.size()).is_ok());
+  CHECK(b.state() == fresh);
+  CHECK(a.random() == b.random());
+  for (int i = 0; i < 700; ++i) (void)a.random();
+  const std::vector<std::uint8_t> later = a.state();
+  REQUIRE(b.set_state(later.data(), later.size()).is_ok());
+  CHECK(torch_rand(a, 1000) == torch_rand(b, 1000));
+
+  // untrusted: each refusal is one line and leaves the generator as it was
+  const auto refused = [&](std::vector<std::uint8_t> bytes, const std::string& error) {
+    TorchGenerator t(9);
+    const std::vector<std::uint8_t> before = t.state();
+    const Status st = t.set_state(bytes.data(), bytes.size());
+    CHECK(st.error == error);
+    CHECK(t.state() == before);
+  };
+  refused(std::vector<std::uint8_t>(5048),
+          "the generator state is 5048 bytes, not 5056 (torch.get_rng_state() of PyTorch 1.13)");
+  std::vector<std::uint8_t> bad = later;
+  bad[8] = 0, bad[9] = 0;  // left 0
+  refused(bad, "the generator state's position is inconsistent (left 0, next " +
+                   std::to_string(later[16] | later[17] << 8) + ")");
+  bad = later;
+  bad[12] = 0;
+  refused(bad, "the generator state is not seeded");
+  bad = later;
+  bad[24 + 8 * 5 + 4] = 1;
+  refused(bad, "the generator state's word 5 is not 32-bit");
+  bad = later;
+  bad[5052] = 1;
+  refused(bad, "the generator state caches a float normal sample, which attnviz never draws");
+  bad = cached;
+  for (int i = 0; i < 8; ++i) bad[5024 + static_cast<std::size_t>(i)] = 0xFF;  // a NaN
+  refused(bad, "the generator state's cached normal sample is not a finite number");
 }
 
 TEST_CASE("train: text as the book reads and splits it") {
@@ -329,6 +406,260 @@ TEST_CASE("train: the book's chapter-5 loop at a reduced size prints PyTorch's l
     CHECK(std::fabs(a1 - b1) <= 0.02);
     CHECK(std::fabs(a2 - b2) <= 0.02);
   }
+}
+
+TEST_CASE("train: <|endoftext|> becomes its id as tiktoken's allowed_special makes it, GPT-2's vocabulary") {
+  Bpe gpt2;
+  REQUIRE(Bpe::load_dir(ATTNVIZ_GPT2_DIR, gpt2).is_ok());
+  CHECK(endoftext_id(gpt2) == 50256);
+  std::vector<int> ids;
+  REQUIRE(encode_training_text(gpt2, "Hello<|endoftext|>world", ids).is_ok());
+  CHECK(ids == std::vector<int>{15496, 50256, 6894});
+  REQUIRE(encode_training_text(gpt2, "<|endoftext|><|endoftext|>", ids).is_ok());
+  CHECK(ids == std::vector<int>{50256, 50256});
+  // each half of a split inside it is plain text; so is the whole string for Bpe::encode (the views)
+  REQUIRE(encode_training_text(gpt2, "<|end", ids).is_ok());
+  CHECK(ids == std::vector<int>{27, 91, 437});
+  REQUIRE(encode_training_text(gpt2, "oftext|>", ids).is_ok());
+  CHECK(ids == std::vector<int>{1659, 5239, 91, 29});
+  REQUIRE(gpt2.encode(" <|endoftext|> x", ids).is_ok());
+  CHECK(ids == std::vector<int>{1279, 91, 437, 1659, 5239, 91, 29, 2124});
+  // a vocabulary without the token (the truncated 512-id one) reads it as plain text
+  Bpe small;
+  REQUIRE(
+      Bpe::load_dir((std::filesystem::path(ATTNVIZ_FIXTURES_DIR) / "gpt" / "vocab").string(), small).is_ok());
+  CHECK(endoftext_id(small) == -1);
+  std::vector<int> plain;
+  REQUIRE(encode_training_text(small, "a<|endoftext|>b", ids).is_ok());
+  REQUIRE(small.encode("a<|endoftext|>b", plain).is_ok());
+  CHECK(ids == plain);
+}
+
+namespace {
+
+using Lines = std::vector<std::pair<int, std::string>>;  // (epoch, line)
+
+TrainEvents line_events(const Bpe& bpe, Lines& lines) {
+  TrainEvents events;
+  events.eval = [&lines](int epoch, int step, double tl, double vl, std::int64_t) {
+    char buf[120];
+    std::snprintf(buf, sizeof buf, "Ep %d (Step %06d): Train loss %.3f, Val loss %.3f", epoch, step, tl, vl);
+    lines.emplace_back(epoch, buf);
+  };
+  events.sample = [&lines, &bpe](int epoch, const std::vector<int>& ids) {
+    std::string s = bpe.decode(ids);
+    for (char& ch : s)
+      if (ch == '\n') ch = ' ';
+    lines.emplace_back(epoch, s);
+  };
+  return events;
+}
+
+// The book's tolerance: every line of the first two epochs and every sample exactly, later losses to 0.02.
+void check_lines(const Lines& lines, const std::vector<std::string>& want, const std::string& what) {
+  REQUIRE(lines.size() == want.size());
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    INFO(what << " line " << i << ": got '" << lines[i].second << "', PyTorch '" << want[i] << "'");
+    if (lines[i].first <= 2 || lines[i].second.rfind("Ep ", 0) != 0) {
+      CHECK(lines[i].second == want[i]);
+      continue;
+    }
+    double a1 = 0, a2 = 0, b1 = 0, b2 = 0;
+    REQUIRE(std::sscanf(lines[i].second.c_str(), "Ep %*d (Step %*d): Train loss %lf, Val loss %lf", &a1,
+                        &a2) == 2);
+    REQUIRE(std::sscanf(want[i].c_str(), "Ep %*d (Step %*d): Train loss %lf, Val loss %lf", &b1, &b2) == 2);
+    CHECK(std::fabs(a1 - b1) <= 0.02);
+    CHECK(std::fabs(a2 - b2) <= 0.02);
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "train: short book runs (<|endoftext|> in the text, a split inside it, mkl dropout) are PyTorch's") {
+  const json runs = read_json("book_runs.json");
+  REQUIRE(runs.size() == 3);
+  for (const json& r : runs) {
+    const std::string name = r["name"];
+    INFO(name);
+    Bpe bpe;
+    REQUIRE(Bpe::load_dir(
+                (std::filesystem::path(ATTNVIZ_FIXTURES_DIR) / r["vocab"].get<std::string>()).string(), bpe)
+                .is_ok());
+    std::string train_text, val_text;
+    split_text(r["text"].get<std::string>(), r["train_ratio"], train_text, val_text);
+    std::vector<int> train_ids, val_ids, start_ids;
+    REQUIRE(encode_training_text(bpe, train_text, train_ids).is_ok());
+    REQUIRE(encode_training_text(bpe, val_text, val_ids).is_ok());
+    REQUIRE(encode_training_text(bpe, r["start_context"].get<std::string>(), start_ids).is_ok());
+    CHECK(train_ids == r["train_ids"].get<std::vector<int>>());
+    CHECK(val_ids == r["val_ids"].get<std::vector<int>>());
+    CHECK(start_ids == r["start_ids"].get<std::vector<int>>());
+    if (name == "endoftext") CHECK(std::count(train_ids.begin(), train_ids.end(), 512) >= 2);
+    if (name == "endoftext_split") {  // the split leaves "<|end" and "oftext|>", both plain
+      CHECK(train_text.substr(train_text.size() - 5) == "<|end");
+      CHECK(std::count(val_ids.begin(), val_ids.end(), 512) == 0);
+    }
+    const TrainConfig cfg = config_of(r["config"]);
+    const int ctx = cfg.gpt.context_length;
+    const Windows train = make_windows(train_ids, ctx, ctx), val = make_windows(val_ids, ctx, ctx);
+    // the training loader's first epoch, right after torch.manual_seed(seed)
+    Loader loader(train.size(), r["batch_size"], true, true);
+    TorchGenerator first(r["seed"].get<std::uint64_t>());
+    loader.begin(first);
+    std::vector<std::vector<std::vector<int>>> got;
+    for (int b = 0; b < loader.batches(); ++b) {
+      std::vector<int> inputs, targets;
+      gather_batch(train, loader.batch(b), inputs, targets);
+      got.emplace_back();
+      for (std::size_t i = 0; i < inputs.size(); i += static_cast<std::size_t>(ctx))
+        got.back().emplace_back(inputs.begin() + static_cast<std::ptrdiff_t>(i),
+                                inputs.begin() + static_cast<std::ptrdiff_t>(i) + ctx);
+    }
+    CHECK(got == r["first_epoch"].get<std::vector<std::vector<std::vector<int>>>>());
+
+    TorchGenerator g(r["seed"].get<std::uint64_t>());
+    TrainModel m;
+    REQUIRE(TrainModel::build(cfg, g, m).is_ok());
+    m.dropout_rng = *parse_dropout_rng(r["dropout_rng"].get<std::string>());
+    AdamW opt;
+    TrainRun run;
+    run.batch_size = r["batch_size"], run.epochs = r["epochs"], run.eval_freq = r["eval_freq"];
+    run.eval_iter = r["eval_iter"], run.lr = r["lr"], run.weight_decay = r["weight_decay"];
+    run.start_ids = start_ids;
+    Lines lines;
+    REQUIRE(train_book(m, opt, train, val, run, g, line_events(bpe, lines)).is_ok());
+    check_lines(lines, r["lines"], name);
+  }
+}
+
+TEST_CASE("train: a run stopped, checkpointed and resumed equals the straight run, bit for bit") {
+  // the mkl run's text and tokenizer, with shuffling and dropout on
+  const json r = read_json("book_runs.json")[2];
+  Bpe bpe;
+  REQUIRE(
+      Bpe::load_dir((std::filesystem::path(ATTNVIZ_FIXTURES_DIR) / "gpt" / "vocab").string(), bpe).is_ok());
+  std::string train_text, val_text;
+  split_text(r["text"].get<std::string>(), 0.9, train_text, val_text);
+  std::vector<int> train_ids, val_ids;
+  REQUIRE(encode_training_text(bpe, train_text, train_ids).is_ok());
+  REQUIRE(encode_training_text(bpe, val_text, val_ids).is_ok());
+  const TrainConfig cfg = config_of(r["config"]);
+  const Windows train = make_windows(train_ids, 16, 16), val = make_windows(val_ids, 16, 16);
+  TrainRun run;
+  run.epochs = 3, run.eval_freq = 3, run.eval_iter = 2, run.new_tokens = 8, run.lr = 4e-3;
+  REQUIRE(bpe.encode("Every effort", run.start_ids).is_ok());
+  run.use_schedule = true;  // the schedule's position must carry over too
+  run.schedule.warmup_steps = 5, run.schedule.initial_lr = 1e-4, run.schedule.min_lr = 1e-4;
+  run.schedule.max_norm = 1.0;
+  const int batches = train.size() / run.batch_size;
+  REQUIRE(batches >= 10);
+
+  for (DropoutRng flavour : {DropoutRng::cpu, DropoutRng::mkl}) {
+    // stop mid-epoch, right after an evaluation, and after an epoch's last step (its sample still to print)
+    for (int stop_after : {batches + 4, 7, batches}) {
+      INFO(to_string(flavour) << ", stopped after step " << stop_after);
+      Lines straight_lines, split_lines;
+      TorchGenerator g1(5);
+      TrainModel straight;
+      REQUIRE(TrainModel::build(cfg, g1, straight).is_ok());
+      straight.dropout_rng = flavour;
+      AdamW o1;
+      REQUIRE(train_book(straight, o1, train, val, run, g1, line_events(bpe, straight_lines)).is_ok());
+
+      TorchGenerator g2(5);
+      TrainModel first;
+      REQUIRE(TrainModel::build(cfg, g2, first).is_ok());
+      first.dropout_rng = flavour;
+      AdamW o2;
+      TrainEvents stop = line_events(bpe, split_lines);
+      stop.step = [&](int, int step, double, std::int64_t) { return step + 1 < stop_after; };
+      TrainPosition at;
+      REQUIRE(train_book(first, o2, train, val, run, g2, stop, at).is_ok());
+      CHECK(at.global_step + 1 == stop_after);
+      RunState state;
+      state.position = at, state.rng = g2.state(), state.dropout_rng = flavour, state.batch_size = 2;
+      state.train_windows = train.size(), state.val_windows = val.size();
+      state.data_hash = run_data_hash(train, val);
+      const std::filesystem::path dir = std::filesystem::temp_directory_path() / "attnviz_test_resume";
+      std::filesystem::remove_all(dir);
+      REQUIRE(write_checkpoint(dir.string(), first, o2, "", &state).is_ok());
+
+      TrainModel resumed;
+      AdamW o3;
+      bool has_optimizer = false;
+      std::optional<RunState> back;
+      REQUIRE(read_checkpoint(dir.string(), resumed, o3, has_optimizer, back).is_ok());
+      REQUIRE(back.has_value());
+      CHECK(back->data_hash == run_data_hash(train, val));
+      CHECK(back->dropout_rng == flavour);
+      TorchGenerator g3(999);  // the stored state replaces whatever this one holds
+      REQUIRE(g3.set_state(back->rng.data(), back->rng.size()).is_ok());
+      resumed.dropout_rng = back->dropout_rng;
+      TrainPosition from = back->position;
+      REQUIRE(train_book(resumed, o3, train, val, run, g3, line_events(bpe, split_lines), from).is_ok());
+      std::filesystem::remove_all(dir);
+
+      REQUIRE(split_lines.size() == straight_lines.size());
+      for (std::size_t i = 0; i < split_lines.size(); ++i) CHECK(split_lines[i] == straight_lines[i]);
+      CHECK(g3.state() == g1.state());
+      CHECK(o3.steps == o1.steps);
+      std::vector<const Tensor*> want;
+      straight.params().each([&](const std::string&, const Tensor& t) { want.push_back(&t); });
+      std::size_t i = 0;
+      resumed.params().each([&](const std::string& name, const Tensor& t) {
+        INFO(name);
+        CHECK(t.data == want[i++]->data);
+      });
+    }
+  }
+}
+
+TEST_CASE("train: a checkpoint's run state is untrusted: each bad value is one line") {
+  RunState r;
+  r.position.epoch = 1, r.position.batch = 2, r.position.global_step = 6, r.position.tokens_seen = 7 * 2 * 16;
+  r.position.sampler_seed = 12345;
+  r.batch_size = 2, r.train_windows = 10, r.val_windows = 1, r.data_hash = 0xfedcba9876543210ull;
+  r.rng = TorchGenerator(3).state();
+  const std::map<std::string, std::string> good = run_state_metadata(r);
+  std::optional<RunState> out;
+  REQUIRE(parse_run_state(good, out).is_ok());
+  REQUIRE(out.has_value());
+  CHECK(out->position.global_step == 6);
+  CHECK(out->data_hash == r.data_hash);
+  CHECK(out->rng == r.rng);
+  CHECK(parse_run_state({{"step", "3"}}, out).is_ok());  // no run.version: an older checkpoint
+  CHECK_FALSE(out.has_value());
+  const auto refused = [&](const std::string& key, const std::string& value, const std::string& error) {
+    std::map<std::string, std::string> m = good;
+    if (value == "(none)")
+      m.erase(key);
+    else
+      m[key] = value;
+    const Status st = parse_run_state(m, out);
+    INFO(key << " = " << value);
+    CHECK(st.error == error);
+    CHECK(st.error.find('\n') == std::string::npos);
+  };
+  refused("run.version", "2", "its run state is version '2', not 1");
+  refused("run.epoch", "(none)", "its run state has no run.epoch");
+  refused("run.epoch", "-1", "its run.epoch is '-1', not a whole number up to 2147483647");
+  refused("run.batch", "01", "its run.batch is '01', not a whole number up to 2147483647");
+  refused("run.batch", "3",
+          "its run state's position (epoch 1, batch 3, 7 steps) is inconsistent with 5 batches an epoch");
+  refused("run.batch", "6",
+          "its run state's position (epoch 1, batch 6, 7 steps) is inconsistent with 5 batches an epoch");
+  refused("run.global_step", "99999999999999999999",
+          "its run.global_step is '99999999999999999999', not a whole number up to 2147483647");
+  refused("run.batch_size", "0", "its run state's batch size 0 does not fit its 10 training windows");
+  refused("run.sampler_seed", "9223372036854775808",
+          "its run.sampler_seed is '9223372036854775808', not a whole number up to 9223372036854775807");
+  refused("run.data_hash", "xyz", "its run.data_hash is 'xyz', not 16 hex digits");
+  refused("run.dropout_rng", "gpu", "its run.dropout_rng is 'gpu', not cpu or mkl");
+  refused("run.rng_state", "00", "its run.rng_state is not 10112 lowercase hex digits");
+  std::string rng = good.at("run.rng_state");
+  rng[2 * 12] = '0', rng[2 * 12 + 1] = '0';  // seeded = 0
+  refused("run.rng_state", rng, "its run.rng_state: the generator state is not seeded");
 }
 
 TEST_CASE("train: the induction task's sequences repeat a segment, at random or fixed distances") {

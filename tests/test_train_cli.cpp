@@ -147,12 +147,18 @@ TEST_CASE("train cli: JSON lines, a checkpoint --model opens, and --resume") {
     if (c == '\n') c = ' ';
   CHECK("Every effort moves you" + generated == sample);
 
-  // --resume continues from it: a step count that goes on, and sizes refused beside it.
+  // --resume continues its run: --epochs is the run's total, so the second epoch's 42 steps follow.
   const test::Run more = test::cli({"train", kStory, "--vocab", kVocab, "--resume", dir.string(), "--epochs",
-                                    "1", "--json", "--lr", "2e-3"});
+                                    "2", "--json", "--lr", "2e-3"});
   CAPTURE(more.err);
   REQUIRE(more.status == 0);
-  CHECK(json::parse(lines_of(more.out).back())["resumed_optimizer"] == true);
+  const json resumed = json::parse(lines_of(more.out).back());
+  CHECK(resumed["resumed_optimizer"] == true);
+  CHECK(resumed["resumed_run"] == true);
+  CHECK(resumed["steps"] == 84);
+  CHECK(json::parse(lines_of(more.out).front())["step"] == 45);
+  check_refused({"train", kStory, "--vocab", kVocab, "--resume", dir.string(), "--epochs", "1"},
+                "'s run has done 1 epochs: --epochs (the run's total) must be more");
   check_refused({"train", kStory, "--vocab", kVocab, "--resume", dir.string(), "--layers", "3"},
                 "--layers does not apply to --resume");
   fs::remove_all(dir);
@@ -255,4 +261,88 @@ TEST_CASE("train cli: --task induction, its checkpoint in the model view's engin
   check_refused({"train", kStory, "--steps", "5"}, "--steps needs --task induction");
   check_refused({"train", "--task", "story"}, "--task 'story' is not book or induction");
   fs::remove_all(dir);
+}
+
+namespace {
+
+std::string file_bytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// A tiny run on the story with shuffling and dropout on (both flavours' masks, the schedule and clipping).
+std::vector<std::string> tiny(const std::string& flavour, std::vector<std::string> more) {
+  std::vector<std::string> a = {"train",         kStory,  "--vocab",        kVocab, "--epochs",     "2",
+                                "--eval-freq",   "4",     "--eval-iter",    "2",    "--new-tokens", "6",
+                                "--dropout-rng", flavour, "--warmup-steps", "10",   "--max-norm",   "1",
+                                "--lr",          "3e-3"};
+  if (std::find(more.begin(), more.end(), "--resume") == more.end())  // a checkpoint has its sizes
+    a.insert(a.end(), {"--vocab-size", "512", "--context-length", "16", "--emb-dim", "16", "--heads", "2",
+                       "--layers", "1"});
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+std::vector<std::string> without_checkpoint_line(const std::string& out) {
+  std::vector<std::string> lines = lines_of(out);
+  lines.erase(std::remove_if(lines.begin(), lines.end(),
+                             [](const std::string& l) { return l.rfind("checkpoint: ", 0) == 0; }),
+              lines.end());
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("train cli: --stop-after, then --resume, prints the straight run's lines and ends on its bits") {
+  for (const std::string flavour : {"cpu", "mkl"}) {
+    CAPTURE(flavour);
+    const fs::path whole = temp_dir("whole"), half = temp_dir("half");
+    const test::Run straight = test::cli(tiny(flavour, {"--out", whole.string()}));
+    CAPTURE(straight.err);
+    REQUIRE(straight.status == 0);
+    // stopped mid-epoch 1 (the story gives 84 batches an epoch), then resumed
+    const test::Run first = test::cli(tiny(flavour, {"--out", half.string(), "--stop-after", "58"}));
+    CAPTURE(first.err);
+    REQUIRE(first.status == 0);
+    const test::Run second = test::cli(tiny(flavour, {"--resume", half.string(), "--out", half.string()}));
+    CAPTURE(second.err);
+    REQUIRE(second.status == 0);
+    CHECK(second.err.empty());
+    std::vector<std::string> joined = without_checkpoint_line(first.out);
+    for (const std::string& l : without_checkpoint_line(second.out)) joined.push_back(l);
+    CHECK(joined == without_checkpoint_line(straight.out));
+    CHECK(lines_of(first.out).size() > 3);
+    // the same parameters, AdamW moments and run state, to the byte
+    CHECK(file_bytes(half / "model.safetensors") == file_bytes(whole / "model.safetensors"));
+    CHECK(file_bytes(half / "optimizer.safetensors") == file_bytes(whole / "optimizer.safetensors"));
+
+    // a checkpoint without run state (an older one) still resumes, and says the stream restarts
+    TrainModel m;
+    AdamW opt;
+    bool has_optimizer = false;
+    REQUIRE(read_checkpoint(half.string(), m, opt, has_optimizer).is_ok());
+    REQUIRE(write_checkpoint(half.string(), m, opt, "").is_ok());
+    const test::Run old = test::cli(tiny(flavour, {"--resume", half.string()}));
+    CAPTURE(old.err);
+    CHECK(old.status == 0);
+    CHECK(old.err.find("has no run state") != std::string::npos);
+    CHECK(old.err.find("restarts from --seed at epoch 1") != std::string::npos);
+    REQUIRE_FALSE(lines_of(old.out).empty());
+    CHECK(lines_of(old.out).front().rfind("Ep 1 (Step 000000)", 0) == 0);
+    // other data: the stream restarts too, and says why
+    const test::Run other = test::cli(tiny(flavour, {"--resume", whole.string(), "--batch-size", "3"}));
+    CAPTURE(other.err);
+    CHECK(other.status == 0);
+    CHECK(
+        other.err.find("'s run was over other data (168 training windows of batch 2, against 168 of 3 now") !=
+        std::string::npos);
+    fs::remove_all(whole);
+    fs::remove_all(half);
+  }
+  check_refused(tiny("gpu", {}), "--dropout-rng 'gpu' is not cpu or mkl");
+  check_refused(tiny("cpu", {"--stop-after", "0"}), "--stop-after must be at least 1");
+  check_refused({"train", "--task", "induction", "--stop-after", "3"},
+                "--stop-after does not apply to --task induction");
 }

@@ -18,7 +18,13 @@ What it writes (tests/fixtures/train/README.md describes every file and field):
   loader.json     the book's create_dataloader_v1 iterated in a scripted order after torch.manual_seed(123): each
                   iteration's batches (window indices), then 4 more torch.rand draws that show where the global
                   generator stands; and torch.randperm(n) for a few n;
-  book_run.json   the book's train_model_simple on story.txt at a reduced size, every line it prints.
+  book_run.json   the book's train_model_simple on story.txt at a reduced size, every line it prints;
+  book_runs.json  more short book runs, each with its text, its token ids, the training loader's first epoch
+                  (drawn right after torch.manual_seed) and every printed line: texts holding "<|endoftext|>"
+                  tokenized as the book's GPTDatasetV1 does (tiktoken's allowed_special), one of them split at
+                  90% inside the special string, and a run with the "mkl" dropout flavour;
+  vocab/          the truncated vocabulary with "<|endoftext|>" added after its last merge (id 512), where
+                  GPT-2's holds it (50256 = 256 + 50,000 merges), for the runs above.
 The script is deterministic (the same bytes every run). Numbers are written as Python's shortest repr of the
 float32 value (exact round trip).
 """
@@ -29,6 +35,8 @@ import json
 import math
 import os
 import random
+import re
+import shutil
 import sys
 
 import torch
@@ -37,7 +45,7 @@ from torch.utils.data import DataLoader, Dataset
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from make_fixtures import MultiHeadAttention  # noqa: E402
+from make_fixtures import MultiHeadAttention, MklDropout  # noqa: E402
 from make_gpt_fixtures import (GPTModel, LayerNorm, TransformerBlock, Encoder, read_merges,  # noqa: E402
                                generate_text_simple)
 
@@ -86,6 +94,16 @@ def CFG(vocab, ctx, d, heads, layers, p, bias=False, attention_only=False):
             "drop_rate": p, "qkv_bias": bias, "attention_only": attention_only}
 
 
+def use_mkl_dropout(model):
+    """The "mkl" flavour: every nn.Dropout replaced by make_fixtures.py's MklDropout (nn.Dropout draws nothing
+    when built, so swapping after construction changes no parameter)."""
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, nn.Dropout):
+                setattr(module, name, MklDropout(child.p))
+    return model
+
+
 def floats(t):
     return [float(x) for x in t.detach().float().contiguous().view(-1).tolist()]
 
@@ -106,19 +124,25 @@ GRAD_CASES = [  # (cfg, seed, train, batch, tokens)
     (CFG(29, 6, 8, 2, 2, 0.2, attention_only=True), 42, True, 3, 6),
     (CFG(29, 6, 8, 2, 1, 0.0, attention_only=True), 3, True, 1, 6),
     (CFG(41, 10, 16, 4, 1, 0.5), 0, True, 2, 10),
+    # the models of cases 0, 3 and 5 with the mkl flavour of dropout
+    (CFG(37, 8, 12, 3, 2, 0.1), 123, True, 2, 8, "mkl"),
+    (CFG(29, 6, 8, 2, 2, 0.2, attention_only=True), 42, True, 3, 6, "mkl"),
+    (CFG(41, 10, 16, 4, 1, 0.5), 0, True, 2, 10, "mkl"),
 ]
 
 
-def grad_case(index, cfg, seed, train, batch, tokens):
+def grad_case(index, cfg, seed, train, batch, tokens, dropout_rng="cpu"):
     gen = torch.Generator().manual_seed(1000 + index)
     ids = torch.randint(0, cfg["vocab_size"], (batch, tokens + 1), generator=gen)
     torch.manual_seed(seed)
     model = TrainGPT(cfg)
+    if dropout_rng == "mkl":
+        use_mkl_dropout(model)
     if not train:
         model.eval()
     loss = calc_loss_batch(ids[:, :-1], ids[:, 1:], model)
     loss.backward()
-    return {"config": cfg, "seed": seed, "train": train, "inputs": ids[:, :-1].tolist(),
+    return {"config": cfg, "seed": seed, "train": train, "dropout_rng": dropout_rng, "inputs": ids[:, :-1].tolist(),
             "targets": ids[:, 1:].tolist(), "loss": float(loss),
             "grads": [{"name": n, "shape": list(p.shape), "values": floats(p.grad)}
                       for n, p in model.named_parameters()]}
@@ -178,7 +202,7 @@ class GPTDatasetV1(Dataset):
     def __init__(self, txt, tokenizer, max_length, stride):
         self.input_ids = []
         self.target_ids = []
-        token_ids = tokenizer.encode(txt)
+        token_ids = tokenizer.encode(txt, allowed_special={"<|endoftext|>"})
         for i in range(0, len(token_ids) - max_length, stride):
             input_chunk = token_ids[i:i + max_length]
             target_chunk = token_ids[i + 1: i + max_length + 1]
@@ -229,14 +253,20 @@ def loader_fixture():
                 break
             batches.append(b.tolist())
         events.append({"loader": what, "stop_after": n, "batches": batches})
+    state = bytes(torch.get_rng_state().tolist()).hex()  # where the script leaves the generator
     tail = floats(torch.rand(4))
+    torch.manual_seed(2**40 + 5)
+    torch.randn(3)  # under 16 values: Box-Muller in double, one normal cached
+    cached_state = bytes(torch.get_rng_state().tolist()).hex()
+    cached_next = floats(torch.randn(3))
     perms = []
     for n, seed in [(1, 5), (2, 5), (9, 3624216819017203053), (100, 77), (1000, 2**40 + 9)]:
         g = torch.Generator().manual_seed(seed)
         perms.append({"n": n, "seed": seed, "perm": torch.randperm(n, generator=g).tolist()})
     return {"train": {"windows": 9, "batch_size": 2, "shuffle": True, "drop_last": True},
             "val": {"windows": 3, "batch_size": 2, "shuffle": False, "drop_last": False},
-            "seed": 123, "events": events, "tail_rand": tail, "randperm": perms}
+            "seed": 123, "events": events, "state": state, "tail_rand": tail, "randperm": perms,
+            "cached_normal": {"state": cached_state, "randn": cached_next}}
 
 # ==================================================================================================================
 # book_run.json: chapter 5's train_model_simple, as printed in the book, at a reduced size.
@@ -272,7 +302,7 @@ def evaluate_model(model, train_loader, val_loader, eval_iter):
 def generate_and_print_sample(model, tokenizer, start_context):
     model.eval()
     context_size = model.pos_emb.weight.shape[0]
-    encoded = torch.tensor(tokenizer.encode(start_context)).unsqueeze(0)
+    encoded = torch.tensor(tokenizer.encode(start_context, allowed_special={"<|endoftext|>"})).unsqueeze(0)
     with torch.no_grad():
         token_ids = generate_text_simple(model=model, idx=encoded, max_new_tokens=50, context_size=context_size)
     decoded_text = tokenizer.decode(token_ids.squeeze(0).tolist())
@@ -365,6 +395,80 @@ def book_run(text, tokenizer):
                 val_windows=len(val_loader.dataset), lines=out.getvalue().splitlines())
 
 
+def encode_allowed(self, text, allowed_special=frozenset()):
+    """tiktoken's Encoding.encode(text, allowed_special=...): each allowed special string found in the text
+    (leftmost first, not overlapping) becomes its id, and the text between is encoded on its own with the
+    ordinary regex and merges. A special string the vocabulary lacks stays plain text (the truncated
+    vocabularies; tiktoken's GPT-2 always has it)."""
+    specials = [t for t in sorted(allowed_special) if t in self.encoder]
+    if not specials:
+        return self.plain_encode(text)
+    pattern = re.compile("|".join(re.escape(t) for t in specials))
+    ids, start = [], 0
+    for m in pattern.finditer(text):
+        ids.extend(self.plain_encode(text[start:m.start()]))
+        ids.append(self.encoder[m.group(0)])
+        start = m.end()
+    ids.extend(self.plain_encode(text[start:]))
+    return ids
+
+
+SHORT_RUNS = [  # (name, vocabulary, dropout flavour, seed)
+    ("endoftext", "train/vocab", "cpu", 7),
+    ("endoftext_split", "train/vocab", "cpu", 11),
+    ("mkl", "gpt/vocab", "mkl", 123),
+]
+
+
+def short_text(story, name):
+    """The run's text: the story's paragraphs as documents joined by "<|endoftext|>" (as the book's larger
+    corpora are), or for "endoftext_split" a text whose 90% split falls 5 characters into one; "mkl" the
+    story's first half."""
+    paras = story.split("\n\n")
+    if name == "mkl":
+        return story[:len(story) // 2]
+    if name == "endoftext":
+        return "<|endoftext|>".join(paras[:10]) + "<|endoftext|>"
+    head = "<|endoftext|>".join(paras[:8]) + " "
+    tail = " " + story
+    for n in range(len(tail)):
+        text = head + "<|endoftext|>" + tail[:n]
+        if int(0.9 * len(text)) == len(head) + 5:
+            return text
+    raise AssertionError("no split inside <|endoftext|>")
+
+
+def short_run(story, tok_plain, tok_eot, name, vocab, dropout_rng, seed):
+    tokenizer = tok_eot if vocab == "train/vocab" else tok_plain
+    cfg = CFG(len(tokenizer.encoder), 16, 16, 2, 2, 0.1)
+    r = {"name": name, "vocab": vocab, "dropout_rng": dropout_rng, "config": cfg, "seed": seed,
+         "batch_size": 2, "epochs": 3, "lr": 4e-3, "weight_decay": 0.1, "eval_freq": 4, "eval_iter": 3,
+         "start_context": "Every effort moves you<|endoftext|>The", "train_ratio": 0.90}
+    text = short_text(story, name)
+    split_idx = int(r["train_ratio"] * len(text))
+    train_data, val_data = text[:split_idx], text[split_idx:]
+    ctx = cfg["context_length"]
+    train_loader = create_dataloader_v1(train_data, tokenizer, r["batch_size"], ctx, ctx, shuffle=True,
+                                        drop_last=True)
+    val_loader = create_dataloader_v1(val_data, tokenizer, r["batch_size"], ctx, ctx, shuffle=False,
+                                      drop_last=False)
+    torch.manual_seed(seed)  # the loader's first epoch, drawn from a fresh generator
+    first_epoch = [x.tolist() for x, _ in train_loader]
+    torch.manual_seed(seed)
+    model = TrainGPT(cfg)
+    if dropout_rng == "mkl":
+        use_mkl_dropout(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=r["lr"], weight_decay=r["weight_decay"])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        train_model_simple(model, train_loader, val_loader, optimizer, r["epochs"], r["eval_freq"], r["eval_iter"],
+                           r["start_context"], tokenizer)
+    return dict(r, text=text, split_chars=split_idx, train_ids=tokenizer.encode(train_data, allowed_special={"<|endoftext|>"}),
+                val_ids=tokenizer.encode(val_data, allowed_special={"<|endoftext|>"}),
+                start_ids=tokenizer.encode(r["start_context"], allowed_special={"<|endoftext|>"}),
+                first_epoch=first_epoch, lines=out.getvalue().splitlines())
+
+
 def decode(self, ids):
     text = "".join(self.decoder[i] for i in ids)
     return bytearray([self.byte_decoder[c] for c in text]).decode("utf-8", errors="replace")
@@ -382,6 +486,8 @@ def main():
         tok = Encoder(encoder, read_merges(f.read()))
     tok.byte_decoder = {v: k for k, v in __import__('make_gpt_fixtures').bytes_to_unicode().items()}
     Encoder.decode = decode
+    Encoder.plain_encode = Encoder.encode
+    Encoder.encode = encode_allowed
 
     story = make_story()
     files = {"story.txt": story.encode("utf-8")}
@@ -389,7 +495,16 @@ def main():
     files["adamw.json"] = json.dumps([adamw_case(i, *c) for i, c in enumerate(ADAMW_CASES)]).encode()
     files["loader.json"] = json.dumps(loader_fixture()).encode()
     files["book_run.json"] = json.dumps(book_run(story, tok), indent=1, ensure_ascii=False).encode("utf-8")
-    os.makedirs(args.out, exist_ok=True)
+    # the truncated vocabulary with "<|endoftext|>" after its last merge, as GPT-2's holds it
+    eot_encoder = dict(encoder, **{"<|endoftext|>": len(encoder)})
+    tok_eot = Encoder(eot_encoder, tok.bpe_ranks.keys())
+    tok_eot.byte_decoder = tok.byte_decoder
+    files["vocab/encoder.json"] = json.dumps(eot_encoder, ensure_ascii=False).encode("utf-8")
+    with open(os.path.join(vocab, 'vocab.bpe'), 'rb') as f:
+        files["vocab/vocab.bpe"] = f.read()
+    files["book_runs.json"] = json.dumps([short_run(story, tok, tok_eot, *r) for r in SHORT_RUNS], indent=1,
+                                         ensure_ascii=False).encode("utf-8")
+    os.makedirs(os.path.join(args.out, "vocab"), exist_ok=True)
     for name, data in sorted(files.items()):
         with open(os.path.join(args.out, name), 'wb') as f:
             f.write(data + (b"\n" if not data.endswith(b"\n") else b""))
