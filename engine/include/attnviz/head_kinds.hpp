@@ -33,6 +33,8 @@
 
 #include <cstddef>
 
+#include "attnviz/tensor.hpp"
+
 namespace attnviz {
 
 enum class HeadKind { none, previous, first, self, broad, induction };
@@ -70,6 +72,11 @@ struct WeightsView {
   std::ptrdiff_t row_stride = 0;
   float multiplier = 1.0f;
 };
+
+// Head h of kept (H, T, T) squares (a pass's weights), read through their row stride.
+inline WeightsView head_view(const HeadSquares& w, int h) {
+  return w.empty() ? WeightsView{} : WeightsView{w.row(h, 0), w.n, w.n, w.stride, 1.0f};
+}
 
 HeadScores score_head(const WeightsView& weights, const std::vector<int>& ids);
 
