@@ -99,6 +99,20 @@ TEST_CASE("model session: typing reuses the prefix and gives the full pass's num
   REQUIRE(typed.result().layers.size() == fresh.result().layers.size());
   for (std::size_t l = 0; l < typed.result().layers.size(); ++l)
     CHECK(typed.result().layers[l].attention.weights == fresh.result().layers[l].attention.weights);
+  // The head kinds continue their sums over the new rows and give the full pass's scores, bit for bit.
+  REQUIRE(typed.kinds().size() == fresh.kinds().size());
+  for (std::size_t l = 0; l < typed.kinds().size(); ++l) {
+    REQUIRE(typed.kinds()[l].size() == fresh.kinds()[l].size());
+    for (std::size_t h = 0; h < typed.kinds()[l].size(); ++h) {
+      const HeadScores &x = typed.kinds()[l][h], &y = fresh.kinds()[l][h];
+      CHECK(x.previous == y.previous);
+      CHECK(x.first == y.first);
+      CHECK(x.self == y.self);
+      CHECK(x.broad == y.broad);
+      CHECK(x.induction == y.induction);
+      CHECK(x.kind == y.kind);
+    }
+  }
   // The detail layer keeps every stage; the others their weights.
   CHECK_FALSE(typed.layer(1)->scores.empty());
   CHECK_FALSE(typed.layer(1)->q.empty());
