@@ -1,11 +1,11 @@
 // attnviz-gpt-bench: whole GPT-2 models. Prints the seeded gpt2-small initialization time; the full forward
 // pass (eval, every head's attention weights of every layer kept) at T = 16, 128, 512 and 1024 with GFLOP/s
 // against the machine's measured FP32 FMA peak, with the last position's logits (what the next-token view
-// needs) and with every position's (what PyTorch's GPTModel computes); and one appended token at T = 64 (the
-// incremental path). Passes reuse the previous result's storage, as the app does. The PyTorch peer is
-// bench/torch_gpt_peer.py.
+// needs) and with every position's (what PyTorch's GPTModel computes); and one appended token (the
+// incremental path) at T = 64 .. 1024 with a breakdown (--append: that alone). Passes reuse the previous
+// result's storage, as the app does. The PyTorch peer is bench/torch_gpt_peer.py.
 //
-//   attnviz-gpt-bench [--quick] [--threads N] [--preset NAME]
+//   attnviz-gpt-bench [--quick] [--append] [--threads N] [--preset NAME]
 //   attnviz-gpt-bench --load PATH   (natively) load time and peak RSS against the file's size, then a pass
 #include <algorithm>
 #include <cstdio>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "attnviz/gpt.hpp"
+#include "attnviz/head_kinds.hpp"
 #if !defined(__EMSCRIPTEN__)
 #include <sys/resource.h>
 
@@ -76,15 +77,126 @@ int load(const std::string& path, int threads) {
 }
 #endif
 
+// Seconds of a timed step, over repetitions: the median and the best (the least disturbed by other work on a
+// shared machine).
+struct Times {
+  double median = 0.0, best = 0.0;
+};
+Times times_of(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t.front()};
+}
+
+// Appending the last of `ids` to the pass over the others (the incremental path: the prefix's keys and values
+// reused), `reps` times.
+Times append_seconds(GptModel& m, const std::vector<int>& ids, const GptRequest& req, int reps) {
+  const std::vector<int> prefix(ids.begin(), ids.end() - 1);
+  GptResult r;
+  std::vector<double> times;
+  for (int rep = 0; rep < reps; ++rep) {
+    if (!m.forward(prefix, req, r).is_ok()) std::abort();
+    const double a = now();
+    if (!m.forward(ids, req, r).is_ok() || r.reused != static_cast<int>(ids.size()) - 1) std::abort();
+    times.push_back(now() - a);
+  }
+  return times_of(times);
+}
+
+// Typing: a full pass over the first T - n tokens, then n tokens appended one by one up to T; the mean and
+// the slowest of those n keystrokes (those that outgrow the kept squares' padding copy them).
+std::pair<double, double> typing_seconds(GptModel& m, const std::vector<int>& ids, int n) {
+  const int T = static_cast<int>(ids.size());
+  GptResult r;
+  m.forget();
+  if (!m.forward(std::vector<int>(ids.begin(), ids.end() - n), GptRequest{}, r).is_ok()) std::abort();
+  double sum = 0.0, worst = 0.0;
+  for (int t = T - n + 1; t <= T; ++t) {
+    const double a = now();
+    if (!m.forward(std::vector<int>(ids.begin(), ids.begin() + t), GptRequest{}, r).is_ok() ||
+        r.reused != t - 1)
+      std::abort();
+    const double s = now() - a;
+    sum += s, worst = std::max(worst, s);
+  }
+  return {sum / n, worst};
+}
+
+// The model view's head kinds after a keystroke: score_head over every kept head of every layer.
+Times head_kind_seconds(GptModel& m, const std::vector<int>& ids, int reps) {
+  GptResult r;
+  if (!m.forward(ids, GptRequest{}, r).is_ok()) std::abort();
+  std::vector<double> times;
+  for (int rep = 0; rep < reps; ++rep) {
+    const double a = now();
+    float sink = 0.0f;
+    for (const GptLayer& l : r.layers)
+      for (int h = 0; h < l.attention.shape.heads; ++h)
+        sink += score_head(head_view(l.attention.weights, h), ids).first;
+    if (!(sink >= 0.0f)) std::abort();
+    times.push_back(now() - a);
+  }
+  return times_of(times);
+}
+
+// One appended token at T = 64 .. 1024, every layer's weights kept (what the model view asks): its median and
+// best; the same keeping nothing, whose difference is what keeping costs (the kept squares' new rows, and
+// their copies where they are copied); typing the last 32 tokens one by one (mean and slowest). The
+// breakdown is differential, through the public API, from best times: a one- and a two-layer model of the
+// same shape keeping nothing give one layer's cost (its GEMMs, about its cost at T = 16, plus its attention,
+// which grows with T) and the rest (the embeddings, the final norm and the output head). The head kinds are
+// the model view's score_head over every head after the keystroke (not part of the pass).
+void append_section(const GptConfig& config, GptModel& model, bool quick) {
+  const int reps = quick ? 5 : 15;
+  GptRequest all, none;
+  none.all_layers = false;
+  std::vector<GptModel> small(2);
+  for (int n = 1; n <= 2; ++n) {
+    GptConfig c = config;
+    c.n_layers = n;
+    if (!seeded_gpt(c, 123, model.options(), small[static_cast<std::size_t>(n - 1)]).is_ok()) std::abort();
+  }
+  const auto layer_and_rest = [&](const std::vector<int>& ids) {
+    const double one = append_seconds(small[0], ids, none, reps).best,
+                 two = append_seconds(small[1], ids, none, reps).best;
+    return std::pair<double, double>{two - one, one - (two - one)};
+  };
+  const double gemm_layer = layer_and_rest(ids_of(16, config.vocab_size)).first;
+  std::printf("\none appended token (incremental path, keys and values of the prefix reused; %d runs), ms\n",
+              reps);
+  std::printf("%6s %8s %8s %10s %8s %8s %8s %8s %8s %10s %10s\n", "T", "median", "best", "keep none",
+              "keeping", "GEMMs", "attn", "rest", "typing", "slowest", "head kinds");
+  Times at256;
+  for (int T : {64, 256, 512, 1024}) {
+    if (T > config.context_length) continue;
+    const std::vector<int> ids = ids_of(T, config.vocab_size);
+    const Times t_all = append_seconds(model, ids, all, reps),
+                t_none = append_seconds(model, ids, none, reps);
+    const auto [layer, rest] = layer_and_rest(ids);
+    const auto [typing, slowest] = typing_seconds(model, ids, std::min(32, T - 1));
+    const Times kinds = head_kind_seconds(model, ids, quick ? 2 : 5);
+    if (T == 256) at256 = t_all;
+    std::printf("%6d %8.1f %8.1f %10.1f %8.1f %8.1f %8.1f %8.1f %8.1f %10.1f %10.1f", T, t_all.median * 1e3,
+                t_all.best * 1e3, t_none.best * 1e3, (t_all.best - t_none.best) * 1e3,
+                config.n_layers * gemm_layer * 1e3, config.n_layers * (layer - gemm_layer) * 1e3, rest * 1e3,
+                typing * 1e3, slowest * 1e3, kinds.best * 1e3);
+    if (T == 1024 && at256.best > 0.0)
+      std::printf("   T1024/T256: median %.2f, best %.2f", t_all.median / at256.median,
+                  t_all.best / at256.best);
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, append_only = false;
   int threads = 2;
   std::string preset = "gpt2-small", load_path;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) {
       quick = true;
+    } else if (!std::strcmp(argv[i], "--append")) {
+      append_only = true;
     } else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--preset") && i + 1 < argc) {
@@ -94,8 +206,9 @@ int main(int argc, char** argv) {
       load_path = argv[++i];
 #endif
     } else {
-      std::fprintf(stderr,
-                   "usage: attnviz-gpt-bench [--quick] [--threads N] [--preset NAME] [--load PATH]\n");
+      std::fprintf(
+          stderr,
+          "usage: attnviz-gpt-bench [--quick] [--append] [--threads N] [--preset NAME] [--load PATH]\n");
       return 2;
     }
   }
@@ -128,6 +241,10 @@ int main(int argc, char** argv) {
       now() - t0, static_cast<long long>(parameter_count(*config, false)),
       static_cast<double>(model.weights().bytes()) / 1e6);
 
+  if (append_only) {
+    append_section(*config, model, quick);
+    return 0;
+  }
   std::printf("\nfull forward, eval, every head's attention weights kept (median of runs)\n");
   std::printf("%6s %14s %10s %9s %16s %10s\n", "T", "logits", "ms", "GFLOP/s", "of FMA peak", "kept MB");
   for (int T : {16, 128, 512, 1024}) {
@@ -151,21 +268,6 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("\none appended token (incremental path, keys and values of the prefix reused)\n");
-  for (int T : {64, 256, 1024}) {
-    if (T > config->context_length) continue;
-    const std::vector<int> ids = ids_of(T, config->vocab_size), prefix(ids.begin(), ids.end() - 1);
-    GptRequest req;
-    GptResult r;
-    std::vector<double> times;
-    for (int rep = 0; rep < (quick ? 5 : 15); ++rep) {
-      if (!model.forward(prefix, req, r).is_ok()) std::abort();
-      const double a = now();
-      if (!model.forward(ids, req, r).is_ok() || r.reused != T - 1) std::abort();
-      times.push_back(now() - a);
-    }
-    std::sort(times.begin(), times.end());
-    std::printf("  T = %4d: %.1f ms (median of %zu)\n", T, times[times.size() / 2] * 1e3, times.size());
-  }
+  append_section(*config, model, quick);
   return 0;
 }

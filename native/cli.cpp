@@ -60,7 +60,7 @@ std::string number(float x) {
   return buf;
 }
 
-void print_matrix(std::ostream& out, const Result& r, const float* m, bool mark_masked) {
+void print_matrix(std::ostream& out, const Result& r, const HeadSquares& m, int head, bool mark_masked) {
   const int T = r.tokens_count(), shown = std::min(T, kShownTokens);
   out << std::string(10, ' ');
   for (int j = 0; j < shown; ++j)
@@ -69,7 +69,7 @@ void print_matrix(std::ostream& out, const Result& r, const float* m, bool mark_
   for (int i = 0; i < shown; ++i) {
     out << pad(token_label(r.tokens[static_cast<std::size_t>(i)]), 10, true);
     for (int j = 0; j < shown; ++j) {
-      const float x = m[static_cast<std::size_t>(i) * T + j];
+      const float x = m.at(head, i, j);
       out << (mark_masked && r.masked(i, j) ? std::string("        -") : cell(x));
     }
     out << '\n';
@@ -100,11 +100,11 @@ void print_text(std::ostream& out, const Result& r) {
                     : "softmax(x x^T)";
   for (int h = 0; h < s.heads; ++h) {
     out << "\nhead " << h << " attention weights, " << how << ":\n";
-    print_matrix(out, r, r.weights.slice(h), s.causal);
+    print_matrix(out, r, r.weights, h, s.causal);
     if (s.dropout && !r.dropped.empty()) {
       out << "head " << h << " after dropout (p = " << number(c.dropout) << ", kept weights x "
           << number(dropout_scale(c.dropout)) << "):\n";
-      print_matrix(out, r, r.dropped.slice(h), s.causal);
+      print_matrix(out, r, r.dropped, h, s.causal);
     }
   }
   const int T = r.tokens_count(), width = r.output.shape[1];

@@ -40,6 +40,16 @@ bool same_bits(const Tensor& a, const Tensor& b) {
          (a.empty() || std::memcmp(a.ptr(), b.ptr(), a.size() * sizeof(float)) == 0);
 }
 
+// The same cells, bit for bit, whatever the row strides (an incremental pass pads its rows).
+bool same_bits(const HeadSquares& a, const HeadSquares& b) {
+  if (a.heads != b.heads || a.n != b.n || a.empty() != b.empty()) return false;
+  for (int h = 0; h < a.heads && !a.empty(); ++h)
+    for (int i = 0; i < a.n; ++i)
+      if (std::memcmp(a.row(h, i), b.row(h, i), static_cast<std::size_t>(a.n) * sizeof(float)) != 0)
+        return false;
+  return true;
+}
+
 void check_same(const GptResult& a, const GptResult& b) {
   CHECK(same_bits(a.logits, b.logits));
   REQUIRE(a.layers.size() == b.layers.size());
@@ -50,6 +60,7 @@ void check_same(const GptResult& a, const GptResult& b) {
     CHECK(same_bits(x.weights, y.weights));
     CHECK(same_bits(x.scores, y.scores));
     CHECK(same_bits(x.scaled, y.scaled));
+    CHECK(same_bits(x.dropped, y.dropped));
     CHECK(same_bits(x.q, y.q));
     CHECK(same_bits(x.k, y.k));
     CHECK(same_bits(x.v, y.v));
@@ -160,11 +171,12 @@ TEST_CASE("every ISA's whole-model pass agrees with the scalar reference") {
         for (std::size_t l = 0; l < got.layers.size(); ++l) {
           const Result& a = got.layers[l].attention;
           const Result& b = want.layers[l].attention;
-          weights =
-              std::max(weights, test::max_rel_error(a.weights.ptr(), b.weights.ptr(), a.weights.size()));
+          const Tensor aw = a.weights.to_tensor(), bw = b.weights.to_tensor();
+          weights = std::max(weights, test::max_rel_error(aw.ptr(), bw.ptr(), aw.size()));
           if (train) {
             CHECK(a.keep == b.keep);
-            CHECK(test::max_rel_error(a.dropped.ptr(), b.dropped.ptr(), a.dropped.size()) < 1e-4);
+            const Tensor ad = a.dropped.to_tensor(), bd = b.dropped.to_tensor();
+            CHECK(test::max_rel_error(ad.ptr(), bd.ptr(), ad.size()) < 1e-4);
           }
           CHECK(test::max_rel_error(a.context.ptr(), b.context.ptr(), a.context.size()) < 1e-4);
         }
@@ -226,6 +238,44 @@ TEST_CASE("the incremental path gives the full pass's bits") {
   }
 }
 
+TEST_CASE("typing token by token grows the kept squares in place and keeps the full pass's bits") {
+  const GptConfig c = tiny(true);
+  const std::vector<int> ids = some_ids(c.context_length, c.vocab_size, 3);
+  GptRequest detail;  // the model view: every layer's weights, one layer's every stage
+  detail.detail_layer = 0;
+  const Isa isa = available_isas().front();
+  if (isa == Isa::scalar) return;
+  GptModel m = seeded(c, 5, false, isa);
+  GptResult live;
+  int copies = 0;
+  const float* storage = nullptr;
+  int stride = 0;
+  for (int T = 1; T <= c.context_length; ++T) {
+    INFO("T = " << T);
+    REQUIRE(m.forward({ids.begin(), ids.begin() + T}, detail, live).is_ok());
+    CHECK(live.reused == T - 1);
+    const HeadSquares& w = live.layers[1].attention.weights;
+    CHECK(w.n == T);
+    CHECK(w.stride >= T);
+    CHECK(w.stride <= c.context_length);
+    const Result& a = live.layers[0].attention;
+    for (const HeadSquares* sq : {&a.scores, &a.scaled, &a.dropped}) CHECK(sq->stride == a.weights.stride);
+    if (w.stride == stride)
+      CHECK(w.ptr() == storage);  // the same storage, written in place
+    else
+      ++copies;
+    storage = w.ptr(), stride = w.stride;
+    if (T % 7 == 0 || T == c.context_length) {
+      GptResult full;
+      REQUIRE(seeded(c, 5, false, isa).forward(live.ids, detail, full).is_ok());
+      CHECK(full.layers[1].attention.weights.dense());
+      check_same(live, full);
+    }
+  }
+  // strides 1, 16, 32, 40 (the context length): grown by an eighth, rounded up to 16 floats
+  CHECK(copies == 4);
+}
+
 TEST_CASE("the detail layer keeps every stage, the other layers their weights, in both modes") {
   const GptConfig c = tiny(true);
   const std::vector<int> ids = some_ids(17, c.vocab_size, 3);
@@ -246,8 +296,11 @@ TEST_CASE("the detail layer keeps every stage, the other layers their weights, i
       for (const auto& [a, b] : {std::pair{&x.scores, &y.scores},
                                  {&x.scaled, &y.scaled},
                                  {&x.weights, &y.weights},
-                                 {&x.dropped, &y.dropped},
-                                 {&x.q, &y.q},
+                                 {&x.dropped, &y.dropped}}) {
+        CHECK_FALSE(b->empty());
+        CHECK(same_bits(*a, *b));
+      }
+      for (const auto& [a, b] : {std::pair{&x.q, &y.q},
                                  {&x.k, &y.k},
                                  {&x.v, &y.v},
                                  {&x.context, &y.context},
@@ -273,6 +326,9 @@ TEST_CASE("the detail layer keeps every stage, the other layers their weights, i
 // What a pass computed elsewhere (the page's WebGPU) is handed: the shapes forward() keeps, nothing more.
 bool same_layout(const Tensor& a, const Tensor& b) {
   return a.shape == b.shape && a.rank == b.rank && a.size() == b.size();
+}
+bool same_layout(const HeadSquares& a, const HeadSquares& b) {
+  return a.heads == b.heads && a.n == b.n && a.stride == b.stride && a.data.size() == b.data.size();
 }
 
 TEST_CASE("a pass computed elsewhere: begin_gpt_forward lays out what forward keeps, end completes it") {
@@ -310,10 +366,12 @@ TEST_CASE("a pass computed elsewhere: begin_gpt_forward lays out what forward ke
       Result& a = e.attention;
       const Result& b = k.attention;
       // the backend fills every tensor begun, with the engine's numbers here
-      for (auto [to, from] : {std::pair{&a.weights, &b.weights},
-                              {&a.scores, &b.scores},
-                              {&a.scaled, &b.scaled},
-                              {&a.inputs, &b.inputs},
+      for (auto [to, from] :
+           {std::pair{&a.weights, &b.weights}, {&a.scores, &b.scores}, {&a.scaled, &b.scaled}}) {
+        REQUIRE(same_layout(*to, *from));
+        if (!to->empty()) std::memcpy(to->ptr(), from->ptr(), from->data.size() * sizeof(float));
+      }
+      for (auto [to, from] : {std::pair{&a.inputs, &b.inputs},
                               {&a.q, &b.q},
                               {&a.k, &b.k},
                               {&a.v, &b.v},

@@ -79,7 +79,7 @@ TEST_CASE("dropout keeps its rate and scale on a large tensor, and eval mode tur
   Result e;
   REQUIRE(run(c, in, e).is_ok());
   CHECK(e.keep.empty());
-  CHECK(e.dropped.data == e.weights.data);
+  CHECK(e.dropped == e.weights);
 }
 
 TEST_CASE("a wrapper of H heads equals H causal modules built in a row") {
@@ -189,9 +189,9 @@ TEST_CASE("memory: the parameters count in the engine's limit, and the count bou
           CHECK(weights == parameter_count(c));
           CHECK(4 * weights <= m.params);
           std::uint64_t kept = r.keep.size();
-          for (const Tensor* t : {&r.inputs, &r.q, &r.k, &r.v, &r.scores, &r.scaled, &r.weights, &r.dropped,
-                                  &r.context, &r.output})
-            kept += 4 * t->size();
+          for (const Tensor* t : {&r.inputs, &r.q, &r.k, &r.v, &r.context, &r.output}) kept += 4 * t->size();
+          for (const HeadSquares* t : {&r.scores, &r.scaled, &r.weights, &r.dropped})
+            kept += 4 * t->data.size();
           CHECK(kept <= m.tensors);
           CHECK(m.total() == m.params + m.tensors);
         }

@@ -227,7 +227,8 @@ TEST_CASE("train cli: --task induction, its checkpoint in the model view's engin
   for (int l = 0; l < 2; ++l)
     for (int h = 0; h < 4; ++h) {
       const Result* a = &res.layer(l)->attention;
-      const float* got = a->weights.slice(h);
+      const Tensor weights = a->weights.to_tensor();
+      const float* got = weights.slice(h);
       CHECK(test::max_rel_error(got, maps[l][h].data(), maps[l][h].size()) <= 1e-5);
     }
   std::vector<float> probs;

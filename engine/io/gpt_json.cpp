@@ -110,8 +110,7 @@ std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, co
     // the first token (each head's mean weight on key 0, averaged): attention sinks, layer by layer.
     double sink = 0.0;
     for (int h = 0; h < H; ++h)
-      sink +=
-          score_head(WeightsView{a.weights.slice(h), T, T, T, 1.0f}, r.ids).first / static_cast<double>(H);
+      sink += score_head(head_view(a.weights, h), r.ids).first / static_cast<double>(H);
     w.out += "{\"index\":" + std::to_string(l.index) + ",\"mask\":";
     w.out +=
         a.shape.window > 0 ? "\"sliding_window\",\"window\":" + std::to_string(a.shape.window) : "\"causal\"";
@@ -121,7 +120,7 @@ std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, co
     for (int h = 0; h < H; ++h) {
       if (h) w.out += ',';
       // what the head does, as the model view labels it (attnviz/head_kinds.hpp), from its weights
-      const HeadScores k = score_head(WeightsView{a.weights.slice(h), T, T, T, 1.0f}, r.ids);
+      const HeadScores k = score_head(head_view(a.weights, h), r.ids);
       w.out += "{\"kv_head\":" + std::to_string(h / group) + ",\"kind\":";
       w.string(to_string(k.kind));
       w.out += ",\"kind_scores\":{";
@@ -139,12 +138,12 @@ std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, co
       }
       w.out += '}';
       bool first = false;
-      const auto stage = [&](const char* name, const Tensor& t) {
+      const auto stage = [&](const char* name, const HeadSquares& t) {
         if (t.empty()) return;
         if (!first) w.out += ',';
         first = false;
         w.key(name);
-        w.matrix(t.slice(h), T, T, T);
+        w.matrix(t.row(h, 0), T, T, t.stride);
       };
       stage("weights", a.weights);
       stage("scores", a.scores);

@@ -64,7 +64,7 @@ std::string result_to_json(const Result& r, const std::vector<NamedTensor>& para
   n.heads = static_cast<std::uint64_t>(r.shape.heads);
   n.head_dim = static_cast<std::uint64_t>(hd);
   n.out_width = static_cast<std::uint64_t>(r.output.rank == 2 ? r.output.shape[1] : 0);
-  for (const Tensor* t : {&r.scores, &r.weights, &r.dropped}) n.square_stages += t->empty() ? 0 : 1;
+  for (const HeadSquares* t : {&r.scores, &r.weights, &r.dropped}) n.square_stages += t->empty() ? 0 : 1;
   for (const NamedTensor& p : params) n.param_floats += p.value.size();
   n.param_tensors = params.size();
   JsonWriter w;
@@ -106,10 +106,10 @@ std::string result_to_json(const Result& r, const std::vector<NamedTensor>& para
   for (int h = 0; h < r.shape.heads; ++h) {
     if (h) w.out += ',';
     w.out += '{';
-    const auto stage = [&](const char* name, const Tensor& t) {
+    const auto stage = [&](const char* name, const HeadSquares& t) {
       if (t.empty()) return;
       w.key(name);
-      w.matrix(t.slice(h), T, T, T);
+      w.matrix(t.row(h, 0), T, T, t.stride);
       w.out += ',';
     };
     stage("scores", r.scores);

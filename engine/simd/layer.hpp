@@ -36,11 +36,14 @@ struct LayerJob {
   const std::uint16_t* wo16 = nullptr;
   bool wo16_bf16 = true;
   float *q = nullptr, *k = nullptr,
-        *v = nullptr;                  // q (T, width), k, v (T, kv_width); no weights: q = k = v = x
+        *v = nullptr;  // q (T, width), k, v (T, kv_width); no weights: q = k = v = x
+  // The per-head squares scores, scaled, weights and dropped: (H, T, T) with rows `square_stride` floats
+  // apart and heads square_stride^2 floats apart (HeadSquares' layout; 0: T, dense).
+  int square_stride = 0;
   float* scores = nullptr;             // (H, T, T) when kept, else null
   float* scaled = nullptr;             // (H, T, T) when kept, else null
   float* weights = nullptr;            // (H, T, T)
-  const std::uint8_t* keep = nullptr;  // (H, T, T) dropout keep mask, null without dropout
+  const std::uint8_t* keep = nullptr;  // dense (H, T, T) dropout keep mask, null without dropout
   float keep_scale = 1.0f;
   float* dropped = nullptr;  // (H, T, T) when kept (and dropout drawn), else null
   float* context = nullptr;  // (T, width)

@@ -366,23 +366,25 @@ void fast_layer::operator()(A, const LayerJob& job) const {
 
   // 3. attention, one task per (head, block of query rows): scores, softmax, dropout, context
   const int blocks = (T - first + kRowBlock - 1) / kRowBlock;
-  const std::size_t tt = static_cast<std::size_t>(T) * T;
+  const std::size_t tt = static_cast<std::size_t>(T) * T;  // the dense keep mask's head
+  const std::size_t ld = static_cast<std::size_t>(job.square_stride > 0 ? job.square_stride : T);
+  const std::size_t sq = ld * ld;  // a square's head
   pool.run(H * blocks, [&](int task, int worker) {
     const int h = task % H, r0 = first + (task / H) * kRowBlock, r1 = lesser<A>(T, r0 + kRowBlock);
     float* scratch_rows = rows + worker_floats * static_cast<std::size_t>(worker);
     // Causal rows r0..r1-1 only need keys up to r1-1; the raw scores stage keeps every cell.
     const int needed = job.causal ? r1 : T;
     const int ncols = job.scores ? T : needed;
-    float* s = job.scores ? job.scores + h * tt + static_cast<std::size_t>(r0) * T : scratch_rows;
-    const int lds = job.scores ? T : static_cast<int>(row_stride);
+    float* s = job.scores ? job.scores + h * sq + static_cast<std::size_t>(r0) * ld : scratch_rows;
+    const int lds = static_cast<int>(job.scores ? ld : row_stride);
     const int g = h / group;
     gemm<A>(0, r1 - r0, 0, panels(ncols, NR), ncols, hd, q + static_cast<std::size_t>(r0) * W + h * hd, W,
             kpack + kpack_head * g, static_cast<std::size_t>(hd) * NR, nullptr, s, lds);
 
-    float* wts = job.weights + h * tt;
+    float* wts = job.weights + h * sq;
     for (int i = r0; i < r1; ++i) {
-      float* scaled = job.scaled ? job.scaled + h * tt + static_cast<std::size_t>(i) * T : nullptr;
-      float* wi = wts + static_cast<std::size_t>(i) * T;
+      float* scaled = job.scaled ? job.scaled + h * sq + static_cast<std::size_t>(i) * ld : nullptr;
+      float* wi = wts + static_cast<std::size_t>(i) * ld;
       const float* si = s + static_cast<std::size_t>(i - r0) * lds;
       // A sliding window masks keys [0, lo) too: the softmax runs over [lo, i] and the cells before are 0.
       const int lo = job.window > 0 && i - job.window + 1 > 0 ? i - job.window + 1 : 0;
@@ -393,20 +395,21 @@ void fast_layer::operator()(A, const LayerJob& job) const {
         if (scaled) scaled[j] = -INFINITY;
       }
     }
-    const float* p = wts + static_cast<std::size_t>(r0) * T;
-    int ldp = T;
+    const float* p = wts + static_cast<std::size_t>(r0) * ld;
+    int ldp = static_cast<int>(ld);
     if (job.keep) {
-      float* d = job.dropped ? job.dropped + h * tt + static_cast<std::size_t>(r0) * T
+      float* d = job.dropped ? job.dropped + h * sq + static_cast<std::size_t>(r0) * ld
                              : scratch_rows + kRowBlock * row_stride;
-      const int ldd = job.dropped ? T : static_cast<int>(row_stride);
+      const std::size_t ldd = job.dropped ? ld : row_stride;
       const std::uint8_t* keep = job.keep + h * tt + static_cast<std::size_t>(r0) * T;
       for (int i = 0; i < r1 - r0; ++i)
-        for (int j = 0; j < T; ++j) {
-          const std::size_t at = static_cast<std::size_t>(i) * T + j;
-          d[static_cast<std::size_t>(i) * ldd + j] = keep[at] ? p[at] * job.keep_scale : 0.0f;
-        }
+        for (int j = 0; j < T; ++j)
+          d[static_cast<std::size_t>(i) * ldd + j] =
+              keep[static_cast<std::size_t>(i) * T + j]
+                  ? p[static_cast<std::size_t>(i) * ld + j] * job.keep_scale
+                  : 0.0f;
       p = d;
-      ldp = ldd;
+      ldp = static_cast<int>(ldd);
     }
     gemm<A>(0, r1 - r0, 0, panels(hd, NR), hd, needed, p, ldp, vpack + vpack_head * g,
             static_cast<std::size_t>(T) * NR, nullptr,
@@ -425,7 +428,7 @@ void fast_layer::operator()(A, const LayerJob& job) const {
       gemm<A>(0, r1 - r0, 0, panels(T, NR) - p_first, T - p_first * NR, hd,
               q + static_cast<std::size_t>(r0) * W + h * hd, W,
               kpack + kpack_head * (h / group) + hs * p_first, hs, nullptr,
-              job.scores + h * tt + static_cast<std::size_t>(r0) * T + p_first * NR, T);
+              job.scores + h * sq + static_cast<std::size_t>(r0) * ld + p_first * NR, static_cast<int>(ld));
     });
   }
 

@@ -58,6 +58,14 @@ bool all_finite(const Tensor& t) {
   return attnviz::all_finite(t.ptr(), t.ptr() + t.size());
 }
 
+bool all_finite(const HeadSquares& t) {
+  if (t.dense()) return attnviz::all_finite(t.ptr(), t.ptr() + t.size());
+  for (int h = 0; h < t.heads; ++h)
+    for (int i = 0; i < t.n; ++i)
+      if (!attnviz::all_finite(t.row(h, i), t.row(h, i) + t.n)) return false;
+  return true;
+}
+
 }  // namespace
 
 Status build_params(const Config& config, TorchGenerator& g, Params& out) {
@@ -172,15 +180,15 @@ void forward_reference(const Config& c, const Params& p, const Input& in, Result
   }
 
   // 2. raw scores q k^T per head: (H, T, T)
-  r.scores = Tensor(H, T, T, 0.0f);
+  r.scores = HeadSquares(H, T, 0.0f);
   ref::scores(r.q.ptr(), r.k.ptr(), r.scores.ptr(), T, H, hd);
 
   // 3. scale by 1/sqrt(hd) and mask the future with -inf
-  r.scaled = Tensor(H, T, T, 0.0f);
+  r.scaled = HeadSquares(H, T, 0.0f);
   ref::scale_mask(r.scores.ptr(), r.scaled.ptr(), T, H, s.scale, s.causal);
 
   // 4. softmax over each row
-  r.weights = Tensor(H, T, T, 0.0f);
+  r.weights = HeadSquares(H, T, 0.0f);
   ref::softmax_rows(r.scaled.ptr(), r.weights.ptr(), T, H, s.causal);
 
   // 5. dropout with the drawn mask
@@ -241,11 +249,14 @@ Status not_finite(const char* stage) {
 Status check_finite(const Result& r) {
   // Raw scores may overflow in a masked cell only, where the weights are still exact: refused all the same.
   // The scaled scores are -inf where masked by design, and finite elsewhere when the raw scores are.
-  const std::pair<const char*, const Tensor*> kept[] = {
-      {"q, k, v", &r.q},       {"q, k, v", &r.k},       {"q, k, v", &r.v},       {"raw scores", &r.scores},
-      {"weights", &r.weights}, {"dropped", &r.dropped}, {"context", &r.context}, {"output", &r.output}};
-  for (const auto& [name, t] : kept)
+  for (const Tensor* t : {&r.q, &r.k, &r.v})
+    if (!all_finite(*t)) return not_finite("q, k, v");
+  const std::pair<const char*, const HeadSquares*> squares[] = {
+      {"raw scores", &r.scores}, {"weights", &r.weights}, {"dropped", &r.dropped}};
+  for (const auto& [name, t] : squares)
     if (!all_finite(*t)) return not_finite(name);
+  if (!all_finite(r.context)) return not_finite("context");
+  if (!all_finite(r.output)) return not_finite("output");
   return Status::ok();
 }
 
@@ -255,9 +266,9 @@ Status end_forward(Result& r) {
   if (!s.has_weights && r.q.empty()) r.q = r.k = r.v = r.inputs;  // the CPU kernels set them already
   if (!s.out_proj) r.output = r.context;
   if ((c.stages & kStageDropped) && !s.dropout) r.dropped = r.weights;
-  if (!(c.stages & kStageScores)) r.scores = Tensor();
-  if (!(c.stages & kStageScaled)) r.scaled = Tensor();
-  if (!(c.stages & kStageDropped)) r.dropped = Tensor();
+  if (!(c.stages & kStageScores)) r.scores = HeadSquares();
+  if (!(c.stages & kStageScaled)) r.scaled = HeadSquares();
+  if (!(c.stages & kStageDropped)) r.dropped = HeadSquares();
   return check_finite(r);
 }
 

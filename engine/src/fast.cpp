@@ -84,11 +84,18 @@ bool all_finite(const float* begin, const float* end) {
 }
 
 void recycle(Result& old) {
-  for (Tensor* t : {&old.q, &old.k, &old.v, &old.scores, &old.scaled, &old.weights, &old.dropped,
-                    &old.context, &old.output}) {
-    if (t->data.capacity() < (1u << 14)) continue;  // small buffers are cheap to allocate
-    spare.push_back(std::move(t->data));
-    *t = Tensor();
+  const auto give = [](std::vector<float>& data) {
+    if (data.capacity() < (1u << 14)) return;  // small buffers are cheap to allocate
+    spare.push_back(std::move(data));
+    data = {};
+  };
+  for (Tensor* t : {&old.q, &old.k, &old.v, &old.context, &old.output}) {
+    give(t->data);
+    if (t->data.empty()) *t = Tensor();
+  }
+  for (HeadSquares* t : {&old.scores, &old.scaled, &old.weights, &old.dropped}) {
+    give(t->data);
+    if (t->data.empty()) *t = HeadSquares();
   }
   constexpr std::size_t kMaxSpare = 12;
   if (spare.size() > kMaxSpare) spare.erase(spare.begin(), spare.end() - kMaxSpare);
@@ -124,14 +131,15 @@ void forward_fast(const Config& c, const Params& p, const Input& in, Isa isa, in
     r.q = r.k = r.v = in.x;
   }
   const int H = s.heads;
-  if (c.stages & kStageScores) r.scores = scratch_tensor(H, T, T), job.scores = r.scores.ptr();
-  if (c.stages & kStageScaled) r.scaled = scratch_tensor(H, T, T), job.scaled = r.scaled.ptr();
-  r.weights = scratch_tensor(H, T, T);
+  const auto square = [&] { return HeadSquares::adopt(scratch_tensor(H, T, T)); };  // dense
+  if (c.stages & kStageScores) r.scores = square(), job.scores = r.scores.ptr();
+  if (c.stages & kStageScaled) r.scaled = square(), job.scaled = r.scaled.ptr();
+  r.weights = square();
   job.weights = r.weights.ptr();
   if (s.dropout) {
     job.keep = r.keep.data();
     job.keep_scale = dropout_scale(c.dropout);
-    if (c.stages & kStageDropped) r.dropped = scratch_tensor(H, T, T), job.dropped = r.dropped.ptr();
+    if (c.stages & kStageDropped) r.dropped = square(), job.dropped = r.dropped.ptr();
   }
   r.context = scratch_matrix(T, s.width);
   job.context = r.context.ptr();

@@ -49,16 +49,16 @@ std::size_t count(int a, int b) {
   return static_cast<std::size_t>(a) * static_cast<std::size_t>(b);
 }
 
-// Copies rows [0, rows) of an (H, T_old, T_old) tensor into an (H, T, T) one (fill past the old columns).
-void copy_square_rows(const Tensor& from, Tensor& to, int rows, float fill) {
-  if (from.empty() || rows == 0) return;
-  const int H = to.shape[0], T = to.shape[1], T_old = from.shape[1];
-  const int cols = std::min(T, T_old);
-  for (int h = 0; h < H; ++h)
+// Rows [0, rows) of each head of `to` (H, T, T): columns [0, rows) copied from `from` (another pass over the
+// same first `rows` tokens; null: they are `to`'s already), the columns [rows, T) set to `fill` (keys the
+// earlier rows do not see: 0 in the weights, -inf in the scaled scores). O(rows) per head when `to` already
+// holds them, as when a token is appended in place.
+void prefix_rows(const HeadSquares* from, HeadSquares& to, int rows, float fill) {
+  for (int h = 0; h < to.heads; ++h)
     for (int i = 0; i < rows; ++i) {
-      float* dst = to.slice(h) + count(i, T);
-      std::memcpy(dst, from.slice(h) + count(i, T_old), count(cols, 1) * sizeof(float));
-      std::fill(dst + cols, dst + T, fill);
+      float* dst = to.row(h, i);
+      if (from) std::memcpy(dst, from->row(h, i), count(rows, 1) * sizeof(float));
+      std::fill(dst + rows, dst + to.n, fill);
     }
 }
 
@@ -77,11 +77,16 @@ class Spare {
     if (t.data.capacity() >= (1u << 12)) bufs_.push_back(std::move(t.data));
     t = Tensor();
   }
+  void give(HeadSquares& t) {
+    if (t.data.capacity() >= (1u << 12)) bufs_.push_back(std::move(t.data));
+    t = HeadSquares();
+  }
   void give(GptLayer& l) {
     Result& a = l.attention;
-    for (Tensor* t : {&a.inputs, &a.q, &a.k, &a.v, &a.scores, &a.scaled, &a.weights, &a.dropped, &a.context,
-                      &a.output, &l.resid_in, &l.resid_out, &l.q_proj, &l.k_proj, &l.q_normed, &l.k_normed})
+    for (Tensor* t : {&a.inputs, &a.q, &a.k, &a.v, &a.context, &a.output, &l.resid_in, &l.resid_out,
+                      &l.q_proj, &l.k_proj, &l.q_normed, &l.k_normed})
       give(*t);
+    for (HeadSquares* t : {&a.scores, &a.scaled, &a.weights, &a.dropped}) give(*t);
   }
   void give(GptResult& r) {
     for (GptLayer& l : r.layers) give(l);
@@ -102,6 +107,14 @@ class Spare {
     Tensor t = take(rows, cols, 1);
     t.rank = 2;
     return t;
+  }
+  // H squares of side n whose rows are `stride` apart, contents unspecified.
+  HeadSquares take_squares(int H, int n, int stride) {
+    Tensor t = take(H, stride, stride);
+    HeadSquares sq;
+    sq.heads = H, sq.n = n, sq.stride = stride;
+    sq.data = std::move(t.data);
+    return sq;
   }
   Tensor take(int d0, int d1, int d2) {
     const std::size_t n = count(d0, d1) * static_cast<std::size_t>(d2);
@@ -130,33 +143,34 @@ class Spare {
 
 // check_finite over what a fast layer computed in this pass, in its order and with its line, so that every
 // ISA refuses an input as the scalar path does: rows [P, T) of each stage (q, k, v, context and output
-// (T, d); the raw scores and dropped weights (H, T, T) per head), and the earlier rows' raw scores against
-// the new keys, which the incremental pass writes too. Of the weights, kept or not, each row's first cell
-// tells: the kernel writes a row all NaN when its scores overflowed, and finite otherwise (exp(s - max) <= 1
-// over a sum >= 1), which spares reading every layer's (H, T, T) weights again (600 MB at T = 1024 for
-// gpt2-small). A stage not computed is nullptr.
+// (T, d); the raw scores and dropped weights (H, T, T) per head, rows `ld` floats apart and heads ld^2), and
+// the earlier rows' raw scores against the new keys, which the incremental pass writes too. Of the weights,
+// kept or not, each row's first cell tells: the kernel writes a row all NaN when its scores overflowed, and
+// finite otherwise (exp(s - max) <= 1 over a sum >= 1), which spares reading every layer's (H, T, T) weights
+// again (600 MB at T = 1024 for gpt2-small). A stage not computed is nullptr.
 struct FastLayerOut {
   const float *q, *k, *v, *scores, *weights, *dropped, *context, *output;
 };
 struct FastLayerWidths {
   int q, kv, out;  // q and context (H hd), k and v (KV hd), output (d)
 };
-Status check_finite_rows(const FastLayerOut& o, int T, int P, FastLayerWidths width, int H) {
+Status check_finite_rows(const FastLayerOut& o, int T, int P, FastLayerWidths width, int H, int ld) {
   const auto rows = [&](const float* p, int d) { return !p || all_finite(p + count(P, d), p + count(T, d)); };
-  const auto head = [&](const float* p, int h) { return p + count(h, T) * static_cast<std::size_t>(T); };
+  const auto head = [&](const float* p, int h) { return p + count(h, ld) * static_cast<std::size_t>(ld); };
   const auto square = [&](const float* p, bool earlier) {
     for (int h = 0; p && h < H; ++h) {
       const float* m = head(p, h);
-      if (!all_finite(m + count(P, T), m + count(T, T))) return false;
+      for (int i = P; i < T; ++i)
+        if (!all_finite(m + count(i, ld), m + count(i, ld) + T)) return false;
       for (int i = 0; earlier && i < P; ++i)
-        if (!all_finite(m + count(i, T) + P, m + count(i, T) + T)) return false;
+        if (!all_finite(m + count(i, ld) + P, m + count(i, ld) + T)) return false;
     }
     return true;
   };
   const auto first_cells = [&](const float* p) {
     for (int h = 0; h < H; ++h)
       for (int i = P; i < T; ++i)
-        if (!std::isfinite(head(p, h)[count(i, T)])) return false;
+        if (!std::isfinite(head(p, h)[count(i, ld)])) return false;
     return true;
   };
   if (!rows(o.q, width.q) || !rows(o.k, width.kv) || !rows(o.v, width.kv)) return not_finite("q, k, v");
@@ -214,8 +228,9 @@ struct Kernels {
 class Reuse {
  public:
   // `out` is the previous result; `cached` the storage the previous pass left in the model's cache.
-  Reuse(GptResult& out, int P, std::vector<std::vector<float>>&& cached)
-      : P_(P), prev_(P > 0 ? &out : nullptr) {
+  // `context`: the model's context length, which no pass exceeds (the squares never grow past it).
+  Reuse(GptResult& out, int P, int context, std::vector<std::vector<float>>&& cached)
+      : P_(P), context_(context), prev_(P > 0 ? &out : nullptr) {
     spare_.adopt(std::move(cached));
     if (P == 0) spare_.give(out);
   }
@@ -237,10 +252,30 @@ class Reuse {
     if (from) copy_rows(*from, t, P_);
     return t;
   }
-  // (H, T, T) whose rows [0, P) of each head are `from`'s, `fill` past its columns; the rest unspecified.
-  Tensor square(int H, int T, const Tensor* from, float fill) {
-    Tensor t = spare_.take(H, T, T);
-    if (from) copy_square_rows(*from, t, P_, fill);
+  // The row stride of a layer's kept squares over T tokens, given `from`, the same layer's weights in the
+  // previous pass (null on a full pass): a full pass keeps them dense (stride T, no memory to spare); a pass
+  // that extends one keeps its stride while T fits, else grows it by an eighth (rounded up to 16 floats,
+  // at most the context length), so that typing at the end copies the squares once every T / 8 tokens
+  // instead of at every keystroke.
+  int square_stride(int T, const HeadSquares* from) const {
+    if (!from || from->empty()) return T;
+    if (from->stride >= T) return from->stride;
+    const int grown = (T + T / 8 + 15) / 16 * 16;
+    return std::max(T, std::min(grown, context_));
+  }
+  // (H, T, T) with rows `stride` apart whose rows [0, P) of each head are `from`'s (the same square of the
+  // previous pass; null: none) and `fill` past column P; the rest unspecified. When `from` has that stride
+  // its storage is taken over and only those fills are written: the squares grow in place.
+  HeadSquares square(int H, int T, int stride, HeadSquares* from, float fill) {
+    if (from && !from->empty() && from->heads == H && from->stride == stride) {
+      HeadSquares t = std::move(*from);
+      *from = HeadSquares();
+      t.n = T;
+      prefix_rows(nullptr, t, std::min(P_, T), fill);
+      return t;
+    }
+    HeadSquares t = spare_.take_squares(H, T, stride);
+    if (from && !from->empty()) prefix_rows(from, t, std::min(P_, T), fill);
     return t;
   }
   // A copy of `x` (T, cols), which holds rows [P, T) only, with rows [0, P) from `from`.
@@ -258,7 +293,7 @@ class Reuse {
 
  private:
   Spare spare_;
-  int P_ = 0;
+  int P_ = 0, context_ = 0;
   GptResult* prev_ = nullptr;
 };
 
@@ -563,7 +598,8 @@ Status attention_scalar_generic(const Steps& s, const GptConfig& c, const Config
   a.config.stages = k.any ? k.stages : 0u;
   a.shape = shape;
   a.isa = Isa::scalar, a.threads = 1;
-  Tensor scores(H, T, T, 0.0f), scaled(H, T, T, 0.0f), weights(H, T, T, 0.0f), context(T, QW);
+  HeadSquares scores(H, T, 0.0f), scaled(H, T, 0.0f), weights(H, T, 0.0f);  // dense: indexed as (H, T, T)
+  Tensor context(T, QW);
   std::vector<double> e(static_cast<std::size_t>(T));
   for (int hh = 0; hh < H; ++hh) {
     const int g = hh / group;
@@ -599,7 +635,7 @@ Status attention_scalar_generic(const Steps& s, const GptConfig& c, const Config
       }
     }
   }
-  const auto finite = [](const Tensor& t) { return all_finite(t.ptr(), t.ptr() + t.size()); };
+  const auto finite = [](const auto& t) { return all_finite(t.ptr(), t.ptr() + t.size()); };
   if (!finite(q) || !finite(kk) || !finite(v)) return not_finite("q, k, v");
   if (!finite(scores)) return not_finite("raw scores");
   if (!finite(weights)) return not_finite("weights");
@@ -630,12 +666,13 @@ Status attention_scalar_generic(const Steps& s, const GptConfig& c, const Config
 // them to the kernel, with its key/value heads and its window.
 Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, const Shape& shape,
                       const GptBlock& b, const LayerKeep& k, const Rotary& rot, const Tensor& h,
-                      const GptLayer* before, LayerCache cache, Reuse& reuse, AttentionScratch& scratch,
+                      GptLayer* before, LayerCache cache, Reuse& reuse, AttentionScratch& scratch,
                       const QkKeep& keep, Result& a, Tensor& out) {
   const int T = s.T, P = s.P, d = h.shape[1], H = ac.num_heads, KV = c.kv_heads(), hd = c.head_dim();
   const int QW = c.q_width(), KW = c.kv_width();
   const Isa isa = s.kern.isa;
   const auto from = [&](const Tensor Result::*t) { return before ? &(before->attention.*t) : nullptr; };
+  const auto from_square = [&](HeadSquares Result::*t) { return before ? &(before->attention.*t) : nullptr; };
   cache.k.resize(count(T, KW)), cache.v.resize(count(T, KW));
   if (k.q) {
     cache.q.resize(count(T, QW));
@@ -663,17 +700,23 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
   auto bias = [](const PackedLinear& pl) { return pl.bias.empty() ? nullptr : pl.bias.ptr(); };
   job.bq = bias(b.query), job.bk = bias(b.key), job.bv = bias(b.value), job.bo = bias(b.out_proj);
   job.q = scratch.q.ptr(), job.k = cache.k.data(), job.v = cache.v.data();
+  // The kept squares share one row stride; extending the previous pass, they grow in place (Reuse).
+  const int ld = k.any ? reuse.square_stride(T, from_square(&Result::weights)) : T;
+  job.square_stride = ld;
+  const bool dropped_kept = k.any && (k.stages & kStageDropped);
   if (k.any) {
-    a.weights = reuse.square(H, T, from(&Result::weights), 0.0f);
+    a.weights = reuse.square(H, T, ld, from_square(&Result::weights), 0.0f);
     if (k.stages & kStageScores) {
-      a.scores = reuse.square(H, T, from(&Result::scores), 0.0f);
+      a.scores = reuse.square(H, T, ld, from_square(&Result::scores), 0.0f);
       job.scores = a.scores.ptr();
     }
     if (k.stages & kStageScaled) {
-      a.scaled = reuse.square(H, T, from(&Result::scaled), -INFINITY);
+      a.scaled = reuse.square(H, T, ld, from_square(&Result::scaled), -INFINITY);
       job.scaled = a.scaled.ptr();
     }
     job.weights = a.weights.ptr();
+    // without dropout, dropped = weights: its rows [0, P) are the previous pass's, the new ones copied below
+    if (dropped_kept) a.dropped = reuse.square(H, T, ld, from_square(&Result::dropped), 0.0f);
   } else {
     scratch.weights.data.resize(count(H, T) * static_cast<std::size_t>(T));
     job.weights = scratch.weights.ptr();
@@ -681,10 +724,7 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
   if (s.train_dropout) {
     a.keep = torch_dropout_mask(*s.g, count(H, T) * static_cast<std::size_t>(T), s.rate, s.rng);
     job.keep = a.keep.data(), job.keep_scale = s.keep_scale;
-    if (k.any && (k.stages & kStageDropped)) {
-      a.dropped = reuse.square(H, T, nullptr, 0.0f);
-      job.dropped = a.dropped.ptr();
-    }
+    if (dropped_kept) job.dropped = a.dropped.ptr();
   }
   Tensor& ctx = k.qkv ? a.context : scratch.context;
   if (k.qkv) {
@@ -700,7 +740,7 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
   simd::run_layer(isa, job);
   if (Status st = check_finite_rows(
           {job.q, job.k, job.v, job.scores, job.weights, job.dropped, job.context, job.output}, T, P,
-          {QW, KW, d}, H);
+          {QW, KW, d}, H, ld);
       !st.is_ok())
     return st;
   if (k.qkv) {
@@ -711,7 +751,10 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
     a.output = reuse.copy(out, from(&Result::output));
   }
   if (k.q) scratch.q.data.swap(cache.q);
-  if (k.any && !s.train_dropout && (k.stages & kStageDropped)) a.dropped = a.weights;
+  if (dropped_kept && !s.train_dropout)
+    for (int hh = 0; hh < H; ++hh)
+      for (int i = P; i < T; ++i)
+        std::memcpy(a.dropped.row(hh, i), a.weights.row(hh, i), count(T, 1) * sizeof(float));
   a.isa = isa, a.threads = s.threads;
   return Status::ok();
 }
@@ -730,7 +773,7 @@ struct Attention {
 
   // out (T, d) = out_proj(context), `a` given what layer l keeps: attention_scalar or attention_fast
   Status forward(const Steps& s, int l, const GptBlock& b, const LayerKeep& keep, const Tensor& h,
-                 const GptLayer* before, Reuse& reuse, GptLayer& layer, Tensor& out) {
+                 GptLayer* before, Reuse& reuse, GptLayer& layer, Tensor& out) {
     const GptConfig& c = *model;
     const Shape shape_l = layer_shape(c, config, l);
     const Rotary& rot = c.local_layer(l) ? local : global;
@@ -804,7 +847,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   // keys, values and queries move over (resizing keeps their first rows in place).
   const int P = reusable(ids, request, out);
   std::unique_ptr<Cache> old = std::move(cache_);
-  Reuse reuse(out, P, old ? std::move(old->spare) : std::vector<std::vector<float>>());
+  Reuse reuse(out, P, c.context_length, old ? std::move(old->spare) : std::vector<std::vector<float>>());
   auto cache = std::make_unique<Cache>();
   if (P > 0) {
     cache->q = std::move(old->q), cache->k = std::move(old->k), cache->v = std::move(old->v);

@@ -141,9 +141,9 @@ Status begin_gpt_forward(const GptWeights& w, const GptOptions& options, const s
     a.config = attention_config(w, options, stages_of(request, l));
     a.shape = shape_of(a.config);
     a.tokens = labels;
-    a.weights = Tensor(H, T, T, 0.0f);
-    if (a.config.stages & kStageScores) a.scores = Tensor(H, T, T, 0.0f);
-    if (a.config.stages & kStageScaled) a.scaled = Tensor(H, T, T, 0.0f);
+    a.weights = HeadSquares(H, T, 0.0f);
+    if (a.config.stages & kStageScores) a.scores = HeadSquares(H, T, 0.0f);
+    if (a.config.stages & kStageScaled) a.scaled = HeadSquares(H, T, 0.0f);
     if (qkv_of(request, l))
       for (Tensor* t : {&a.inputs, &a.q, &a.k, &a.v, &a.context, &a.output}) *t = Tensor(T, d);
     if (request.residuals) layer.resid_in = Tensor(T, d), layer.resid_out = Tensor(T, d);

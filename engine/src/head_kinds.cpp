@@ -173,17 +173,24 @@ float HeadScores::score(HeadKind k) const {
 }
 
 HeadScores score_head(const WeightsView& weights, const std::vector<int>& ids) {
+  HeadSums sums;
+  return score_head(weights, ids, sums);
+}
+
+HeadScores score_head(const WeightsView& weights, const std::vector<int>& ids, HeadSums& sums) {
   HeadScores s;
   const WeightsView& m = weights;
   const int T = m.rows;
+  if (m.data == nullptr || T < 2 || m.cols != T || sums.rows > T || sums.rows < 0) sums = HeadSums();
   if (m.data == nullptr || T < 2 || m.cols != T) return s;
   const float mul = m.multiplier;
   auto row = [&m](int i) { return m.data + static_cast<std::ptrdiff_t>(i) * m.row_stride; };
+  const int from = sums.rows;
 
   // previous, first, self: one cell a row; broad: the whole visible row
-  double previous = 0.0, first = 0.0, self = 0.0, broad = 0.0;
+  double previous = sums.previous, first = sums.first, self = sums.self, broad = sums.broad;
   std::vector<float> scratch(2 * static_cast<std::size_t>(T));
-  for (int i = 1; i < T; ++i) {
+  for (int i = std::max(1, from); i < T; ++i) {
     const float* r = row(i);
     previous += cell(r, i - 1, mul);
     first += cell(r, 0, mul);
@@ -198,9 +205,12 @@ HeadScores score_head(const WeightsView& weights, const std::vector<int>& ids) {
   // induction: walk each position's chain of earlier occurrences of its token
   const int n = static_cast<int>(std::min(ids.size(), static_cast<std::size_t>(T)));
   const std::vector<int> earlier = earlier_occurrences(ids, n);
-  double induction = 0.0;
-  int positions = 0;
-  for (int i = 2; i < n; ++i) {
+  double induction = sums.induction;
+  int positions = sums.positions;
+  // induction walks only the rows with an id: its sums continue from its own count
+  int induction_from = sums.induction_rows;
+  if (induction_from > n) induction = 0.0, positions = 0, induction_from = 0;
+  for (int i = std::max(2, induction_from); i < n; ++i) {
     const float* r = row(i);
     double mass = 0.0;
     bool any = false;
@@ -216,6 +226,7 @@ HeadScores score_head(const WeightsView& weights, const std::vector<int>& ids) {
   }
   s.induction_defined = positions >= 2;
   s.induction = s.induction_defined ? clamp01(induction / positions) : 0.0f;
+  sums = HeadSums{T, previous, first, self, broad, induction, positions, n};
 
   s.kind = label_of(s);
   return s;

@@ -318,6 +318,45 @@ TEST_CASE("head kinds: a strided view with a multiplier reads the same cells") {
   CHECK(s.kind == HeadKind::previous);
 }
 
+TEST_CASE("head kinds: running sums continued over appended rows give score_head's bits") {
+  // Random causal rows over ids with repeats (induction defined), summed in pieces as typing does.
+  const int T = 30;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(0.01f, 1.0f);
+  std::vector<float> w = causal(T, [&](int, int) { return u(rng); });
+  for (int i = 1; i < T; ++i) {  // rows sum to 1
+    float sum = 0.0f;
+    for (int j = 0; j <= i; ++j) sum += w[static_cast<std::size_t>(i * T + j)];
+    for (int j = 0; j <= i; ++j) w[static_cast<std::size_t>(i * T + j)] /= sum;
+  }
+  std::vector<int> ids;
+  for (int i = 0; i < T; ++i) ids.push_back(i % 4);
+  const auto same = [](const HeadScores& a, const HeadScores& b) {
+    return a.previous == b.previous && a.first == b.first && a.self == b.self && a.broad == b.broad &&
+           a.induction == b.induction && a.induction_defined == b.induction_defined && a.kind == b.kind;
+  };
+  // the first n rows of the same matrix are the (n, n) view with the full row stride
+  const auto view = [&](int n) { return WeightsView{w.data(), n, n, T, 1.0f}; };
+  attnviz::HeadSums sums;
+  for (int n : {1, 2, 3, 10, 11, 12, 29, 30}) {
+    INFO("n = " << n);
+    const std::vector<int> prefix(ids.begin(), ids.begin() + n);
+    const HeadScores whole = attnviz::score_head(view(n), prefix);
+    CHECK(same(attnviz::score_head(view(n), prefix, sums), whole));
+    CHECK(sums.rows == (n < 2 ? 0 : n));
+  }
+  CHECK(sums.positions >= 2);
+  // sums past the matrix start over; fewer ids than rows walk induction only as far as the ids go
+  attnviz::HeadSums ahead = sums;
+  CHECK(same(attnviz::score_head(view(12), {ids.begin(), ids.begin() + 12}, ahead),
+             attnviz::score_head(view(12), {ids.begin(), ids.begin() + 12})));
+  attnviz::HeadSums short_ids;
+  const std::vector<int> few(ids.begin(), ids.begin() + 8);
+  attnviz::score_head(view(20), few, short_ids);
+  CHECK(short_ids.induction_rows == 8);
+  CHECK(same(attnviz::score_head(view(T), ids, short_ids), attnviz::score_head(view(T), ids)));
+}
+
 TEST_CASE("head kinds: the engine's weights score as their definitions") {
   Config c;
   apply(*find_preset("book"), c);

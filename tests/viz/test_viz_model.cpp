@@ -56,7 +56,7 @@ TEST_CASE("model session: the HF folder's weights, logits and top 10 are PyTorch
           worst = std::max(
               worst,
               std::fabs(
-                  static_cast<double>(a.weights.slice(h)[i * T + j]) -
+                  static_cast<double>(a.weights.at(h, i, j)) -
                   want[static_cast<std::size_t>(h)][static_cast<std::size_t>(i)][static_cast<std::size_t>(j)]
                       .get<double>()));
     CHECK(a.tokens == ms.pieces());  // the heatmaps are labelled with the BPE pieces
@@ -98,7 +98,21 @@ TEST_CASE("model session: typing reuses the prefix and gives the full pass's num
   CHECK(fresh.result().reused == 0);
   REQUIRE(typed.result().layers.size() == fresh.result().layers.size());
   for (std::size_t l = 0; l < typed.result().layers.size(); ++l)
-    CHECK(typed.result().layers[l].attention.weights.data == fresh.result().layers[l].attention.weights.data);
+    CHECK(typed.result().layers[l].attention.weights == fresh.result().layers[l].attention.weights);
+  // The head kinds continue their sums over the new rows and give the full pass's scores, bit for bit.
+  REQUIRE(typed.kinds().size() == fresh.kinds().size());
+  for (std::size_t l = 0; l < typed.kinds().size(); ++l) {
+    REQUIRE(typed.kinds()[l].size() == fresh.kinds()[l].size());
+    for (std::size_t h = 0; h < typed.kinds()[l].size(); ++h) {
+      const HeadScores &x = typed.kinds()[l][h], &y = fresh.kinds()[l][h];
+      CHECK(x.previous == y.previous);
+      CHECK(x.first == y.first);
+      CHECK(x.self == y.self);
+      CHECK(x.broad == y.broad);
+      CHECK(x.induction == y.induction);
+      CHECK(x.kind == y.kind);
+    }
+  }
   // The detail layer keeps every stage; the others their weights.
   CHECK_FALSE(typed.layer(1)->scores.empty());
   CHECK_FALSE(typed.layer(1)->q.empty());
@@ -304,7 +318,7 @@ TEST_CASE("model view: compare a second layer, a second sentence, a second seed 
   const Result* b = compare_result(app);
   REQUIRE(b != nullptr);
   // B is layer 0 of the same pass: the same numbers as A's own layer 0.
-  CHECK(b->weights.data == app.model.layer(0)->weights.data);
+  CHECK(b->weights == app.model.layer(0)->weights);
   CHECK(app.compare.model_b.shares(app.model));
   // Every stage of layer B is there too (its own detail layer).
   CHECK_FALSE(b->scores.empty());
@@ -319,7 +333,7 @@ TEST_CASE("model view: compare a second layer, a second sentence, a second seed 
   REQUIRE(direct.open(folder_choice()).is_ok());
   direct.set_detail_layer(1);
   REQUIRE(direct.recompute("In the heart of the city").is_ok());
-  CHECK(b->weights.data == direct.layer(1)->weights.data);
+  CHECK(b->weights == direct.layer(1)->weights);
   REQUIRE(app.layout.size() == 3u);
   // A file's weights have no second seed; GPT-2 has no unmasked attention.
   CHECK_FALSE(compare_available(app, CompareMode::seed));

@@ -69,7 +69,7 @@ CellExplain explain(const Result& r, StageId s, int head, int row, int col) {
 
   // the softmax over the row, from the kept raw scores when the run has them
   const int T = r.tokens_count();
-  const float* raw = r.scores.empty() ? nullptr : r.scores.slice(head) + static_cast<std::size_t>(row) * T;
+  const float* raw = r.scores.empty() ? nullptr : r.scores.row(head, row);
   e.scaled = r.masked(row, col) ? -std::numeric_limits<float>::infinity()
                                 : (raw ? raw[col] : static_cast<float>(e.dot)) * e.scale;
   if (r.masked(row, col))

@@ -42,6 +42,7 @@ void ModelSession::reset_pass() {
   result_ = GptResult();
   pieces_.clear();
   kinds_.clear();
+  sums_.clear();
   has_result_ = false;
   error_.clear();
   ++generation_;
@@ -198,11 +199,24 @@ void ModelSession::adopt(double ms) {
   pieces_.clear();
   for (int id : result_.ids) pieces_.push_back(model_->label(id));
   for (GptLayer& l : result_.layers) l.attention.tokens = pieces_;  // the heatmaps' labels
-  kinds_.assign(result_.layers.size(), {});
-  for (std::size_t l = 0; l < result_.layers.size(); ++l) {
+  // A pass that extended the previous one (result_.reused rows kept) continues each head's sums over the new
+  // rows only (HeadSums): typing at T = 1024 would otherwise read every head's whole weights again.
+  const std::size_t L = result_.layers.size();
+  const bool extends = result_.reused > 0 && sums_.size() == L;
+  if (!extends) sums_.assign(L, {});
+  kinds_.assign(L, {});
+  for (std::size_t l = 0; l < L; ++l) {
     const Result& a = result_.layers[l].attention;
-    for (int h = 0; h < a.shape.heads; ++h)
-      kinds_[l].push_back(score_head(stage_matrix(a, StageId::weights, h), result_.ids));
+    std::vector<HeadSums>& sums = sums_[l];
+    if (sums.size() != static_cast<std::size_t>(a.shape.heads))
+      sums.assign(static_cast<std::size_t>(a.shape.heads), {});
+    for (int h = 0; h < a.shape.heads; ++h) {
+      HeadSums& s = sums[static_cast<std::size_t>(h)];
+      if (s.rows > result_.reused) s = HeadSums();  // rows past the kept prefix changed
+      const MatrixDesc m = stage_matrix(a, StageId::weights, h);
+      kinds_[l].push_back(attnviz::score_head(WeightsView{m.data, m.rows, m.cols, m.row_stride, m.multiplier},
+                                              result_.ids, s));
+    }
   }
   has_result_ = true;
   ++generation_;

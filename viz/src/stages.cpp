@@ -50,13 +50,13 @@ MatrixDesc whole(const Tensor& t) {
   return m;
 }
 
-MatrixDesc head_square(const Result& r, const Tensor& t, int head) {
+MatrixDesc head_square(const Result& r, const HeadSquares& t, int head) {
   MatrixDesc m;
   const int T = r.tokens_count();
-  if (t.empty() || head >= t.shape[0]) return m;
-  m.data = t.slice(head);
+  if (t.empty() || head >= t.heads || t.n != T) return m;
+  m.data = t.row(head, 0);
   m.rows = m.cols = T;
-  m.row_stride = T;
+  m.row_stride = t.stride;
   m.causal = r.shape.causal;
   m.window = r.shape.window;
   return m;

@@ -420,14 +420,20 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_tensor_json(const char* name) {
     const attnviz::Result* shown = attnviz::viz::shown_result(page->app);
     const attnviz::Result& r = shown ? *shown : none;
     const std::string n = text_arg(name);
-    const attnviz::Tensor* t = n == "inputs"    ? &r.inputs
+    // The per-head squares are handed out dense (H, T, T): a whole model's kept ones have padded rows
+    // (HeadSquares), so those are copied here, valid until the next call.
+    static attnviz::Tensor dense;
+    const attnviz::HeadSquares* sq = n == "scores"    ? &r.scores
+                                     : n == "scaled"  ? &r.scaled
+                                     : n == "weights" ? &r.weights
+                                     : n == "dropped" ? &r.dropped
+                                                      : nullptr;
+    if (sq) dense = sq->to_tensor();
+    const attnviz::Tensor* t = sq               ? &dense
+                               : n == "inputs"  ? &r.inputs
                                : n == "q"       ? &r.q
                                : n == "k"       ? &r.k
                                : n == "v"       ? &r.v
-                               : n == "scores"  ? &r.scores
-                               : n == "scaled"  ? &r.scaled
-                               : n == "weights" ? &r.weights
-                               : n == "dropped" ? &r.dropped
                                : n == "context" ? &r.context
                                : n == "output"  ? &r.output
                                                 : nullptr;

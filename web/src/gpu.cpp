@@ -39,6 +39,9 @@ std::int32_t address(const void* p) {
 std::int32_t address(const Tensor& t) {
   return t.empty() ? 0 : address(t.ptr());
 }
+std::int32_t address(const HeadSquares& t) {  // dense here: the shader writes (H, T, T)
+  return t.empty() ? 0 : address(t.ptr());
+}
 
 constexpr int kProbeParamsId = -1;      // the calibration's parameters (the session's count from 1)
 constexpr std::size_t kMaxPoints = 16;  // the GPU points the automatic choice fits (the latest)
@@ -273,10 +276,10 @@ void GpuOffload::submit(int ticket, const Config& c, const Params& p, int params
   const Shape& s = r.shape;
   const int T = r.tokens_count(), H = s.heads;
   if (s.has_weights) r.q = Tensor(T, s.width), r.k = Tensor(T, s.width), r.v = Tensor(T, s.width);
-  if (c.stages & kStageScores) r.scores = Tensor(H, T, T, 0.0f);
-  if (c.stages & kStageScaled) r.scaled = Tensor(H, T, T, 0.0f);
-  r.weights = Tensor(H, T, T, 0.0f);
-  if (s.dropout && (c.stages & kStageDropped)) r.dropped = Tensor(H, T, T, 0.0f);
+  if (c.stages & kStageScores) r.scores = HeadSquares(H, T, 0.0f);
+  if (c.stages & kStageScaled) r.scaled = HeadSquares(H, T, 0.0f);
+  r.weights = HeadSquares(H, T, 0.0f);
+  if (s.dropout && (c.stages & kStageDropped)) r.dropped = HeadSquares(H, T, 0.0f);
   r.context = Tensor(T, s.width);
   if (s.out_proj) r.output = Tensor(T, s.out_width);
   r.backend = "webgpu";

@@ -237,8 +237,9 @@ void GpuOffload::submit_model(int ticket, std::shared_ptr<const GptWeights> w, G
       continue;
     }
     const Result& a = l->attention;
-    for (const Tensor* t : {&a.weights, &a.scores, &a.scaled, &a.inputs, &a.q, &a.k, &a.v, &a.context,
-                            &a.output, &l->resid_in, &l->resid_out})
+    for (const HeadSquares* t : {&a.weights, &a.scores, &a.scaled})  // dense: begin_gpt_forward's
+      desc.push_back(t->empty() ? 0 : static_cast<std::int32_t>(reinterpret_cast<std::intptr_t>(t->ptr())));
+    for (const Tensor* t : {&a.inputs, &a.q, &a.k, &a.v, &a.context, &a.output, &l->resid_in, &l->resid_out})
       desc.push_back(address(*t));
   }
   for (int i = 0; i < weight_count(*w); ++i) {

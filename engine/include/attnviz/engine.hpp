@@ -60,15 +60,17 @@ struct Result {
   std::vector<std::string> tokens;
   Tensor inputs;   // (T, d_in)
   Tensor q, k, v;  // (T, width) projections; head h is columns [h*hd, (h+1)*hd). `simplified`: the inputs
-  Tensor scores;   // (H, T, T) raw q k^T, no mask, no scale               [kStageScores]
-  Tensor scaled;   // (H, T, T) scores * scale, masked cells -inf         [kStageScaled]
-  Tensor weights;  // (H, T, T) softmax; masked cells exactly 0           [always]
-  Tensor dropped;  // (H, T, T) after dropout (= weights when none drawn) [kStageDropped]
-  std::vector<std::uint8_t> keep;  // (H, T, T) dropout keep mask, 1 = kept; empty when no dropout was drawn
-  Tensor context;                  // (T, width) merged heads, before out_proj
-  Tensor output;                   // (T, out_width) what the PyTorch module returns
-  double seconds = 0.0;            // wall time of the forward pass
-  Isa isa = Isa::scalar;           // the kernels that computed it
+  // The per-head squares, row-padded (HeadSquares: read row(h, i) or at(h, i, j)):
+  HeadSquares scores;   // (H, T, T) raw q k^T, no mask, no scale               [kStageScores]
+  HeadSquares scaled;   // (H, T, T) scores * scale, masked cells -inf         [kStageScaled]
+  HeadSquares weights;  // (H, T, T) softmax; masked cells exactly 0           [always]
+  HeadSquares dropped;  // (H, T, T) after dropout (= weights when none drawn) [kStageDropped]
+  std::vector<std::uint8_t>
+      keep;               // dense (H, T, T) dropout keep mask, 1 = kept; empty when no dropout was drawn
+  Tensor context;         // (T, width) merged heads, before out_proj
+  Tensor output;          // (T, out_width) what the PyTorch module returns
+  double seconds = 0.0;   // wall time of the forward pass
+  Isa isa = Isa::scalar;  // the kernels that computed it
   int threads = 1;
   std::string backend;  // who computed it when not this engine's kernels (e.g. "webgpu"); empty for `isa`
 

@@ -33,6 +33,8 @@
 
 #include <cstddef>
 
+#include "attnviz/tensor.hpp"
+
 namespace attnviz {
 
 enum class HeadKind { none, previous, first, self, broad, induction };
@@ -71,7 +73,25 @@ struct WeightsView {
   float multiplier = 1.0f;
 };
 
+// Head h of kept (H, T, T) squares (a pass's weights), read through their row stride.
+inline WeightsView head_view(const HeadSquares& w, int h) {
+  return w.empty() ? WeightsView{} : WeightsView{w.row(h, 0), w.n, w.n, w.stride, 1.0f};
+}
+
 HeadScores score_head(const WeightsView& weights, const std::vector<int>& ids);
+
+// The running sums behind a head's scores: each score is a sum over rows in order, and row i's terms read
+// only row i and ids[0..i], so a pass that appends rows to the same prefix (a keystroke) continues them.
+struct HeadSums {
+  int rows = 0;  // rows [0, rows) are summed
+  double previous = 0.0, first = 0.0, self = 0.0, broad = 0.0, induction = 0.0;
+  int positions = 0;       // induction's positions so far
+  int induction_rows = 0;  // rows [0, induction_rows) walked for induction (those with an id)
+};
+// score_head, summing rows [sums.rows, T) onto `sums` (rows 0 .. sums.rows - 1 of `weights` and `ids` must
+// be those the sums were made from; a default HeadSums sums every row). The scores equal score_head's bit for
+// bit. A sums.rows beyond T, or a weights view score_head refuses, starts over from row 0.
+HeadScores score_head(const WeightsView& weights, const std::vector<int>& ids, HeadSums& sums);
 
 // The label of a set of scores (s.kind), by the rule above: for scores combined from several matrices.
 HeadKind label_of(const HeadScores& s);

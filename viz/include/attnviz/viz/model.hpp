@@ -136,6 +136,7 @@ class ModelSession {
   GptResult result_;
   std::vector<std::string> pieces_;
   std::vector<std::vector<HeadScores>> kinds_;
+  std::vector<std::vector<HeadSums>> sums_;  // kinds_' running sums, per layer and head
   int detail_ = -1;
   bool has_result_ = false;
   std::string error_;
