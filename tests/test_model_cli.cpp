@@ -403,6 +403,10 @@ TEST_CASE("pass_bytes: what a whole-model pass holds, from the table of docs/mod
   attnviz::GptRequest detail = every;
   detail.detail_layer = 3;  // + scores, scaled, dropped (3 x 50 MB) and q, k, v, context, output, inputs
   CHECK(attnviz::pass_bytes(c, 1024, detail) - base == 3ull * 12 * 1024 * 1024 * 4 + 6ull * 1024 * 768 * 4);
+  // below the context, the squares are counted at the stride typing at the end can grow them to: 100 tokens
+  // + an eighth, rounded up to 16 floats = 112
+  CHECK(attnviz::pass_bytes(c, 100, detail) - attnviz::pass_bytes(c, 100, every) ==
+        3ull * 12 * 112 * 112 * 4 + 6ull * 100 * 768 * 4);
   attnviz::GptRequest logits = every;
   logits.all_logits = true;
   CHECK(attnviz::pass_bytes(c, 1024, logits) - base == 1023ull * 50257 * 4);

@@ -4,6 +4,7 @@
 
 #include "attnviz/gpt.hpp"
 #include "attnviz/saturating.hpp"
+#include "gpt_pass.hpp"
 
 namespace attnviz {
 
@@ -289,7 +290,10 @@ Status seeded_gpt(const GptConfig& c, std::uint64_t seed, const GptOptions& opti
 std::uint64_t pass_bytes(const GptConfig& c, int tokens, const GptRequest& r) {
   const std::uint64_t T = static_cast<std::uint64_t>(std::max(tokens, 0)),
                       L = static_cast<std::uint64_t>(c.n_layers);
-  const std::uint64_t square = sat_mul(sat_mul(static_cast<std::uint64_t>(c.n_heads), T), T);
+  // a kept square's rows are padded when typing at the end extends a pass (gpt_pass::grown_square_stride)
+  const std::uint64_t padded = static_cast<std::uint64_t>(
+      gpt_pass::grown_square_stride(std::max(tokens, 0), std::max(c.context_length, 0)));
+  const std::uint64_t square = sat_mul(sat_mul(static_cast<std::uint64_t>(c.n_heads), padded), padded);
   // rows of the wider of d_model and the heads' width
   const std::uint64_t width = static_cast<std::uint64_t>(std::max(c.d_model, c.q_width()));
   const std::uint64_t rows = sat_mul(T, width);

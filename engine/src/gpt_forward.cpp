@@ -260,8 +260,7 @@ class Reuse {
   int square_stride(int T, const HeadSquares* from) const {
     if (!from || from->empty()) return T;
     if (from->stride >= T) return from->stride;
-    const int grown = (T + T / 8 + 15) / 16 * 16;
-    return std::max(T, std::min(grown, context_));
+    return gpt_pass::grown_square_stride(T, context_);
   }
   // (H, T, T) with rows `stride` apart whose rows [0, P) of each head are `from`'s (the same square of the
   // previous pass; null: none) and `fill` past column P; the rest unspecified. When `from` has that stride

@@ -24,6 +24,14 @@ Config attention_config(const GptWeights& w, const GptOptions& o, unsigned stage
 // (a sliding-window layer's).
 Shape layer_shape(const GptConfig& c, const Config& ac, int l);
 
+// The row stride a pass that extends another gives its kept (H, T, T) squares when T outgrows the old one: T
+// grown by an eighth, rounded up to 16 floats, at most the context length (never below T). pass_bytes counts
+// the squares at this stride, so a budget check covers the padding typing at the end can add.
+inline int grown_square_stride(int T, int context) {
+  const int grown = (T + T / 8 + 15) / 16 * 16;
+  return grown > context ? (T > context ? T : context) : grown;
+}
+
 // The heatmaps' labels until the caller names the tokens: their ids.
 std::vector<std::string> id_labels(const std::vector<int>& ids);
 
