@@ -35,7 +35,14 @@ std::string because() {
   return last_error.empty() ? "" : " (" + last_error + ")";
 }
 
-#ifndef __EMSCRIPTEN__
+#ifdef __EMSCRIPTEN__
+// Emscripten 3.1.6's GLFW hands a wheel event's deltaX/deltaY on as they are: pixels, and positive downwards,
+// where GLFW's offsets are steps, positive upwards. Scaled as its own wheel position is (100 pixels a step),
+// so that the wheel scrolls the page's panels the way it scrolls the desktop app's.
+void web_scroll(GLFWwindow* w, double dx, double dy) {
+  ImGui_ImplGlfw_ScrollCallback(w, -dx / 100.0, -dy / 100.0);
+}
+#else
 // A drop onto the window: its paths wait in the Window until the next frame hands them to the app.
 void glfw_drop(GLFWwindow* w, int count, const char** paths) {
   auto* self = static_cast<Window*>(glfwGetWindowUserPointer(w));
@@ -119,6 +126,9 @@ Status Window::open(const WindowOptions& o) {
   ImGui::StyleColorsDark();
   load_fonts();
   ImGui_ImplGlfw_InitForOpenGL(window_, true);
+#ifdef __EMSCRIPTEN__
+  glfwSetScrollCallback(window_, web_scroll);
+#endif
   ImGui_ImplOpenGL3_Init(glsl);
   imgui_ = true;
   textures_ = std::make_unique<viz::GlTextures>();
