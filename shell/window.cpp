@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include "attnviz/viz/export.hpp"
 
@@ -33,6 +34,21 @@ void glfw_error(int code, const char* what) {
 std::string because() {
   return last_error.empty() ? "" : " (" + last_error + ")";
 }
+
+#ifdef __EMSCRIPTEN__
+// Emscripten 3.1.6's GLFW hands a wheel event's deltaX/deltaY on as they are: pixels, and positive downwards,
+// where GLFW's offsets are steps, positive upwards. Scaled as its own wheel position is (100 pixels a step),
+// so that the wheel scrolls the page's panels the way it scrolls the desktop app's.
+void web_scroll(GLFWwindow* w, double dx, double dy) {
+  ImGui_ImplGlfw_ScrollCallback(w, -dx / 100.0, -dy / 100.0);
+}
+#else
+// A drop onto the window: its paths wait in the Window until the next frame hands them to the app.
+void glfw_drop(GLFWwindow* w, int count, const char** paths) {
+  auto* self = static_cast<Window*>(glfwGetWindowUserPointer(w));
+  if (self && count > 0 && paths) self->dropped(std::vector<std::string>(paths, paths + count));
+}
+#endif
 
 }  // namespace
 
@@ -98,8 +114,11 @@ Status Window::open(const WindowOptions& o) {
   }
   window_opened = true;
   glfwMakeContextCurrent(window_);
-#ifndef __EMSCRIPTEN__  // the browser paces frames itself (requestAnimationFrame)
+#ifndef __EMSCRIPTEN__  // the browser paces frames itself (requestAnimationFrame), and the page's script
+                        // takes drops (Emscripten's GLFW would copy every dropped file into memory first)
   glfwSwapInterval(o.visible ? 1 : 0);
+  glfwSetWindowUserPointer(window_, this);
+  glfwSetDropCallback(window_, glfw_drop);
 #endif
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
@@ -107,6 +126,9 @@ Status Window::open(const WindowOptions& o) {
   ImGui::StyleColorsDark();
   load_fonts();
   ImGui_ImplGlfw_InitForOpenGL(window_, true);
+#ifdef __EMSCRIPTEN__
+  glfwSetScrollCallback(window_, web_scroll);
+#endif
   ImGui_ImplOpenGL3_Init(glsl);
   imgui_ = true;
   textures_ = std::make_unique<viz::GlTextures>();
@@ -120,6 +142,7 @@ bool Window::should_close() const {
 double Window::frame(viz::App& app, bool finish, Image* grab) {
   const auto t0 = std::chrono::steady_clock::now();
   glfwPollEvents();
+  if (!drops_.empty()) viz::drop_files(app, std::exchange(drops_, {}));
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
   if (pointer_) ImGui::GetIO().MousePos = ImVec2(pointer_x_, pointer_y_);

@@ -44,6 +44,10 @@ class Window {
   viz::TextureHost& textures() { return *textures_; }
   GLFWwindow* handle() const { return window_; }
 
+  // Paths dropped onto the window (native GLFW; the page handles drops in its script), handed to
+  // viz::drop_files at the next frame.
+  void dropped(std::vector<std::string> paths) { drops_ = std::move(paths); }
+
   // Scripted pointer for benchmarks: frames see the mouse at (x, y) instead of the system cursor.
   void set_pointer(float x, float y) {
     pointer_ = true;
@@ -57,6 +61,7 @@ class Window {
   std::unique_ptr<viz::GlTextures> textures_;
   bool pointer_ = false;
   float pointer_x_ = 0, pointer_y_ = 0;
+  std::vector<std::string> drops_;
 };
 
 // Loads DejaVu Sans (fonts-dejavu-core) for non-ASCII tokens when it is installed; ImGui's built-in font

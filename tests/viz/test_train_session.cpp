@@ -3,6 +3,7 @@
 // every head's kind and attention, and the exports.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -180,4 +181,187 @@ TEST_CASE("train session: Open in model view shows the trained induction model o
   CHECK(app.capture.w > 100.0f);
   CHECK(app.capture.h > 100.0f);
   fs::remove_all(dir);
+}
+
+TEST_CASE("train panel: the loss plot's second axis is the tokens seen at each step tick") {
+  CHECK(short_count(0) == "0");
+  CHECK(short_count(999) == "999");
+  CHECK(short_count(1000) == "1.00k");
+  CHECK(short_count(20480) == "20.5k");
+  CHECK(short_count(999499) == "999k");
+  CHECK(short_count(999500) == "1.00M");
+  CHECK(short_count(5120000) == "5.12M");
+  CHECK(short_count(std::int64_t{3} << 40) == "3.30T");
+  CHECK(loss_axis_ticks({}, 5).size() == 1);  // step 0 only
+  // the induction recipe: every step sees batch x context tokens (32 x 64)
+  TrainSettings s = recipe_settings(TrainRecipe::induction);
+  s.eval_freq = 100, s.snapshot_freq = 100;
+  TrainSession session;
+  REQUIRE(session.reset(s, nullptr).is_ok());
+  for (int i = 0; i < 25; ++i) REQUIRE(session.step().is_ok());
+  const std::int64_t per_step = std::int64_t{s.batch_size} * s.config.gpt.context_length;
+  std::vector<LossAxisTick> t = loss_axis_ticks(session.points(), 5);
+  REQUIRE(t.size() == 6);  // 0, 5, ..., 25
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    CHECK(t[i].step == 5 * static_cast<int>(i));
+    CHECK(t[i].tokens == t[i].step * per_step);
+    CHECK(t[i].step_label == std::to_string(t[i].step));
+  }
+  CHECK(t[1].tokens_label == "10.2k");
+  CHECK(t[5].tokens_label == "51.2k");
+  // fewer ticks allowed: the next round spacing (1, 2, 5 x 10^k)
+  t = loss_axis_ticks(session.points(), 2);
+  REQUIRE(t.size() == 3);
+  CHECK(t[2].step == 20);
+  CHECK(t[2].tokens == 20 * per_step);
+  // a long run: 2,500 steps of the book recipe's 2 x 64 tokens
+  std::vector<TrainPoint> p(2500);
+  for (int i = 0; i < 2500; ++i)
+    p[static_cast<std::size_t>(i)] = {i + 1, 128 * std::int64_t{i + 1}, 1.0, 0, 0};
+  t = loss_axis_ticks(p, 10);
+  REQUIRE(t.size() == 6);
+  CHECK(t[5].step == 2500);
+  CHECK(t[5].tokens_label == "320k");
+  CHECK(loss_axis_ticks(p, 4).back().step == 2000);
+}
+
+namespace {
+
+const std::string kStory = read_file(fs::path(ATTNVIZ_FIXTURES_DIR) / "train" / "story.txt");
+
+// Checks one refusal of a dropped text: one line naming the file, and the last good text and session kept.
+void check_refused(App& app, const std::string& name, std::uint64_t size, const std::string& bytes,
+                   const std::string& why) {
+  const std::shared_ptr<TrainSession> session = app.train.session;
+  const Status st = choose_train_text(app, name, size, bytes);
+  CAPTURE(st.error);
+  CHECK_FALSE(st.is_ok());
+  CHECK(st.error.rfind(name, 0) == 0);
+  CHECK(st.error.find(why) != std::string::npos);
+  CHECK(st.error.find('\n') == std::string::npos);
+  CHECK(app.train.error == st.error);
+  CHECK(app.train.text_name == "story.txt");
+  CHECK(app.train.text == kStory);
+  CHECK(app.train.session == session);
+  CHECK(app.train.settings.recipe == TrainRecipe::book);
+}
+
+}  // namespace
+
+TEST_CASE("train panel: a dropped text becomes the book recipe's, and each refusal keeps the last good one") {
+  App app;
+  REQUIRE(start(app).is_ok());
+  REQUIRE(app.train.settings.recipe == TrainRecipe::induction);
+  REQUIRE(kStory.size() > 1000);
+  const Status ok = choose_train_text(app, "story.txt", kStory.size(), kStory);
+  CAPTURE(ok.error);
+  REQUIRE(ok.is_ok());
+  CHECK(app.train.settings.recipe == TrainRecipe::book);
+  CHECK(app.train.text_size == kStory.size());
+  REQUIRE(app.train.session);
+  CHECK(app.train.session->steps_done() == 0);
+  CHECK_FALSE(app.train.running);
+  CHECK(app.message.find("story.txt") != std::string::npos);
+  // the session trains on the dropped text: its probe is the first window of the text's last 10%
+  std::string first, second;
+  split_text(kStory, 0.9, first, second);
+  Bpe gpt2;
+  REQUIRE(Bpe::load_dir(default_vocab_dir(), gpt2).is_ok());
+  std::vector<int> val;
+  REQUIRE(gpt2.encode(second, val).is_ok());
+  REQUIRE(val.size() > app.train.session->probe().size());
+  CHECK(std::equal(app.train.session->probe().begin(), app.train.session->probe().end(), val.begin()));
+
+  check_refused(app, "empty.txt", 0, "", "is empty");
+  check_refused(app, "huge.txt", kMaxTrainTextBytes + 1, "", "may be at most 4.2 MB");
+  check_refused(app, "latin1.txt", 12, "caf\xe9 au lait", "is not UTF-8 text (bad byte 0xE9 at offset 3)");
+  check_refused(app, "short.txt", 12, "Hello world.", "too short");
+  // the session left in place still trains
+  REQUIRE(app.train.session->step().is_ok());
+
+  // drops from the window: a text file by its path; a file that is not there; a folder that is no model
+  const fs::path dir = fs::temp_directory_path() / "attnviz_drop_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "folder");
+  { std::ofstream(dir / "notes.md", std::ios::binary) << kStory; }
+  drop_files(app, {(dir / "notes.md").string()});
+  CHECK(app.train.text_name == "notes.md");
+  CHECK(app.train.error.empty());
+  drop_files(app, {(dir / "gone.txt").string()});
+  CHECK(app.train.error.find("gone.txt") != std::string::npos);
+  CHECK(app.train.text_name == "notes.md");
+  drop_files(app, {(dir / "a.txt").string(), (dir / "b.txt").string()});
+  CHECK(app.message.find("drop one text file") != std::string::npos);
+  drop_files(app, {(dir / "folder").string()});  // opens as a model, which an empty folder is not
+  CHECK_FALSE(app.model.is_open());
+  CHECK(app.train.text_name == "notes.md");
+  CHECK(is_model_file_name("Model.SafeTensors"));
+  CHECK(is_model_file_name("merges.txt"));
+  CHECK_FALSE(is_model_file_name("story.txt"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("train panel: the controls' rectangles are where clicks land") {
+  test::Ui ui;
+  App app;
+  REQUIRE(start(app).is_ok());
+  app.train.budget_ms = 0.0;  // one step a frame
+  app.train.settings.snapshot_freq = 1;
+  const auto find = [&app](const std::string& name) -> const TrainView::Control* {
+    for (const TrainView::Control& c : app.train.controls)
+      if (c.name == name) return &c;
+    return nullptr;
+  };
+  // scrolls the controls column until the control is wholly in view, then clicks its centre
+  const auto click = [&](const std::string& name) {
+    for (int i = 0; i < 40; ++i) {
+      ui.frame(app);
+      const TrainView::Control* c = find(name);
+      REQUIRE_MESSAGE(c != nullptr, name);
+      if (c->visible) {
+        ImGui::GetIO().MousePos = ImVec2(0.5f * (c->x0 + c->x1), 0.5f * (c->y0 + c->y1));
+        ui.frame(app);
+        ui.click(app);
+        return;
+      }
+      ImGui::GetIO().MousePos = ImVec2(c->x0 + 4.0f, 400.0f);
+      ImGui::GetIO().MouseWheel = c->y0 > 400.0f ? -1.0f : 1.0f;
+    }
+    FAIL("cannot scroll " << name << " into view");
+  };
+  ui.frame(app);
+  CHECK(find("start") == nullptr);  // the panel is closed
+  click("header");
+  click("start");
+  REQUIRE(app.train.session);
+  CHECK(app.train.running);
+  CHECK(app.train.show);
+  ui.frame(app);
+  CHECK(app.train.session->steps_done() >= 2);
+  click("start");  // now Pause
+  CHECK_FALSE(app.train.running);
+  const int paused = app.train.session->steps_done();
+  click("step");
+  CHECK(app.train.session->steps_done() == paused + 1);
+  // the step slider (in the training view): its left end shows snapshot 0
+  REQUIRE(find("slider") != nullptr);
+  CHECK(find("slider")->visible);
+  CHECK(find("slider")->x1 - find("slider")->x0 > 100.0f);
+  REQUIRE(app.train.session->snapshots().size() >= 3);
+  CHECK(app.train.snapshot == -1);  // following the latest
+  // dragged from its right end to its left
+  const TrainView::Control slider = *find("slider");
+  const float y = 0.5f * (slider.y0 + slider.y1);
+  ImGui::GetIO().MousePos = ImVec2(slider.x1 - 2.0f, y);
+  ui.frame(app);
+  ImGui::GetIO().MouseDown[0] = true;
+  ui.frame(app);
+  CHECK(app.train.snapshot == -1);  // pressed at the latest: nothing changes yet
+  ImGui::GetIO().MousePos = ImVec2(slider.x0 + 2.0f, y);
+  ui.frame(app);
+  ImGui::GetIO().MouseDown[0] = false;
+  ui.frame(app);
+  CHECK(app.train.snapshot == 0);
+  click("latest");
+  CHECK(app.train.snapshot == -1);
 }

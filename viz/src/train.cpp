@@ -1,13 +1,16 @@
 // The Train panel's session (train.hpp).
 #include "attnviz/viz/train.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 
 #include "attnviz/enum_names.hpp"
 #include "attnviz/io/checkpoint.hpp"
+#include "attnviz/text.hpp"
 
 namespace attnviz::viz {
 
@@ -49,6 +52,66 @@ TrainSettings recipe_settings(TrainRecipe r) {
   s.batch_size = 2, s.eval_freq = 5, s.snapshot_freq = 5, s.eval_iter = 5;
   s.lr = 4e-4, s.weight_decay = 0.1;
   return s;
+}
+
+std::string short_count(std::int64_t n) {
+  if (n < 1000) return std::to_string(n);
+  // three significant digits, in the largest unit that keeps the value under 1000 once rounded
+  static constexpr const char* kUnits[] = {"k", "M", "G", "T", "P", "E"};
+  double v = static_cast<double>(n) / 1e3;
+  std::size_t u = 0;
+  while (v >= 999.5 && u + 1 < std::size(kUnits)) v /= 1e3, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v < 9.995 ? "%.2f%s" : v < 99.95 ? "%.1f%s" : "%.0f%s", v, kUnits[u]);
+  return buf;
+}
+
+std::vector<LossAxisTick> loss_axis_ticks(const std::vector<TrainPoint>& points, int max_ticks) {
+  const int last = points.empty() ? 0 : points.back().step;
+  max_ticks = std::max(max_ticks, 1);
+  // the smallest of 1, 2, 5, 10, 20, 50, ... that gives at most max_ticks intervals
+  std::int64_t every = 1;
+  for (std::int64_t decade = 1;; decade *= 10) {
+    const std::int64_t choices[] = {decade, 2 * decade, 5 * decade};
+    const std::int64_t* fit = std::find_if(std::begin(choices), std::end(choices),
+                                           [&](std::int64_t c) { return last / c <= max_ticks; });
+    if (fit != std::end(choices)) {
+      every = *fit;
+      break;
+    }
+  }
+  std::vector<LossAxisTick> ticks;
+  for (std::int64_t at = 0; at <= last; at += every) {
+    LossAxisTick t;
+    t.step = static_cast<int>(at);
+    if (at > 0) {
+      // the points hold steps 1, 2, ... in order; tokens seen after step `at`
+      const auto p = std::lower_bound(points.begin(), points.end(), at,
+                                      [](const TrainPoint& q, std::int64_t s) { return q.step < s; });
+      t.tokens = p == points.end() ? points.back().tokens : p->tokens;
+    }
+    t.step_label = std::to_string(t.step);
+    t.tokens_label = short_count(t.tokens);
+    ticks.push_back(std::move(t));
+  }
+  return ticks;
+}
+
+Status check_train_text(const std::string& name, std::uint64_t size, std::string_view bytes) {
+  if (size > kMaxTrainTextBytes)
+    return Status::fail(name + " is " + format_bytes(size) + ": a text to train on may be at most " +
+                        format_bytes(kMaxTrainTextBytes));
+  if (size == 0 || bytes.empty()) return Status::fail(name + " is empty: there is no text to train on");
+  if (bytes.size() != size)
+    return Status::fail(name + ": read " + std::to_string(bytes.size()) + " of its " + std::to_string(size) +
+                        " bytes");
+  if (Status st = check_utf8(bytes); !st.is_ok()) {
+    // "the text is not valid UTF-8 (bad byte ...)" -> "NAME is not UTF-8 text (bad byte ...)"
+    const std::size_t paren = st.error.find(" (");
+    return Status::fail(name + " is not UTF-8 text" +
+                        (paren == std::string::npos ? std::string() : st.error.substr(paren)));
+  }
+  return Status::ok();
 }
 
 Status TrainSession::reset(const TrainSettings& s,

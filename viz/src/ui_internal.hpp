@@ -69,6 +69,9 @@ void step_generation(App& app);
 void draw_train_panel(App& app);
 void draw_train_main(App& app, TextureHost& textures, ImVec2 size);
 void step_training(App& app);
+// Records where the last item is on screen as the Train panel's control `name` (TrainView::controls); a
+// width > 0 keeps only the item's first `width` pixels (a slider's frame without its label).
+void note_train_control(App& app, const char* name, float width = 0.0f);
 
 // The opened layer's q/k steps (a rotary model's, for the queries and keys stages), and compare B's layer's;
 // empty for GPT-2, chapter 3 and the grid.

@@ -328,7 +328,9 @@ void draw_controls(App& app) {
     sync_compare(app);
   }
   if (app.train.show) ImGui::SetNextItemOpen(true, ImGuiCond_Once);
-  if (ImGui::CollapsingHeader("Train")) draw_train_panel(app);
+  const bool train_open = ImGui::CollapsingHeader("Train");
+  note_train_control(app, "header");
+  if (train_open) draw_train_panel(app);
   if (ImGui::CollapsingHeader("Export")) draw_export(app);
   if (!app.message.empty()) {
     ImGui::PushTextWrapPos(0.0f);

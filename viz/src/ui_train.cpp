@@ -40,16 +40,139 @@ ImU32 kind_color(HeadKind k) {
   return IM_COL32(45, 45, 50, 255);
 }
 
+}  // namespace
+
+void note_train_control(App& app, const char* name, float width) {
+  TrainView& t = app.train;
+  if (t.controls_frame != ImGui::GetFrameCount()) t.controls.clear();
+  t.controls_frame = ImGui::GetFrameCount();
+  const ImVec2 a = ImGui::GetItemRectMin();
+  ImVec2 b = ImGui::GetItemRectMax();
+  if (width > 0.0f) b.x = std::min(b.x, a.x + width);
+  const ImVec2 w = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
+  const bool visible = a.x >= w.x && a.y >= w.y && b.x <= w.x + size.x && b.y <= w.y + size.y;
+  t.controls.push_back({name, a.x, a.y, b.x, b.y, visible});
+}
+
+namespace {
+
+bool noted(App& app, const char* name, bool clicked, float width = 0.0f) {
+  note_train_control(app, name, width);
+  return clicked;
+}
+
 // The tokenizer of the text recipes: the open model's, else GPT-2's, encoding as the book's GPTDatasetV1 does
 // ("<|endoftext|>" is its id: train_text.hpp).
 Status tokenize(const App& app, const std::string& text, std::vector<int>& ids) {
   if (app.model.is_open()) return encode_training_text(app.model.tokenizer(), text, ids);
+  // loaded on first use, and tried again after a failure (the page writes the files only when it needs them)
   static Bpe gpt2;
-  static Status loaded = Bpe::load_dir(default_vocab_dir(), gpt2);
-  if (!loaded.is_ok()) return loaded;
+  static bool loaded = false;
+  if (!loaded) {
+    if (Status st = Bpe::load_dir(default_vocab_dir(), gpt2); !st.is_ok()) return st;
+    loaded = true;
+  }
   return encode_training_text(gpt2, text, ids);
 }
 
+const ImU32 kTrainLine = IM_COL32(90, 160, 240, 255), kValLine = IM_COL32(240, 150, 60, 255);
+
+// The loss plot as the book's figure draws it: training loss (and, for the text recipes, validation loss at
+// each evaluation) against steps, with a second axis of tokens seen along the top. Large labels carry to a
+// projector; hovering reads off one step.
+void draw_loss_plot(const TrainSession& s, float w, float h) {
+  const std::vector<TrainPoint>& points = s.points();
+  const bool val = s.settings().recipe != TrainRecipe::induction;
+  ImGui::TextUnformatted("loss");
+  ImGui::SameLine();
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kTrainLine), "training");
+  if (val) {
+    ImGui::SameLine();
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kValLine), "validation (every %d steps)",
+                       s.settings().eval_freq);
+  }
+  ImGui::SameLine();
+  ImGui::TextColored(kTrainDim, "against steps (below) and tokens seen (above)");
+  const float line = ImGui::GetTextLineHeight(), margin = 56.0f;
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  // rows: tokens seen, the plot, steps
+  const ImVec2 p0(o.x + margin, o.y + line + 2.0f), p1(o.x + w - 8.0f, p0.y + h);
+  ImGui::Dummy(ImVec2(w, h + 2.0f * line + 6.0f));
+  const bool hovered = ImGui::IsItemHovered();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->AddRectFilled(p0, p1, ImGui::GetColorU32(ImGuiCol_FrameBg));
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), dim = ImGui::GetColorU32(kTrainDim);
+  dl->AddText(ImVec2(o.x, o.y), dim, "tokens");
+  dl->AddText(ImVec2(o.x, p1.y + 2.0f), dim, "steps");
+  if (points.empty()) return;
+
+  float lo = FLT_MAX, hi = -FLT_MAX;
+  for (const TrainPoint& p : points)
+    for (double v : {p.loss, val ? p.val_loss : std::nan("")})
+      if (std::isfinite(v))
+        lo = std::min(lo, static_cast<float>(v)), hi = std::max(hi, static_cast<float>(v));
+  if (!(lo <= hi)) return;
+  if (hi - lo < 1e-3f) lo -= 0.5f, hi += 0.5f;
+  const float pad = 0.05f * (hi - lo);
+  lo -= pad, hi += pad;
+  const int last = std::max(points.back().step, 1);
+  const auto X = [&](double step) { return p0.x + static_cast<float>(step / last) * (p1.x - p0.x); };
+  const auto Y = [&](double loss) {
+    return p1.y - static_cast<float>((loss - lo) / (hi - lo)) * (p1.y - p0.y);
+  };
+
+  // the axes: a grid line at each tick, steps below and tokens seen above
+  const int max_ticks = std::clamp(static_cast<int>((p1.x - p0.x) / 90.0f), 1, 10);
+  for (const LossAxisTick& t : loss_axis_ticks(points, max_ticks)) {
+    const float x = X(t.step);
+    dl->AddLine(ImVec2(x, p0.y), ImVec2(x, p1.y), IM_COL32(255, 255, 255, 30));
+    const float sw = ImGui::CalcTextSize(t.step_label.c_str()).x,
+                tw = ImGui::CalcTextSize(t.tokens_label.c_str()).x;
+    dl->AddText(ImVec2(std::min(x - sw * 0.5f, p1.x - sw), p1.y + 2.0f), text, t.step_label.c_str());
+    dl->AddText(ImVec2(std::min(x - tw * 0.5f, p1.x - tw), o.y), text, t.tokens_label.c_str());
+  }
+  char buf[64];
+  for (float v : {hi - pad, lo + pad}) {
+    std::snprintf(buf, sizeof buf, "%.2f", v);
+    dl->AddText(ImVec2(p0.x - ImGui::CalcTextSize(buf).x - 4.0f, Y(v) - line * 0.5f), text, buf);
+  }
+
+  // the training loss: one point per pixel column at most (the mean of the steps it covers)
+  std::vector<ImVec2> curve;
+  const float columns = std::max(1.0f, p1.x - p0.x);
+  const std::size_t per =
+      std::max<std::size_t>(1, static_cast<std::size_t>(static_cast<float>(points.size()) / columns));
+  for (std::size_t i = 0; i < points.size(); i += per) {
+    const std::size_t end = std::min(points.size(), i + per);
+    double sum = 0.0, step = 0.0;
+    for (std::size_t j = i; j < end; ++j) sum += points[j].loss, step += points[j].step;
+    const double n = static_cast<double>(end - i);
+    curve.emplace_back(X(step / n), Y(sum / n));
+  }
+  dl->PushClipRect(p0, p1, true);
+  dl->AddPolyline(curve.data(), static_cast<int>(curve.size()), kTrainLine, 0, 2.0f);
+  if (val) {
+    curve.clear();
+    for (const TrainPoint& p : points)
+      if (!std::isnan(p.val_loss)) curve.emplace_back(X(p.step), Y(p.val_loss));
+    dl->AddPolyline(curve.data(), static_cast<int>(curve.size()), kValLine, 0, 2.0f);
+    for (const ImVec2& c : curve) dl->AddCircleFilled(c, 3.0f, kValLine);
+  }
+  dl->PopClipRect();
+
+  if (hovered) {
+    const float mx = ImGui::GetIO().MousePos.x;
+    const int step =
+        std::clamp(static_cast<int>(std::lround((mx - p0.x) / (p1.x - p0.x) * static_cast<float>(last))), 1,
+                   static_cast<int>(points.size()));
+    const TrainPoint& p = points[static_cast<std::size_t>(step - 1)];
+    dl->AddLine(ImVec2(X(p.step), p0.y), ImVec2(X(p.step), p1.y), IM_COL32(255, 255, 255, 120));
+    ImGui::BeginTooltip();
+    ImGui::Text("step %d, %s tokens seen", p.step, short_count(p.tokens).c_str());
+    ImGui::Text("training loss %.3f", p.loss);
+    ImGui::EndTooltip();
+  }
+}
 }  // namespace
 }  // namespace attnviz::viz::ui
 
@@ -62,7 +185,9 @@ Status reset_training(App& app) {
   s.memory_budget = app.model.free_memory ? app.model.free_memory() : available_memory_bytes();
   if (s.recipe != TrainRecipe::induction) {
     s.text = app.session.text;
-    if (!t.text_path.empty())
+    if (!t.text_name.empty())
+      s.text = t.text;
+    else if (!t.text_path.empty())
       if (Status st = read_untrusted_file(t.text_path, std::size_t{64} << 20, s.text); !st.is_ok()) return st;
   }
   auto session = std::make_shared<TrainSession>();
@@ -74,6 +199,97 @@ Status reset_training(App& app) {
   t.snapshot = -1;
   ++t.resets;
   return Status::ok();
+}
+
+Status choose_train_text(App& app, const std::string& name, std::uint64_t size, std::string bytes) {
+  TrainView& t = app.train;
+  const auto refuse = [&t](const std::string& why) {
+    t.error = why;
+    return Status::fail(why);
+  };
+  if (Status st = check_train_text(name, size, bytes); !st.is_ok()) return refuse(st.error);
+  // the last good state, restored on a refusal
+  TrainSettings settings = t.settings;
+  std::string text_name = std::move(t.text_name), text = std::move(t.text);
+  const std::uint64_t text_size = t.text_size;
+  if (t.settings.recipe == TrainRecipe::induction) {
+    t.settings = recipe_settings(TrainRecipe::book);
+    t.settings.seed = settings.seed;
+  }
+  t.text_name = name, t.text = std::move(bytes), t.text_size = size;
+  if (Status st = reset_training(app); !st.is_ok()) {
+    t.settings = std::move(settings);
+    t.text_name = std::move(text_name), t.text = std::move(text), t.text_size = text_size;
+    return refuse(name + ": " + st.error);
+  }
+  t.running = false;
+  t.show = true;
+  t.error.clear();
+  app.message = "training on " + quote(name) + " (" + format_bytes(size) + "): press Start";
+  return Status::ok();
+}
+
+namespace {
+
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool is_weights_name(const std::string& name) {
+  const std::string lower = lowercase(name);
+  const std::string_view tail = ".safetensors";
+  return lower.size() >= tail.size() && lower.compare(lower.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+bool is_model_file_name(const std::string& name) {
+  const std::string lower = lowercase(name);
+  return is_weights_name(name) || lower == "config.json" || lower == "tokenizer.json" ||
+         lower == "tokenizer_config.json" || lower == "vocab.json" || lower == "merges.txt" ||
+         lower == "encoder.json" || lower == "vocab.bpe";
+}
+
+void drop_files(App& app, const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  if (paths.empty()) return;
+  std::error_code ec;
+  std::string model;  // a folder, or the .safetensors file among the paths
+  bool model_files = false;
+  for (const std::string& p : paths) {
+    const std::string name = fs::path(p).filename().string();
+    if (model.empty() && (is_weights_name(name) || fs::is_directory(p, ec))) model = p;
+    model_files = model_files || is_model_file_name(name);
+  }
+  model_files = model_files || !model.empty();
+  if (model_files || paths.size() > 1) {
+    if (model.empty()) {
+      app.message = "drop one text file to train on, or a model: its folder or its .safetensors file";
+      return;
+    }
+    ModelChoice c;
+    c.kind = ModelKind::file;
+    c.path = model;
+    if (Status st = open_model(app, c); st.is_ok()) app.message = "opened " + quote(model);
+    return;
+  }
+  // one file: the book recipe's text
+  const std::string& path = paths.front();
+  const std::string name = fs::path(path).filename().string();
+  const std::uintmax_t size = fs::file_size(path, ec);
+  std::string bytes;
+  if (ec) {
+    app.train.error = "cannot read " + quote(path) + ": " + ec.message();
+    return;
+  }
+  if (size <= kMaxTrainTextBytes)
+    if (Status st = read_untrusted_file(path, static_cast<std::size_t>(kMaxTrainTextBytes), bytes);
+        !st.is_ok()) {
+      app.train.error = st.error;
+      return;
+    }
+  (void)choose_train_text(app, name, size, std::move(bytes));
 }
 
 }  // namespace attnviz::viz
@@ -178,7 +394,17 @@ void draw_train_panel(App& app) {
     ImGui::TextColored(kTrainDim, "random tokens with repeated segments; attention-only, 2 x 4 heads");
   else
     ImGui::TextColored(kTrainDim, "the sentence box's text, or a file; its last 10%% validates");
-  if (s.recipe != TrainRecipe::induction) ImGui::InputText("text file", &t.text_path);
+  if (s.recipe != TrainRecipe::induction) {
+    if (t.text_name.empty()) {
+      ImGui::InputText("text file", &t.text_path);
+      ImGui::TextColored(kTrainDim, "or drop a UTF-8 text file (up to %s) onto the window",
+                         format_bytes(kMaxTrainTextBytes).c_str());
+    } else {
+      ImGui::Text("text: %s, %s", t.text_name.c_str(), format_bytes(t.text_size).c_str());
+      ImGui::SameLine();
+      if (ImGui::SmallButton("forget")) t.text_name.clear(), t.text.clear(), t.text_size = 0;
+    }
+  }
   // 0: copies at random distances (an induction head forms); N: always N positions later (a head that looks
   // back N positions does as well, and the probes at other distances tell the two apart)
   if (s.recipe == TrainRecipe::induction) input_int("fixed distance", s.task.fixed_distance, 1);
@@ -193,7 +419,7 @@ void draw_train_panel(App& app) {
   int seed = static_cast<int>(s.seed);
   if (input_int("seed", seed, 1)) s.seed = static_cast<std::uint64_t>(std::max(seed, 0));
 
-  if (ImGui::Button(t.running ? "Pause" : "Start")) {
+  if (noted(app, "start", ImGui::Button(t.running ? "Pause" : "Start"))) {
     t.error.clear();
     if (!t.running && !t.session)
       if (Status st = reset(app); !st.is_ok()) fail(app, st);
@@ -201,7 +427,7 @@ void draw_train_panel(App& app) {
     t.show = t.show || t.running;
   }
   ImGui::SameLine();
-  if (ImGui::Button("Step")) {
+  if (noted(app, "step", ImGui::Button("Step"))) {
     t.error.clear();
     if (!t.session)
       if (Status st = reset(app); !st.is_ok()) fail(app, st);
@@ -210,7 +436,7 @@ void draw_train_panel(App& app) {
     t.show = t.session != nullptr;
   }
   ImGui::SameLine();
-  if (ImGui::Button("Reset")) {
+  if (noted(app, "reset", ImGui::Button("Reset"))) {
     t.error.clear();
     t.running = false;
     if (Status st = reset(app); !st.is_ok()) fail(app, st);
@@ -225,12 +451,12 @@ void draw_train_panel(App& app) {
     const int first = ts.first_induction();
     if (first >= 0)
       ImGui::Text("induction head from step %d", ts.snapshots()[static_cast<std::size_t>(first)].step);
-    if (ImGui::Button("Open in model view")) open_trained(app);
-    if (ImGui::Button("Save model")) export_training(app, true);
+    if (noted(app, "open", ImGui::Button("Open in model view"))) open_trained(app);
+    if (noted(app, "save", ImGui::Button("Save model"))) export_training(app, true);
     ImGui::SameLine();
-    if (ImGui::Button("Loss CSV")) export_training(app, false);
+    if (noted(app, "csv", ImGui::Button("Loss CSV"))) export_training(app, false);
     ImGui::SameLine();
-    if (ImGui::Button("Plots PNG")) train_action(app, TrainAction::png);
+    if (noted(app, "png", ImGui::Button("Plots PNG"))) train_action(app, TrainAction::png);
   }
   if (!t.error.empty()) {
     ImGui::PushTextWrapPos(0.0f);
@@ -249,23 +475,19 @@ void draw_train_main(App& app, TextureHost& textures, ImVec2 size) {
   const std::vector<TrainPoint>& points = s.points();
   const float plot_w = ImGui::GetContentRegionAvail().x, plot_h = 90.0f;
 
-  // the loss of every step, and the evaluations' validation loss or in-context score
-  std::vector<float> loss, eval;
-  for (const TrainPoint& p : points) {
-    loss.push_back(static_cast<float>(p.loss));
-    const double e = s.settings().recipe == TrainRecipe::induction ? p.in_context : p.val_loss;
-    if (!std::isnan(e)) eval.push_back(static_cast<float>(e));
+  const bool induction = s.settings().recipe == TrainRecipe::induction;
+  draw_loss_plot(s, plot_w, 150.0f);
+  if (induction) {
+    // the in-context score of every evaluation: late-position loss minus early (Olsson et al.)
+    std::vector<float> eval;
+    for (const TrainPoint& p : points)
+      if (!std::isnan(p.in_context)) eval.push_back(static_cast<float>(p.in_context));
+    char title[96];
+    std::snprintf(title, sizeof title, "in-context score (late - early loss), every %d steps",
+                  s.settings().eval_freq);
+    ImGui::PlotLines("##eval", eval.data(), static_cast<int>(eval.size()), 0, title, FLT_MAX, FLT_MAX,
+                     ImVec2(plot_w, plot_h));
   }
-  char title[96];
-  std::snprintf(title, sizeof title, "training loss, %d steps", s.steps_done());
-  ImGui::PlotLines("##loss", loss.data(), static_cast<int>(loss.size()), 0, title, FLT_MAX, FLT_MAX,
-                   ImVec2(plot_w, plot_h));
-  std::snprintf(title, sizeof title, "%s, every %d steps",
-                s.settings().recipe == TrainRecipe::induction ? "in-context score (late - early loss)"
-                                                              : "validation loss",
-                s.settings().eval_freq);
-  ImGui::PlotLines("##eval", eval.data(), static_cast<int>(eval.size()), 0, title, FLT_MAX, FLT_MAX,
-                   ImVec2(plot_w, plot_h));
 
   const std::vector<TrainSnapshot>& snaps = s.snapshots();
   if (snaps.empty()) {
@@ -275,11 +497,14 @@ void draw_train_main(App& app, TextureHost& textures, ImVec2 size) {
   int pick = t.snapshot < 0 ? static_cast<int>(snaps.size()) - 1
                             : std::min(t.snapshot, static_cast<int>(snaps.size()) - 1);
   ImGui::SetNextItemWidth(plot_w * 0.6f);
-  if (ImGui::SliderInt("snapshot", &pick, 0, static_cast<int>(snaps.size()) - 1, "")) t.snapshot = pick;
+  // (the control's rectangle: the slider's frame, not its label)
+  if (noted(app, "slider", ImGui::SliderInt("snapshot", &pick, 0, static_cast<int>(snaps.size()) - 1, ""),
+            plot_w * 0.6f))
+    t.snapshot = pick;
   ImGui::SameLine();
   ImGui::Text("step %d", snaps[static_cast<std::size_t>(pick)].step);
   ImGui::SameLine();
-  if (ImGui::SmallButton("latest")) t.snapshot = -1;
+  if (noted(app, "latest", ImGui::SmallButton("latest"))) t.snapshot = -1;
 
   // the strip: one row per head, one cell per snapshot, coloured by kind
   const TrainSnapshot& snap = snaps[static_cast<std::size_t>(pick)];

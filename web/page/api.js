@@ -28,7 +28,9 @@
 //   attnviz.train(c)        what the Train panel's controls do: {action: 'reset' (with recipe: 'induction' |
 //                           'book' | 'custom') | 'start' | 'pause' | 'step' | 'snapshot' (with snapshot: N, -1 the
 //                           latest) | 'save' | 'csv' | 'png' | 'open'}; returns '' or why not. status().train says where
-//                           it stands: steps, losses, snapshots, the shown snapshot's step and head kinds
+//                           it stands: steps, losses, snapshots, the shown snapshot's step and head kinds, the
+//                           dropped text ({name, size, max}), and the panel's controls as the last frame drew
+//                           them ({start: {x, y, w, h, visible}, ...}) for tests that click them
 import { call, needModule, wellFormed } from './module.js';
 import { loadModelFiles, loads, openModel, setReadChunk } from './model-files.js';
 import { forget, getEndpoint, hubLoads, hubModels, openHub, setEndpoint, stored } from './hub.js';

@@ -202,7 +202,33 @@ for (const id of ['model-files', 'model-folder'])
     input.value = '';
     await loadModelFiles(files, folder);
   });
-// Drag and drop: files, or a folder (its files, one level down).
+// A dropped text file (one file, named .txt, .md or .text, or of a text/* type, and no model's file such as
+// merges.txt) is the book recipe's text in the Train panel; the module checks it (UTF-8, not empty, at most
+// status().train.text.max bytes, long enough for a batch) and keeps the last good text on a refusal. Too large
+// a file is refused by its size, unread.
+const isModelName = (name) => /\.safetensors$/i.test(name) || SIDE_FILES.has(name) || name === 'tokenizer_config.json';
+export const isTrainText = (files) => files.length === 1 && !isModelName(files[0].name) &&
+  (/\.(txt|md|text)$/i.test(files[0].name) || (files[0].type || '').startsWith('text/'));
+export async function loadTrainText(file) {
+  needModule();
+  return serially(async () => {
+    const FS = Module.FS;
+    try { FS.mkdir('/train-text'); } catch (e) { /* there already */ }
+    const path = '/train-text/dropped', max = attnviz.status().train.text.max;
+    try {
+      await ensureVocab();  // the book recipe tokenizes with GPT-2's vocabulary (unless a model is open)
+      FS.writeFile(path, file.size <= max ? new Uint8Array(await file.arrayBuffer()) : new Uint8Array(0));
+      return call('attnviz_train_text', JSON.stringify({ name: file.name, path, size: file.size }));
+    } catch (e) {
+      return refuse(`reading ${file.name} failed: ${e.message}`);
+    } finally {
+      try { FS.unlink(path); } catch (e) { /* gone */ }
+      wake();
+    }
+  });
+}
+
+// Drag and drop: files, or a folder (its files, one level down); one text file goes to the Train panel.
 window.addEventListener('dragover', (e) => e.preventDefault());
 window.addEventListener('drop', async (e) => {
   e.preventDefault();
@@ -215,6 +241,8 @@ window.addEventListener('drop', async (e) => {
     const files = await Promise.all(children.filter((c) => c.isFile).map((c) => new Promise((res, rej) => c.file(res, rej))));
     await loadModelFiles(files, dirEntry.name);
   } else {
-    await loadModelFiles(Array.from(e.dataTransfer.files || []), '');
+    const files = Array.from(e.dataTransfer.files || []);
+    if (isTrainText(files)) await loadTrainText(files[0]);
+    else await loadModelFiles(files, '');
   }
 });

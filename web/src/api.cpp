@@ -11,6 +11,7 @@
 #include <string>
 
 #include "attnviz/engine.hpp"
+#include "attnviz/io/files.hpp"
 #include "attnviz/io/gpt_json.hpp"
 #include "attnviz/io/json_io.hpp"
 #include "budget.hpp"
@@ -83,11 +84,19 @@ std::string status_json() {
                    {"y1", h.y1}});
   model["hub"] = {{"endpoint", mv.hub_endpoint}, {"models", hub}};
   const attnviz::viz::TrainView& tv = p.app.train;
-  nlohmann::json train = {{"recipe", attnviz::viz::to_string(tv.settings.recipe)},
-                          {"running", tv.running},
-                          {"show", tv.show},
-                          {"error", tv.error},
-                          {"snapshot", tv.snapshot}};
+  nlohmann::json train = {
+      {"recipe", attnviz::viz::to_string(tv.settings.recipe)},
+      {"running", tv.running},
+      {"show", tv.show},
+      {"error", tv.error},
+      {"snapshot", tv.snapshot},
+      {"text", {{"name", tv.text_name}, {"size", tv.text_size}, {"max", attnviz::viz::kMaxTrainTextBytes}}}};
+  // the panel's controls as the last frame drew them, for tests that click them
+  nlohmann::json controls = nlohmann::json::object();
+  for (const attnviz::viz::TrainView::Control& c : tv.controls)
+    controls[c.name] = {
+        {"x", c.x0}, {"y", c.y0}, {"w", c.x1 - c.x0}, {"h", c.y1 - c.y0}, {"visible", c.visible}};
+  train["controls"] = controls;
   if (tv.session) {
     const attnviz::viz::TrainSession& ts = *tv.session;
     nlohmann::json losses = nlohmann::json::array();
@@ -306,6 +315,31 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_train(const char* json) {
       return "unknown training action " + attnviz::quote(action);
     }
     return std::string();
+  });
+}
+
+// A text file dropped onto the page for the book's recipe: {"name", "path", "size"}, its bytes at `path` in
+// the module's file system (none when `size` is over the cap: it is refused by its size, unread). Returns ""
+// or why not (also shown in the Train panel, where the last good text stays).
+EMSCRIPTEN_KEEPALIVE const char* attnviz_train_text(const char* json) {
+  return guarded([&]() -> std::string {
+    attnviz::viz::App& app = page->app;
+    wake();
+    const nlohmann::json j = nlohmann::json::parse(text_arg(json), nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.value("name", nlohmann::json()).is_string() ||
+        !j.value("path", nlohmann::json()).is_string() ||
+        !j.value("size", nlohmann::json()).is_number_unsigned())
+      return "the text call is not {name, path, size}";
+    const std::string name = j["name"], path = j["path"];
+    const std::uint64_t size = j["size"].get<std::uint64_t>();
+    std::string bytes;
+    if (size <= attnviz::viz::kMaxTrainTextBytes)
+      if (Status st = attnviz::read_untrusted_file(
+              path, static_cast<std::size_t>(attnviz::viz::kMaxTrainTextBytes), bytes);
+          !st.is_ok())
+        return app.train.error = st.error;
+    const Status st = attnviz::viz::choose_train_text(app, name, size, std::move(bytes));
+    return st.is_ok() ? std::string() : st.error;
   });
 }
 

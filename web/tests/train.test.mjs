@@ -1,12 +1,17 @@
-// The Train panel in headless Chromium, through attnviz.train (what its buttons do): the induction recipe
-// trained between frames with its losses equal to the native attnviz-cli's, pause, the step slider, the
-// exports downloaded, and Open in model view showing the trained model on its probe.
+// The Train panel in headless Chromium, driven as a user drives it: real mouse clicks and drags on the canvas
+// at the rectangles the panel reports for its controls (status().train.controls, from the last frame). The
+// induction recipe trains between frames with its losses equal to the native attnviz-cli's; Pause stops it;
+// dragging the step slider shows an earlier snapshot; the export buttons download their files; Open in model
+// view shows the trained model. A text file dropped onto the page becomes the book recipe's text, and every
+// refusal keeps the last good one. The API (attnviz.train) is checked on its own at the end.
 //   ATTNVIZ_SITE   the built site (default build/wasm-release/web/site)
 //   ATTNVIZ_CLI    a native attnviz-cli (scripts/test passes the release build's) for the losses
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { start, openPage, load, clean } from './harness.mjs';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { start, openPage, load, clean, repo } from './harness.mjs';
 
 let env;
 before(async () => {
@@ -19,28 +24,64 @@ after(async () => {
 const train = (page) => page.evaluate(() => attnviz.status().train);
 const act = (page, c) => page.evaluate((x) => attnviz.train(x), c);
 
-test('the Train panel: start, pause, the slider, exports and Open in model view', async (t) => {
+// A control's rectangle once a frame has drawn it wholly in view: the controls column is scrolled with the
+// mouse wheel until it is.
+async function control(page, name) {
+  for (let i = 0; i < 60; ++i) {
+    const frames = await page.evaluate(() => attnviz.status().frames);
+    const c = (await train(page)).controls[name];
+    if (c && c.visible) return c;
+    if (c) {
+      await page.mouse.move(c.x + 4, 400);
+      await page.mouse.wheel(0, c.y > 400 ? 120 : -120);
+    } else {
+      await page.mouse.move(20, 20 + (i % 2));  // a frame, to draw the control
+    }
+    await page.waitForFunction((f) => attnviz.status().frames > f, frames);
+  }
+  throw new Error(`the Train panel's ${name} control never came into view`);
+}
+// Each mouse event in a frame of its own: Dear ImGui 1.86 sees the button and the pointer once a frame, and
+// a button fires on a release over it.
+async function mouse(page, event) {
+  const frames = await page.evaluate(() => attnviz.status().frames);
+  await event();
+  await page.waitForFunction((f) => attnviz.status().frames > f, frames);
+}
+async function click(page, name) {
+  const c = await control(page, name);
+  await mouse(page, () => page.mouse.move(c.x + c.w / 2, c.y + c.h / 2));
+  await mouse(page, () => page.mouse.down());
+  await mouse(page, () => page.mouse.up());
+}
+
+// Clicks an export button and returns its downloads once there are `count`.
+async function downloadsOf(page, name, count) {
+  const downloads = [];
+  page.on('download', (d) => downloads.push(d));
+  await click(page, name);
+  while (downloads.length < count) await new Promise((resolve) => setTimeout(resolve, 10));
+  page.removeAllListeners('download');
+  return downloads;
+}
+
+test('the Train panel by mouse: start, pause, the slider, exports and Open in model view', async (t) => {
   const { page, log } = await openPage(env);
   await load(page, env.url);
-  assert.equal(await act(page, { action: 'start' }), 'nothing to train: reset first');
-  assert.equal(await act(page, { action: 'reset', recipe: 'induction' }), '');
+  await click(page, 'header');  // opens the panel
+  await click(page, 'start');   // the induction recipe, reset and running
+  await page.waitForFunction(() => attnviz.status().train.running && attnviz.status().train.steps >= 55, null,
+                             { timeout: 120000 });
+  await click(page, 'start');   // now Pause
+  await page.waitForFunction(() => !attnviz.status().train.running);
   let s = await train(page);
-  assert.equal(s.steps, 0);
-  assert.equal(s.snapshots, 1);
-  assert.equal(s.kinds.length, 2);
-  assert.equal(s.kinds[0].length, 4);
-
-  // Start: frames train (a slice each) until paused; the page stays responsive meanwhile.
-  assert.equal(await act(page, { action: 'start' }), '');
-  await page.waitForFunction(() => attnviz.status().train.steps >= 55, null, { timeout: 120000 });
-  assert.equal(await act(page, { action: 'pause' }), '');
-  s = await train(page);
   const paused = s.steps;
+  assert.equal(s.recipe, 'Induction heads');
   const frames = await page.evaluate(() => attnviz.status().frames);
-  assert.equal(await page.evaluate(() => attnviz.setText('Your journey starts with one step')), '');
-  await page.waitForFunction((f) => attnviz.status().frames > f, frames);
+  await page.mouse.move(700, 300);
+  await page.mouse.move(701, 301);
+  await page.waitForFunction((f) => attnviz.status().frames > f + 1, frames);
   assert.equal((await train(page)).steps, paused, 'paused: frames train nothing');
-  assert.ok(s.ms_per_step > 0);
   t.diagnostic(`a step of the induction recipe in the page: ${s.ms_per_step.toFixed(1)} ms (a figure, not a check)`);
 
   // The same recipe's losses as the native build's, step for step (SIMD128 against the machine's kernels).
@@ -53,46 +94,126 @@ test('the Train panel: start, pause, the slider, exports and Open in model view'
     const evals = lines.filter((l) => l.event === 'eval' && l.step > 0);
     assert.equal(evals.length, 5);
     for (const e of evals) {
-      const page_loss = s.losses[e.step - 1];
-      assert.ok(Math.abs(page_loss - e.loss) <= 1e-4 * Math.abs(e.loss), `step ${e.step}: page ${page_loss}, native ${e.loss}`);
+      const pageLoss = s.losses[e.step - 1];
+      assert.ok(Math.abs(pageLoss - e.loss) <= 1e-4 * Math.abs(e.loss), `step ${e.step}: page ${pageLoss}, native ${e.loss}`);
     }
   }
 
-  // The step slider: snapshot 0 shows the untrained heads, -1 the latest again.
+  // The step slider, dragged from its right end to its left: the untrained heads of snapshot 0.
   assert.ok(s.snapshots >= 2);
-  assert.equal(await act(page, { action: 'snapshot', snapshot: 0 }), '');
-  assert.equal((await train(page)).shown_step, 0);
-  assert.equal(await act(page, { action: 'snapshot', snapshot: -1 }), '');
-  // the latest snapshot: every 50 steps, however many steps ran before the pause landed
-  assert.equal((await train(page)).shown_step, 50 * (s.snapshots - 1));
+  assert.equal(s.shown_step, 50 * (s.snapshots - 1), 'the latest snapshot (every 50 steps)');
+  const slider = await control(page, 'slider');
+  const y = slider.y + slider.h / 2;
+  await mouse(page, () => page.mouse.move(slider.x + slider.w - 3, y));
+  await mouse(page, () => page.mouse.down());
+  for (const f of [0.75, 0.5, 0.25, 0]) await mouse(page, () => page.mouse.move(slider.x + 1 + f * (slider.w - 4), y));
+  await mouse(page, () => page.mouse.up());
+  await page.waitForFunction(() => attnviz.status().train.shown_step === 0);
+  assert.equal((await train(page)).snapshot, 0);
+  await click(page, 'latest');
+  await page.waitForFunction((want) => attnviz.status().train.shown_step === want, 50 * (s.snapshots - 1));
 
-  // Exports download: the loss log, then the checkpoint's three files.
-  for (const [action, names] of [['csv', ['train-loss.csv']], ['png', ['train-plots.png']],
-                                 ['save', ['model.safetensors', 'config.json', 'optimizer.safetensors']]]) {
-    const downloads = [];
-    page.on('download', (d) => downloads.push(d));
-    assert.equal(await act(page, { action }), '');
-    while (downloads.length < names.length) await new Promise((resolve) => setTimeout(resolve, 10));
-    page.removeAllListeners('download');
-    assert.deepEqual(downloads.map((d) => d.suggestedFilename()), names);
-    if (action === 'png') {
-      const png = (await import('node:fs')).readFileSync(await downloads[0].path());
-      assert.ok(png.subarray(0, 4).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47])), 'a PNG');
-    }
-    if (action === 'csv') {
-      const rows = (await import('node:fs')).readFileSync(await downloads[0].path()).toString().trim().split('\n');
-      assert.equal(rows[0], 'step,tokens,loss,val_loss,in_context');
-      assert.equal(rows.length, paused + 1);
-    }
-  }
+  // The export buttons download: the loss log, a PNG of the plots, the checkpoint's three files.
+  let d = await downloadsOf(page, 'csv', 1);
+  assert.deepEqual(d.map((x) => x.suggestedFilename()), ['train-loss.csv']);
+  const rows = readFileSync(await d[0].path()).toString().trim().split('\n');
+  assert.equal(rows[0], 'step,tokens,loss,val_loss,in_context');
+  assert.equal(rows.length, paused + 1);
+  assert.equal(rows[1].split(',')[1], '2048', 'tokens seen after step 1: 32 sequences of 64');
+  d = await downloadsOf(page, 'png', 1);
+  assert.deepEqual(d.map((x) => x.suggestedFilename()), ['train-plots.png']);
+  const png = readFileSync(await d[0].path());
+  assert.ok(png.subarray(0, 4).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47])), 'a PNG');
+  assert.ok(png.readUInt32BE(16) > 400 && png.readUInt32BE(20) > 300, 'the training view, not a sliver');
+  d = await downloadsOf(page, 'save', 3);
+  assert.deepEqual(d.map((x) => x.suggestedFilename()), ['model.safetensors', 'config.json', 'optimizer.safetensors']);
 
   // Open in model view: the trained model, without a tokenizer, on its probe's ids.
-  assert.equal(await act(page, { action: 'open' }), '');
+  await click(page, 'open');
   await page.waitForFunction(() => attnviz.status().model.open && attnviz.status().model.thumbs === 8);
   const m = await page.evaluate(() => attnviz.status().model);
   assert.equal(m.layers, 2);
   assert.equal(m.heads, 4);
   assert.ok(m.pieces.every((p) => p.startsWith('#')));
   assert.equal((await train(page)).show, false);
+  clean(log);
+});
+
+// Drops files onto the canvas as the browser does (a DragEvent with a DataTransfer) and waits until the page
+// has taken them: `done` is a condition on status().
+async function drop(page, files, done, arg) {
+  await page.evaluate((list) => {
+    const dt = new DataTransfer();
+    for (const f of list)
+      dt.items.add(new File([f.fill ? new Uint8Array(f.fill).fill(97) : new Uint8Array(f.bytes)], f.name, { type: f.type }));
+    document.getElementById('canvas').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+  }, files);
+  await page.waitForFunction(done, arg);
+}
+const text = (name, s, type = 'text/plain') => ({ name, bytes: Array.from(Buffer.from(s)), type });
+
+test('a text file dropped onto the page is the book recipe\'s; each refusal keeps the last good one', async () => {
+  const { page, log } = await openPage(env);
+  await load(page, env.url);
+  const story = readFileSync(join(repo, 'tests', 'fixtures', 'train', 'story.txt'));
+  await drop(page, [text('story.txt', story)], () => attnviz.status().train.text.name === 'story.txt');
+  let s = await train(page);
+  assert.equal(s.error, '');
+  assert.equal(s.text.size, story.length);
+  assert.equal(s.recipe, 'The book\'s chapter 5');
+  assert.equal(s.steps, 0);
+  assert.equal(s.running, false);
+  const max = s.text.max;
+  assert.equal(max, 4 << 20);
+
+  // Each refusal: one line naming the file; the text and the session stay.
+  const refusals = [
+    [text('empty.txt', ''), 'empty.txt is empty: there is no text to train on'],
+    [{ name: 'latin1.txt', bytes: [0x63, 0x61, 0x66, 0xe9], type: 'text/plain' },
+     'latin1.txt is not UTF-8 text (bad byte 0xE9 at offset 3)'],
+    [text('short.txt', 'Hello, world.'), 'short.txt: the text is too short: its first 90% (4 tokens) needs one ' +
+     'batch of 2 windows of 65 tokens'],
+    [{ name: 'huge.txt', fill: max + 1, type: 'text/plain' }, 'huge.txt is 4.2 MB: a text to train on may be at most 4.2 MB'],
+  ];
+  for (const [file, why] of refusals) {
+    await drop(page, [file], (name) => attnviz.status().train.error.startsWith(name), file.name);
+    s = await train(page);
+    assert.equal(s.error, why);
+    assert.equal(s.text.name, 'story.txt');
+    assert.equal(s.steps, 0);
+  }
+  // The session on the dropped text trains: GPT-2's vocabulary, so the first loss is near ln(50257) = 10.8.
+  assert.equal(await act(page, { action: 'step' }), '');
+  s = await train(page);
+  assert.equal(s.steps, 1);
+  assert.ok(Math.abs(s.losses[0] - 10.8) < 0.5, `first loss ${s.losses[0]}`);
+
+  // A model's file dropped keeps the model path: a .safetensors file is read as weights (here refused).
+  await drop(page, [{ name: 'x.safetensors', bytes: [1, 2, 3], type: '' }],
+             () => attnviz.status().message.includes('x.safetensors'));
+  assert.equal(await page.evaluate(() => attnviz.status().message), 'x.safetensors is not a safetensors file: 3 bytes');
+  assert.equal((await train(page)).text.name, 'story.txt');
+  clean(log);
+});
+
+test('attnviz.train: the same controls as a script, and its refusals', async () => {
+  const { page, log } = await openPage(env);
+  await load(page, env.url);
+  assert.equal(await act(page, { action: 'start' }), 'nothing to train: reset first');
+  assert.equal(await act(page, { action: 'reset', recipe: 'nope' }), "unknown recipe 'nope' (induction, book, custom)");
+  assert.equal(await act(page, { action: 'reset', recipe: 'induction' }), '');
+  let s = await train(page);
+  assert.equal(s.steps, 0);
+  assert.equal(s.snapshots, 1);
+  assert.deepEqual(s.kinds.map((l) => l.length), [4, 4]);
+  for (let i = 0; i < 3; ++i) assert.equal(await act(page, { action: 'step' }), '');
+  s = await train(page);
+  assert.equal(s.steps, 3);
+  assert.equal(s.losses.length, 3);
+  assert.equal(await act(page, { action: 'snapshot', snapshot: 0 }), '');
+  assert.equal((await train(page)).shown_step, 0);
+  assert.equal(await act(page, { action: 'fly' }), "unknown training action 'fly'");
+  assert.equal(await page.evaluate(() => attnviz.train('start')),
+               'TypeError: train takes an object {action, ...}, not a string');
   clean(log);
 });

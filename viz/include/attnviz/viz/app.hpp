@@ -145,8 +145,22 @@ struct TrainView {
   int snapshot = -1;                      // the step slider's snapshot (-1: follow the latest)
   double budget_ms = 30.0;  // training time per frame (a step longer than this still runs whole)
   std::string text_path;    // book and custom: a text file (empty: the sentence box's text)
-  std::string error;        // why the last action failed
-  int resets = 0;           // bumps on every Reset (texture keys)
+  // book and custom: a text dropped onto the window or the page (choose_train_text), checked; used before
+  // text_path and the sentence box until forgotten (text_name empty)
+  std::string text_name, text;
+  std::uint64_t text_size = 0;
+  std::string error;  // why the last action failed
+  int resets = 0;     // bumps on every Reset (texture keys)
+  // The last frame's rectangles of the panel's controls in screen pixels ("header", "start" (Start or
+  // Pause), "step", "reset", "open", "save", "csv", "png", "slider", "latest"), for tests that click them;
+  // visible: wholly inside its scrolled window.
+  struct Control {
+    std::string name;
+    float x0, y0, x1, y1;
+    bool visible;
+  };
+  std::vector<Control> controls;
+  int controls_frame = -1;  // the ImGui frame they are from
 };
 
 struct App {
@@ -240,6 +254,19 @@ Status reset_training(App& app);
 // The outcome is app.message, or app.train.error.
 enum class TrainAction { save, csv, png, open };
 void train_action(App& app, TrainAction a);
+
+// Makes a text from outside (the file `name`, `size` bytes; check_train_text) the book recipe's text and
+// resets training on it, paused; the induction recipe gives way to the book's. On any refusal (not UTF-8,
+// empty, too large, too short for a batch of windows) the last good text and session stay, and the one-line
+// reason is returned (and shown in the panel).
+Status choose_train_text(App& app, const std::string& name, std::uint64_t size, std::string bytes);
+
+// Paths dropped onto the window: a folder, or files among which a .safetensors, open in the model view as the
+// Model panel's Open does; one other file is the book recipe's text (choose_train_text). The outcome is
+// app.message, or the Model or Train panel's error.
+void drop_files(App& app, const std::vector<std::string>& paths);
+// Whether a dropped file's name is one of a model's (weights, tokenizer or config), not a text to train on.
+bool is_model_file_name(const std::string& name);
 
 // Finds the heatmap and cell under a screen point, from the last frame's layout.
 Cell cell_at(const App& app, float x, float y);

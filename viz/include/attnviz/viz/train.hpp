@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attnviz/head_kinds.hpp"
@@ -52,6 +54,25 @@ struct TrainSnapshot {
   std::vector<std::vector<HeadScores>> heads;              // [layer][head]
   std::vector<std::vector<std::vector<float>>> attention;  // [layer][head], T x T row-major
 };
+
+// The loss plot's x axis, as the book's figure has it: steps below, tokens seen above. Ticks fall on round
+// step counts (1, 2 or 5 times a power of ten apart, at most `max_ticks` + 1 of them, from 0 to the last
+// step); each carries the tokens seen after that many steps, read from the points (0 at step 0).
+struct LossAxisTick {
+  int step = 0;
+  std::int64_t tokens = 0;
+  std::string step_label, tokens_label;  // "250", "1.02M"
+};
+std::vector<LossAxisTick> loss_axis_ticks(const std::vector<TrainPoint>& points, int max_ticks);
+// A count in the axis's short form: 950, 9.5k, 95k, 1.02M, 3.4G.
+std::string short_count(std::int64_t n);
+
+// A text for the book's recipe from outside (a dropped or chosen file), untrusted: at most
+// kMaxTrainTextBytes, not empty, well-formed UTF-8. `size`: the file's size (checked before its bytes, which
+// may then be left unread). Messages name the file: "story.bin is not UTF-8 text (bad byte 0xFF at offset
+// 3)".
+constexpr std::uint64_t kMaxTrainTextBytes = std::uint64_t{4} << 20;
+Status check_train_text(const std::string& name, std::uint64_t size, std::string_view bytes);
 
 class TrainSession {
  public:
