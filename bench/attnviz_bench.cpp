@@ -98,8 +98,8 @@ int main(int argc, char** argv) {
     must(forward(c, p, in, g1, ref, Exec{Isa::scalar, 1}), "the reference forward pass");
     pack(p, Exec{best, threads});
     must(forward(c, p, in, g2, fast, Exec{best, threads}), "the fast forward pass");
-    const double err =
-        std::max(max_rel_error(fast.weights, ref.weights), max_rel_error(fast.output, ref.output));
+    const double err = std::max(max_rel_error(fast.weights.to_tensor(), ref.weights.to_tensor()),
+                                max_rel_error(fast.output, ref.output));
     std::printf("  check against the reference: max relative error %.2g %s\n", err,
                 err <= 2e-5 ? "ok" : "FAILED");
     if (err > 2e-5) return 1;
