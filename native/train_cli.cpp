@@ -166,8 +166,8 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
     if (app.count(flag) > 0)
       return fail(Status::fail(std::string(flag) + " does not apply to --task induction"));
   TrainConfig cfg;
-  // the recipe: attention-only, 2 layers of 4 heads, no dropout (the Train panel's "Induction heads")
-  cfg.gpt = GptConfig{64, 64, 64, 4, 2, 0.0, false};
+  // the recipe (induction_model): attention-only, 2 layers of 4 heads, no dropout (the Train panel's too)
+  cfg.gpt = induction_model();
   cfg.gpt.vocab_size = a.vocab_size.value_or(64);
   cfg.gpt.context_length = a.context_length.value_or(64);
   if (a.emb_dim) cfg.gpt.d_model = *a.emb_dim;

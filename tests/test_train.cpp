@@ -703,4 +703,21 @@ TEST_CASE("train: the induction task's sequences repeat a segment, at random or 
   const std::vector<int> p = induction_probe(InductionTask{}, 10, 31, 7);
   REQUIRE(p.size() == 64u);
   CHECK(longest_copy(p.data(), 64, 31) >= 10);
+  // and no other token recurs: 54 distinct tokens of the 64, the copy's 10 each twice
+  std::map<int, int> count;
+  for (int id : p) ++count[id];
+  CHECK(count.size() == 54u);
+  int twice = 0;
+  for (const auto& [id, n] : count) {
+    CHECK((id >= 0 && id < 64));
+    CHECK(n <= 2);
+    twice += n == 2;
+  }
+  CHECK(twice == 10);
+  CHECK(induction_probe_repeat(InductionTask{}) == 16);
+  // past the vocabulary, the draws start over: a 40-token probe over 16 tokens holds each of them
+  InductionTask small;
+  small.vocab = 16, small.tokens = 40;
+  const std::vector<int> q = induction_probe(small, 4, 10, 3);
+  CHECK(std::set<int>(q.begin(), q.end()).size() == 16u);
 }

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "attnviz/train.hpp"
 
@@ -15,24 +17,60 @@ int uniform(TorchGenerator& g, int lo, int hi) {
   return lo + static_cast<int>(g.random() % static_cast<std::uint32_t>(hi - lo + 1));
 }
 
+// Random tokens without repeats while the vocabulary lasts: a Fisher-Yates shuffle of 0 .. vocab - 1 drawn
+// one card at a time, the cards moved kept in a small map (O(draws), not O(vocab)). After `vocab` draws the
+// deck starts over. The probes draw their tokens this way, so a token recurs only where the probe plants its
+// copy: Olsson et al.'s repeated random tokens, whose vocabulary of 50,000 makes chance recurrences rare.
+// With 64 tokens drawn with replacement, about half the recurrences in a 64-token probe are chance, and a
+// head that also checks the token before (as the trained heads learn to) rightly looks less at their
+// successors, which would count against it. (Training keeps the draws with replacement: without chance
+// recurrences the model first learns that a token seen before is unlikely to come next, and the induction
+// phase change comes much later.)
+class Deck {
+ public:
+  explicit Deck(int vocab) : vocab_(vocab) {}
+  int draw(TorchGenerator& g) {
+    if (dealt_ == vocab_) dealt_ = 0, moved_.clear();
+    const int j = uniform(g, dealt_, vocab_ - 1);
+    const int card = at(j);
+    moved_[j] = at(dealt_);
+    ++dealt_;
+    return card;
+  }
+
+ private:
+  int at(int i) const {
+    const auto it = moved_.find(i);
+    return it == moved_.end() ? i : it->second;
+  }
+  int vocab_, dealt_ = 0;
+  std::unordered_map<int, int> moved_;
+};
+
 // One sequence of `n` tokens: random tokens in which a random segment recurs, copy after copy, each copy a
 // random gap (0 .. its length) after the previous one, from a random first position, until the sequence is
 // full. With fixed_distance, every copy starts that far after the previous one instead (the segment no longer
-// than that distance).
+// than that distance). The layout is drawn first, then the tokens outside the copies (Deck).
 void sequence(const InductionTask& t, int n, TorchGenerator& g, int* out) {
-  for (int i = 0; i < n; ++i) out[i] = uniform(g, 0, t.vocab - 1);
   const int fixed = t.fixed_distance;
   const int repeat = uniform(g, t.min_repeat, std::min({t.max_repeat, n / 2, fixed > 0 ? fixed : n}));
   const int first = uniform(g, 0, n - (fixed > 0 ? fixed + repeat : 2 * repeat));
+  std::vector<char> copied(static_cast<std::size_t>(n), 0);
+  std::vector<int> starts;
   int at = first;
   for (int copy = 0;; ++copy) {
     // a random gap of 0 .. repeat tokens, the first one short enough that one copy always fits
     const int room = copy == 0 ? std::min(repeat, n - first - 2 * repeat) : repeat;
     const int next = at + (fixed > 0 ? fixed : repeat + uniform(g, 0, room));
     if (next + repeat > n) break;
-    for (int i = 0; i < repeat; ++i) out[next + i] = out[first + i];
+    starts.push_back(next);
+    std::fill(copied.begin() + next, copied.begin() + next + repeat, 1);
     at = next;
   }
+  for (int i = 0; i < n; ++i)
+    if (!copied[static_cast<std::size_t>(i)]) out[i] = uniform(g, 0, t.vocab - 1);
+  for (int s : starts)
+    for (int i = 0; i < repeat; ++i) out[s + i] = out[first + i];
 }
 
 }  // namespace
@@ -63,10 +101,21 @@ void induction_batch(const InductionTask& t, int batch, TorchGenerator& g, std::
   }
 }
 
+GptConfig induction_model() {
+  GptConfig c{64, 64, 128, 4, 2, 0.0, false};
+  c.attention_only = true;
+  return c;
+}
+
+int induction_probe_repeat(const InductionTask& t) {
+  return std::max(1, t.tokens / 4);
+}
+
 std::vector<int> induction_probe(const InductionTask& t, int repeat, int distance, std::uint64_t seed) {
   TorchGenerator g(seed);
   std::vector<int> ids(static_cast<std::size_t>(t.tokens));
-  for (int& id : ids) id = uniform(g, 0, t.vocab - 1);
+  Deck deck(t.vocab);
+  for (int& id : ids) id = deck.draw(g);
   repeat = std::clamp(repeat, 1, t.tokens / 2);
   distance = std::clamp(distance, repeat, t.tokens - repeat);
   const int first = uniform(g, 0, t.tokens - repeat - distance);
@@ -96,8 +145,8 @@ Status in_context_score(TrainModel& m, const std::vector<int>& inputs, const std
 namespace attnviz {
 
 Status probe_heads(TrainModel& m, const InductionTask& t, std::vector<std::vector<HeadScores>>& heads) {
-  // repeats of 10 tokens at distances spread over the sequence, none of them a multiple of another
-  const int repeat = std::min(10, t.tokens / 4);
+  // repeats of a quarter of the sequence at distances spread over it, none of them a multiple of another
+  const int repeat = induction_probe_repeat(t);
   const int distances[] = {repeat + 1, repeat + (t.tokens - 2 * repeat) / 3,
                            repeat + (t.tokens - 2 * repeat) / 2, t.tokens - repeat - 1};
   const int L = m.config().gpt.n_layers, H = m.config().gpt.n_heads;

@@ -39,9 +39,8 @@ TrainSettings recipe_settings(TrainRecipe r) {
   TrainSettings s;
   s.recipe = r;
   if (r == TrainRecipe::induction) {
-    // attnviz-cli train --task induction --attention-only: 2 layers of 4 heads, no dropout
-    s.config.gpt = GptConfig{64, 64, 64, 4, 2, 0.0, false};
-    s.config.gpt.attention_only = true;
+    // attnviz-cli train --task induction's model (induction_model): attention-only, 2 layers of 4 heads
+    s.config.gpt = induction_model();
     s.batch_size = 32, s.eval_freq = 50, s.snapshot_freq = 50;
     s.lr = 2e-3, s.weight_decay = 0.0;
     return s;
@@ -142,7 +141,7 @@ Status TrainSession::reset(const TrainSettings& s,
     if (Status st = validate(t); !st.is_ok()) return st;
     TorchGenerator held_out(0x5eed);
     induction_batch(t, s.batch_size, held_out, eval_in, eval_out);
-    probe = induction_probe(t, std::min(10, t.tokens / 4), t.tokens / 3, 7919u);
+    probe = induction_probe(t, induction_probe_repeat(t), t.tokens / 3, 7919u);
   } else {
     std::string text, first, second;
     if (Status st = read_text_universal(s.text, text); !st.is_ok()) return st;

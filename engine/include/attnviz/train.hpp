@@ -265,9 +265,17 @@ Status validate(const InductionTask& t);
 void induction_batch(const InductionTask& t, int batch, TorchGenerator& g, std::vector<int>& inputs,
                      std::vector<int>& targets);
 
-// A probe the model never trained on: random tokens with a segment of `repeat` tokens repeated `distance`
-// positions later (drawn from its own seed), `tokens` long.
+// The recipe's model ("Induction heads in a minute", attnviz-cli train --task induction): attention-only, 2
+// layers of 4 heads of 32 dimensions (d_model 128), no dropout, 64 tokens of context and vocabulary. Heads of
+// 16 dimensions (d_model 64) form induction heads too, but later and blurred: about 0.65 on the probes
+// against 0.85 to 0.9 here (docs/training.md, "Induction heads").
+GptConfig induction_model();
+
+// A probe the model never trained on: random tokens, none repeated while the vocabulary lasts, with a
+// segment of `repeat` tokens repeated `distance` positions later (drawn from its own seed), `tokens` long.
 std::vector<int> induction_probe(const InductionTask& t, int repeat, int distance, std::uint64_t seed);
+// The probes' repeat length: a quarter of the sequence (16 tokens of 64).
+int induction_probe_repeat(const InductionTask& t);
 
 // Olsson et al.'s in-context learning score over a batch (eval mode): the mean loss at the last quarter of
 // the positions minus the mean loss at the first quarter. It falls below zero as the model learns to use the
