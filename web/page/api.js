@@ -29,7 +29,7 @@
 //                           'book' | 'custom') | 'start' | 'pause' | 'step' | 'snapshot' (with snapshot: N, -1 the
 //                           latest) | 'save' | 'csv' | 'png' | 'open'}; returns '' or why not. status().train says where
 //                           it stands: steps, losses, snapshots, the shown snapshot's step and head kinds
-import { call, needModule, wellFormed } from './module.js';
+import { call, heapF32, needModule, wellFormed } from './module.js';
 import { loadModelFiles, loads, openModel, setReadChunk } from './model-files.js';
 import { forget, getEndpoint, hubLoads, hubModels, openHub, setEndpoint, stored } from './hub.js';
 
@@ -99,7 +99,7 @@ window.attnviz = {
     needModule();
     const where = call('attnviz_tensor_json', String(name));
     const [ptr, count] = JSON.parse(where);
-    return ptr ? Module.HEAPF32.slice(ptr >> 2, (ptr >> 2) + count) : null;
+    return ptr ? heapF32().slice(ptr >> 2, (ptr >> 2) + count) : null;
   },
   openModel(choice) {
     return openModel(Object.assign({ kind: 'seeded', size: 'gpt2-small', seed: 123, train: false }, choice));
