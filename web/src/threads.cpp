@@ -11,8 +11,9 @@ EM_JS(int, page_isolated, (), {
   return (typeof crossOriginIsolated !== 'undefined' && crossOriginIsolated) ? 1 : 0;
 });
 #ifdef __EMSCRIPTEN_PTHREADS__
-// The Workers this module started with (PTHREAD_POOL_SIZE, threads_glue.js), plus the main thread.
-EM_JS(int, module_threads, (), { return PThread.unusedWorkers.length + 1; });
+// The threads asked for (threads_glue.js), within the Workers this module started with plus the main thread.
+EM_JS(int, module_threads, (), { return Math.min(attnvizThreads(), PThread.unusedWorkers.length + 1); });
+EM_JS(int, threads_asked, (), { return attnvizThreadsAsked(); });
 #else
 // The page script's reason for loading the single-thread module (web/page/attnviz-page.js), or "".
 EM_JS(char*, page_threads_why, (), {
@@ -45,7 +46,9 @@ void init_threads() {
   // the main thread. A thread beyond them would never start while the main thread waits for it.
   info.count = module_threads();
   setenv("ATTNVIZ_HARDWARE_THREADS", std::to_string(info.count).c_str(), 1);
-  if (info.count == 1) info.why = "the browser reports one core";
+  if (info.count == 1)
+    info.why = threads_asked() == 1 ? "the page's address asks for one (?threads=1)"
+                                    : "the browser reports one core";
 #else
   info.count = 1;
   info.why = page_why();

@@ -50,6 +50,15 @@ test('isolated, the page runs the threaded module on one thread per core (at mos
   clean(a.log);
   await a.context.close();
 
+  // One thread asked for (as a browser that reports one core gets): the module still starts (its pool keeps
+  // one idle Worker, since Emscripten 3.1.6 never starts a module whose pool is empty) and runs on one thread.
+  const one = await openOn(isolated, '?threads=1');
+  assert.deepEqual(one.threads, { count: 1, isolated: true, module: 'attnviz-mt',
+                                  why: 'the page\'s address asks for one (?threads=1)',
+                                  line: 'CPU: 1 thread: the page\'s address asks for one (?threads=1)' });
+  clean(one.log);
+  await one.context.close();
+
   const b = await openOn(plain);
   assert.equal(b.isolated, false);
   assert.equal(b.threads.count, 1);
