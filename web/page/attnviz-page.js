@@ -176,15 +176,14 @@ function start() {
       (() => showProblem('attnviz could not load', `${file} did not load: is the page served with all its files?`));
     document.body.appendChild(script);
   };
+  // Module.attnvizOneThread: why the single-thread module (web/src/threads.cpp words it).
   if (window.crossOriginIsolated) {
     load('attnviz-mt.js', () => {
-      Module.attnvizThreadsWhy = 'the threaded module (attnviz-mt.js) did not load';
+      Module.attnvizOneThread = 'no-threaded-module';
       load('attnviz.js');
     });
   } else {
-    Module.attnvizThreadsWhy = location.protocol === 'file:'
-      ? 'a page opened from a file is never cross-origin isolated, which WebAssembly threads need'
-      : 'the page is not cross-origin isolated (served without the COOP and COEP headers scripts/demo sends)';
+    Module.attnvizOneThread = location.protocol === 'file:' ? 'file' : 'not-isolated';
     load('attnviz.js');
   }
 }

@@ -3,6 +3,7 @@
 #include <emscripten/emscripten.h>
 #include <imgui.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -15,9 +16,11 @@ EM_JS(int, page_isolated, (), {
 EM_JS(int, module_threads, (), { return Math.min(attnvizThreads(), PThread.unusedWorkers.length + 1); });
 EM_JS(int, threads_asked, (), { return attnvizThreadsAsked(); });
 #else
-// The page script's reason for loading the single-thread module (web/page/attnviz-page.js), or "".
-EM_JS(char*, page_threads_why, (), {
-  return Module.attnvizHooks.toHeap(String(Module.attnvizThreadsWhy || ""));
+// Why the page script loaded the single-thread module (web/page/attnviz-page.js): 1 a page opened from a file,
+// 2 the threaded module did not load, 0 not isolated.
+EM_JS(int, page_one_thread, (), {
+  const why = Module.attnvizOneThread;
+  return why === 'file' ? 1 : why === 'no-threaded-module' ? 2 : 0;
 });
 #endif
 // clang-format on
@@ -27,17 +30,9 @@ namespace {
 
 Threads info;
 
-#ifndef __EMSCRIPTEN_PTHREADS__
-std::string page_why() {
-  char* s = page_threads_why();
-  std::string why = s ? s : "";
-  std::free(s);
-  return why;
-}
-#endif
-
 }  // namespace
 
+// Nothing here allocates in the module's heap: the page's memory tests fill it to the last bytes.
 void init_threads() {
   info.isolated = page_isolated() != 0;
 #ifdef __EMSCRIPTEN_PTHREADS__
@@ -45,15 +40,26 @@ void init_threads() {
   // The engine sizes its pool from the hardware thread count: here the Workers the module started with, plus
   // the main thread. A thread beyond them would never start while the main thread waits for it.
   info.count = module_threads();
-  setenv("ATTNVIZ_HARDWARE_THREADS", std::to_string(info.count).c_str(), 1);
+  char count[16];
+  std::snprintf(count, sizeof count, "%d", info.count);
+  setenv("ATTNVIZ_HARDWARE_THREADS", count, 1);
   if (info.count == 1)
     info.why = threads_asked() == 1 ? "the page's address asks for one (?threads=1)"
                                     : "the browser reports one core";
 #else
   info.count = 1;
-  info.why = page_why();
-  if (info.why.empty())
-    info.why = info.isolated ? "this module has no threads" : "the page is not cross-origin isolated";
+  switch (page_one_thread()) {
+    case 1:
+      info.why = "a page opened from a file is never cross-origin isolated, which WebAssembly threads need";
+      break;
+    case 2:
+      info.why = "the threaded module (attnviz-mt.js) did not load";
+      break;
+    default:
+      info.why = info.isolated ? "this module has no threads"
+                               : "the page is not cross-origin isolated (served without the COOP and COEP "
+                                 "headers scripts/demo sends)";
+  }
 #endif
 }
 
@@ -66,11 +72,16 @@ std::string threads_line() {
   if (info.count > 1)
     return "CPU: " + std::to_string(info.count) +
            " threads (WebAssembly threads: the page is cross-origin isolated)";
-  return "CPU: 1 thread: " + info.why;
+  return std::string("CPU: 1 thread: ") + info.why;
 }
 
 void draw_threads_line() {
-  ImGui::TextColored(ImVec4(0.6f, 0.6f, 0.65f, 1.0f), "%s", threads_line().c_str());
+  const ImVec4 dim(0.6f, 0.6f, 0.65f, 1.0f);
+  if (info.count > 1)
+    ImGui::TextColored(dim, "CPU: %d threads (WebAssembly threads: the page is cross-origin isolated)",
+                       info.count);
+  else
+    ImGui::TextColored(dim, "CPU: 1 thread: %s", info.why);
 }
 
 nlohmann::json threads_json() {

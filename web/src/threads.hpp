@@ -12,7 +12,7 @@ struct Threads {
   int count = 1;          // the engine's threads, the main thread included
   bool isolated = false;  // the page is cross-origin isolated (crossOriginIsolated)
   bool threaded = false;  // this is the threaded module (attnviz-mt)
-  std::string why;        // when count is 1: why, in a few words
+  const char* why = "";   // when count is 1: why, in a few words
 };
 
 // Sizes the engine's pool from the Workers this module started with (call first thing in main).
