@@ -31,7 +31,7 @@
 //                           it stands: steps, losses, snapshots, the shown snapshot's step and head kinds, the
 //                           dropped text ({name, size, max}), and the panel's controls as the last frame drew
 //                           them ({start: {x, y, w, h, visible}, ...}) for tests that click them
-import { call, needModule, wellFormed } from './module.js';
+import { call, heapF32, needModule, wellFormed } from './module.js';
 import { loadModelFiles, loads, openModel, setReadChunk } from './model-files.js';
 import { forget, getEndpoint, hubLoads, hubModels, openHub, setEndpoint, stored } from './hub.js';
 
@@ -101,7 +101,7 @@ window.attnviz = {
     needModule();
     const where = call('attnviz_tensor_json', String(name));
     const [ptr, count] = JSON.parse(where);
-    return ptr ? Module.HEAPF32.slice(ptr >> 2, (ptr >> 2) + count) : null;
+    return ptr ? heapF32().slice(ptr >> 2, (ptr >> 2) + count) : null;
   },
   openModel(choice) {
     return openModel(Object.assign({ kind: 'seeded', size: 'gpt2-small', seed: 123, train: false }, choice));

@@ -154,7 +154,11 @@ function start() {
         .finally(() => Module.removeRunDependency('gpt2-vocabulary'));
     }],
     print: (text) => console.log(text),
-    printErr: (text) => console.error(text),
+    // The threaded module warns once that its main thread blocks: by design, it waits for the engine's threads
+    // (Workers started with the module, so the wait is a pass's share of work, never a Worker's start).
+    printErr: (text) => {
+      if (!/^Blocking on the main thread is very dangerous/.test(text)) console.error(text);
+    },
     setStatus(text) {
       if (text) $('loading-status').textContent = text;
     },
@@ -162,10 +166,26 @@ function start() {
       showProblem('attnviz stopped', String(what));
     },
   };
-  const script = document.createElement('script');
-  script.src = 'attnviz.js';
-  script.onerror = () => showProblem('attnviz could not load', 'attnviz.js did not load: is the page served with all its files?');
-  document.body.appendChild(script);
+  // WebAssembly threads need a SharedArrayBuffer, which browsers give only to a cross-origin isolated page
+  // (served with COOP and COEP headers, as scripts/demo does; never from file://). Such a page loads the
+  // threaded module (attnviz-mt.js); any other loads the single-thread one and the Compute section says why.
+  const load = (file, fallback) => {
+    const script = document.createElement('script');
+    script.src = file;
+    script.onerror = fallback ||
+      (() => showProblem('attnviz could not load', `${file} did not load: is the page served with all its files?`));
+    document.body.appendChild(script);
+  };
+  // Module.attnvizOneThread: why the single-thread module (web/src/threads.cpp words it).
+  if (window.crossOriginIsolated) {
+    load('attnviz-mt.js', () => {
+      Module.attnvizOneThread = 'no-threaded-module';
+      load('attnviz.js');
+    });
+  } else {
+    Module.attnvizOneThread = location.protocol === 'file:' ? 'file' : 'not-isolated';
+    load('attnviz.js');
+  }
 }
 
 const problem = missingFeature();

@@ -9,14 +9,25 @@ export const $ = (id) => document.getElementById(id);
 export const wellFormed = (s) => s.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|\0/g,
                                            '\uFFFD');
 export const utf8 = new TextEncoder();
+// The module's heap as bytes and as floats. The threaded module's heap can grow on one of its Workers, which
+// leaves this thread's views short: they are renewed first (src/threads_glue.js).
+export function heapU8() {
+  if (Module.attnvizFreshHeap) Module.attnvizFreshHeap();
+  return Module.HEAPU8;
+}
+export function heapF32() {
+  if (Module.attnvizFreshHeap) Module.attnvizFreshHeap();
+  return Module.HEAPF32;
+}
 // A string in the module's heap (malloc'd, NUL-terminated): the caller frees it. 0 when the heap has no
 // room for it.
 export function toHeap(s) {
   const bytes = utf8.encode(wellFormed(s));
   const p = Module._malloc(bytes.length + 1);
   if (!p) return 0;
-  Module.HEAPU8.set(bytes, p);
-  Module.HEAPU8[p + bytes.length] = 0;
+  const heap = heapU8();
+  heap.set(bytes, p);
+  heap[p + bytes.length] = 0;
   return p;
 }
 

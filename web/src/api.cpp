@@ -17,6 +17,7 @@
 #include "budget.hpp"
 #include "guard.hpp"
 #include "page.hpp"
+#include "threads.hpp"
 #include "view_args.hpp"
 
 namespace attnviz::web {
@@ -132,6 +133,7 @@ std::string status_json() {
       {"memory",
        {{"heap_max", heap_max()}, {"heap_size", emscripten_get_heap_size()}, {"free", heap_free()}}},
       {"compute", p.gpu.status()},
+      {"threads", threads_json()},
       {"error", s.error()},
       {"message", p.app.message},
       {"view_note", p.app.view_note},

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "attnviz/enum_names.hpp"
+#include "threads.hpp"
 
 namespace attnviz::web {
 namespace {
@@ -327,6 +328,7 @@ void GpuOffload::draw_controls() {
 
   const ImVec4 dim{0.6f, 0.6f, 0.65f, 1.0f};
   ImGui::PushTextWrapPos(0.0f);
+  draw_threads_line();
   switch (state_) {
     case State::starting:
       ImGui::TextColored(dim, "WebGPU: starting...");

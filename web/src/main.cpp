@@ -19,6 +19,7 @@
 #include "guard.hpp"
 #include "hooks.hpp"
 #include "page.hpp"
+#include "threads.hpp"
 #include "window.hpp"
 
 namespace attnviz::web {
@@ -246,6 +247,7 @@ void start_page() {
 
 int main() {
   using namespace attnviz::web;
+  init_threads();  // before the engine first sizes its pool
   set_out_of_memory_text();
   page = new Page;  // lives as long as the page
   try {

@@ -15,11 +15,12 @@ export const chromiumPath = process.env.ATTNVIZ_CHROMIUM || '/usr/bin/chromium';
 export const chromiumArgs = ['--headless=new', '--no-sandbox', '--no-first-run', '--disable-background-networking',
   '--disable-component-update', '--disable-sync', '--disable-quic', '--enable-unsafe-swiftshader'];
 
-export async function start({ extraArgs = [] } = {}) {
+// isolated: serve the page cross-origin isolated (COOP + COEP, as scripts/demo does), so it runs threaded.
+export async function start({ extraArgs = [], isolated = false } = {}) {
   if (!existsSync(join(site, 'attnviz.wasm')))
     throw new Error(`no page in ${site}: build it with cmake --build --preset wasm-release`);
   if (!existsSync(chromiumPath)) throw new Error(`${chromiumPath} not found: scripts/install-deps --wasm installs chromium`);
-  const { server, url } = await serve(site, 0);
+  const { server, url } = await serve(site, 0, { isolated });
   const browser = await chromium.launch({ executablePath: chromiumPath, headless: true,
                                           args: [...chromiumArgs, ...extraArgs] });
   return {

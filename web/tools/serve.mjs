@@ -1,6 +1,10 @@
 // Serves the built page on 127.0.0.1 only (nothing else listens, nothing is fetched from elsewhere).
-//   node web/tools/serve.mjs [--dir build/wasm-release/web/site] [--port 8000]
+//   node web/tools/serve.mjs [--dir build/wasm-release/web/site] [--port 8000] [--no-isolation]
 // Tries the next ports when one is taken, and prints the URL. Also imported by the browser tests.
+// The page is cross-origin isolated (COOP same-origin, COEP require-corp), so it runs the threaded module
+// (WebAssembly threads need it); --no-isolation serves it without those headers, to see the one-thread
+// fallback. The hub's downloads still work isolated: they are CORS requests, and the hub answers them with
+// CORS headers, which is all require-corp asks of a cross-origin fetch.
 import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import { resolve, join, extname, sep } from 'node:path';
@@ -16,7 +20,14 @@ const TYPES = {
   '.css': 'text/css; charset=utf-8',
 };
 
-export function serve(dir, port = 8000, { tries = 20, quiet = true } = {}) {
+// The headers that make a page cross-origin isolated (crossOriginIsolated, SharedArrayBuffer).
+export const ISOLATION = {
+  'Cross-Origin-Opener-Policy': 'same-origin',
+  'Cross-Origin-Embedder-Policy': 'require-corp',
+};
+
+// isolated: send ISOLATION's headers (the command line's default; the tests choose per server).
+export function serve(dir, port = 8000, { tries = 20, quiet = true, isolated = false } = {}) {
   const root = resolve(dir);
   const server = createServer(async (req, res) => {
     let path;
@@ -37,6 +48,7 @@ export function serve(dir, port = 8000, { tries = 20, quiet = true } = {}) {
       res.writeHead(200, {
         'Content-Type': TYPES[extname(file)] || 'application/octet-stream',
         'Cache-Control': 'no-store',
+        ...(isolated ? ISOLATION : {}),
       });
       res.end(req.method === 'HEAD' ? undefined : body);
       if (!quiet) console.log(`${req.method} ${path} 200`);
@@ -80,7 +92,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     console.error(`serve: no index.html in ${dir} (build the page first: cmake --build --preset wasm-release)`);
     process.exit(1);
   }
-  const { url } = await serve(dir, port, { quiet: true });
-  console.log(`attnviz: serving ${dir}`);
+  const isolated = !args.includes('--no-isolation');
+  const { url } = await serve(dir, port, { quiet: true, isolated });
+  console.log(`attnviz: serving ${dir}` + (isolated ? ' (cross-origin isolated: WebAssembly threads)'
+                                                  : ' without isolation (one thread)'));
   console.log(`attnviz: open ${url}  (Ctrl+C stops the server)`);
 }
