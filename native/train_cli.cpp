@@ -34,7 +34,7 @@ struct TrainArgs {
   std::optional<int> warmup_steps;
   double initial_lr = 3e-5, min_lr = 1e-6, max_norm = 0.0;
   std::string task = "book", dropout_rng = "cpu";
-  int steps = 3000, fixed_distance = 0;
+  int steps = 5000, fixed_distance = 0;
   std::optional<int> stop_after;
 };
 

@@ -289,7 +289,7 @@ Status probe_heads(TrainModel& m, const InductionTask& t, std::vector<std::vecto
 
 struct InductionRun {
   InductionTask task;
-  int batch_size = 32, steps = 3000, eval_freq = 50;
+  int batch_size = 32, steps = 5000, eval_freq = 50;
   double lr = 2e-3, weight_decay = 0.0;
 };
 
