@@ -21,11 +21,31 @@ void ensure(AlignedFloats& buf, std::size_t n) {
   if (buf.size() < n) buf.resize(n);
 }
 
+// pack_nk and pack_kn (simd/pack.hpp) over the pool, 16 panels a task: panels are independent, and the
+// head's weight (50,257 x 768) is 150 MB to pack.
+constexpr int kPanelsPerTask = 16;
+
+void pack_nk_parallel(ThreadPool& pool, const float* src, int n, int k, int ld, int nr, float* dst) {
+  pool.run((simd::panels(n, nr) + kPanelsPerTask - 1) / kPanelsPerTask, [&](int t, int) {
+    const int c0 = t * kPanelsPerTask * nr, c1 = std::min(n, c0 + kPanelsPerTask * nr);
+    simd::pack_nk(src + static_cast<std::size_t>(c0) * ld, c1 - c0, k, ld, nr,
+                  dst + static_cast<std::size_t>(c0) * k);
+  });
+}
+
+void pack_kn_parallel(ThreadPool& pool, const float* src, int k, int n, int ld, int nr, float* dst) {
+  pool.run((simd::panels(n, nr) + kPanelsPerTask - 1) / kPanelsPerTask, [&](int t, int) {
+    const int c0 = t * kPanelsPerTask * nr, c1 = std::min(n, c0 + kPanelsPerTask * nr);
+    simd::pack_kn(src + c0, k, c1 - c0, ld, nr, dst + static_cast<std::size_t>(c0) * k);
+  });
+}
+
 }  // namespace
 
 Kernels::Kernels(const Exec& exec) : isa(resolve(exec.isa)) {
   threads = isa == Isa::scalar ? 1 : resolve_threads(exec.threads);
   pool = &ThreadPool::shared(threads);
+  fast = simd::train_kernels(isa);
   workers.resize(static_cast<std::size_t>(threads));
   for (Worker& w : workers) w.alone = std::make_unique<ThreadPool>(1);
 }
@@ -42,11 +62,12 @@ void Kernels::linear(const float* x, const float* w, const float* b, float* y, i
   }
   const int nr = simd::panel_width(isa);
   ensure(packed, simd::panel_floats(N, K, nr));
-  simd::pack_nk(w, N, K, K, nr, packed.data());  // B (K x N) = w^T
+  pack_nk_parallel(*pool, w, N, K, K, nr, packed.data());  // B (K x N) = w^T
   simd::run_gemm(isa, M, N, K, x, packed.data(), y, *pool);
   if (b)
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) y[at(m, N, n)] += b[n];
+    chunked(*pool, M, 16, [&](std::size_t m0, std::size_t m1) {
+      for (std::size_t m = m0; m < m1; ++m) fast->add(y + at(m, N, 0), b, N);
+    });
 }
 
 void Kernels::linear_dx(const float* dy, const float* w, float* dx, int M, int K, int N, bool accumulate) {
@@ -62,7 +83,7 @@ void Kernels::linear_dx(const float* dy, const float* w, float* dx, int M, int K
   }
   const int nr = simd::panel_width(isa);
   ensure(packed, simd::panel_floats(K, N, nr));
-  simd::pack_kn(w, N, K, K, nr, packed.data());  // B (N x K) = w as stored
+  pack_kn_parallel(*pool, w, N, K, K, nr, packed.data());  // B (N x K) = w as stored
   float* out = dx;
   if (accumulate) {
     ensure(product, static_cast<std::size_t>(M) * K);
@@ -70,7 +91,8 @@ void Kernels::linear_dx(const float* dy, const float* w, float* dx, int M, int K
   }
   simd::run_gemm(isa, M, K, N, dy, packed.data(), out, *pool);
   if (accumulate)
-    for (std::size_t i = 0, n = static_cast<std::size_t>(M) * K; i < n; ++i) dx[i] += out[i];
+    chunked(*pool, static_cast<std::size_t>(M) * K, 1 << 16,
+            [&](std::size_t i0, std::size_t i1) { fast->add(dx + i0, out + i0, i1 - i0); });
 }
 
 void Kernels::linear_dw(const float* dy, const float* x, float* dw, float* db, int M, int K, int N) {
@@ -99,12 +121,11 @@ void Kernels::linear_dw(const float* dy, const float* x, float* dw, float* db, i
       for (int n = n0; n < n1; ++n)
         for (int m = m0; m < std::min(M, m0 + kTile); ++m) transposed[at(n, M, m)] = dy[at(m, N, n)];
   });
-  simd::pack_kn(x, M, K, K, nr, packed.data());
+  pack_kn_parallel(*pool, x, M, K, K, nr, packed.data());
   simd::run_gemm(isa, N, K, M, transposed.data(), packed.data(), product.data(), *pool);
   const std::size_t total = static_cast<std::size_t>(N) * K;
-  chunked(*pool, total, 1 << 16, [&](std::size_t i0, std::size_t i1) {
-    for (std::size_t i = i0; i < i1; ++i) dw[i] += product[i];
-  });
+  chunked(*pool, total, 1 << 16,
+          [&](std::size_t i0, std::size_t i1) { fast->add(dw + i0, product.data() + i0, i1 - i0); });
 }
 
 void chunked(ThreadPool& pool, std::size_t n, std::size_t chunk,
@@ -116,9 +137,16 @@ void chunked(ThreadPool& pool, std::size_t n, std::size_t chunk,
   });
 }
 
-void layer_norm(ThreadPool& pool, const float* x, const float* scale, const float* shift, float* y,
-                float* x_hat, float* rstd, int rows, int cols) {
-  chunked(pool, rows, 16, [&](std::size_t r0, std::size_t r1) {
+// Rows in chunks of 16 (forward) and 32 (backward, whose column sums are kept per chunk).
+void layer_norm(Kernels& k, const float* x, const float* scale, const float* shift, float* y, float* x_hat,
+                float* rstd, int rows, int cols) {
+  chunked(*k.pool, rows, 16, [&](std::size_t r0, std::size_t r1) {
+    if (k.fast) {
+      const std::size_t at0 = at(r0, cols, 0);
+      k.fast->layer_norm(x + at0, scale, shift, y + at0, x_hat + at0, rstd + r0, static_cast<int>(r1 - r0),
+                         cols);
+      return;
+    }
     for (std::size_t r = r0; r < r1; ++r) {
       const float* xr = x + at(r, cols, 0);
       double mean = 0.0, inv = 0.0;
@@ -133,16 +161,22 @@ void layer_norm(ThreadPool& pool, const float* x, const float* scale, const floa
   });
 }
 
-void layer_norm_backward(ThreadPool& pool, const float* dy, const float* x_hat, const float* rstd,
+void layer_norm_backward(Kernels& k, const float* dy, const float* x_hat, const float* rstd,
                          const float* scale, float* dx, float* dscale, float* dshift, int rows, int cols,
                          bool accumulate) {
   constexpr int kRows = 32;
   const int chunks = (rows + kRows - 1) / kRows;
   // each chunk's sums of dscale and dshift, added in chunk order after
   std::vector<double> partial(static_cast<std::size_t>(chunks) * 2 * cols, 0.0);
-  chunked(pool, rows, kRows, [&](std::size_t r0, std::size_t r1) {
+  chunked(*k.pool, rows, kRows, [&](std::size_t r0, std::size_t r1) {
     double* ps = partial.data() + static_cast<std::size_t>(r0 / kRows) * 2 * cols;
     double* pb = ps + cols;
+    if (k.fast) {
+      const std::size_t at0 = at(r0, cols, 0);
+      k.fast->layer_norm_backward(dy + at0, x_hat + at0, rstd + r0, scale, dx + at0, ps, pb,
+                                  static_cast<int>(r1 - r0), cols, accumulate);
+      return;
+    }
     for (std::size_t r = r0; r < r1; ++r) {
       const float* g = dy + at(r, cols, 0);
       const float* h = x_hat + at(r, cols, 0);
@@ -176,10 +210,12 @@ void layer_norm_backward(ThreadPool& pool, const float* dy, const float* x_hat, 
 
 namespace {
 const double kGeluC = std::sqrt(2.0 / 3.14159265358979323846);
-}
+constexpr std::size_t kElements = 1 << 14;  // elements per task of the element-wise steps
+}  // namespace
 
-void gelu(ThreadPool& pool, const float* x, float* y, std::size_t n) {
-  chunked(pool, n, 1 << 14, [&](std::size_t i0, std::size_t i1) {
+void gelu(Kernels& k, const float* x, float* y, std::size_t n) {
+  chunked(*k.pool, n, kElements, [&](std::size_t i0, std::size_t i1) {
+    if (k.fast) return k.fast->gelu(x + i0, y + i0, i1 - i0);
     for (std::size_t i = i0; i < i1; ++i) {
       const double v = x[i];
       // tanh in float, as PyTorch's float32 GELU takes it (its error, below 1e-7, is far inside the tests')
@@ -189,14 +225,29 @@ void gelu(ThreadPool& pool, const float* x, float* y, std::size_t n) {
   });
 }
 
-void gelu_backward(ThreadPool& pool, const float* x, const float* dy, float* dx, std::size_t n) {
-  chunked(pool, n, 1 << 14, [&](std::size_t i0, std::size_t i1) {
+void gelu_backward(Kernels& k, const float* x, const float* dy, float* dx, std::size_t n) {
+  chunked(*k.pool, n, kElements, [&](std::size_t i0, std::size_t i1) {
+    if (k.fast) return k.fast->gelu_backward(x + i0, dy + i0, dx + i0, i1 - i0);
     for (std::size_t i = i0; i < i1; ++i) {
       const double v = x[i];
       const double t = std::tanh(static_cast<float>(kGeluC * (v + 0.044715 * v * v * v)));
       const double d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kGeluC * (1.0 + 3.0 * 0.044715 * v * v);
       dx[i] = static_cast<float>(dy[i] * d);
     }
+  });
+}
+
+void dropout(Kernels& k, float* x, const std::uint8_t* keep, std::size_t n, float scale) {
+  chunked(*k.pool, n, kElements, [&](std::size_t i0, std::size_t i1) {
+    if (k.fast) return k.fast->dropout(x + i0, keep + i0, i1 - i0, scale);
+    for (std::size_t i = i0; i < i1; ++i) x[i] = keep[i] ? x[i] * scale : 0.0f;
+  });
+}
+
+void add(Kernels& k, float* x, const float* y, std::size_t n) {
+  chunked(*k.pool, n, kElements, [&](std::size_t i0, std::size_t i1) {
+    if (k.fast) return k.fast->add(x + i0, y + i0, i1 - i0);
+    for (std::size_t i = i0; i < i1; ++i) x[i] += y[i];
   });
 }
 
@@ -432,12 +483,16 @@ void attention_backward(const Attention& a, const float* q, const float* k, cons
     attention_backward_fast(a, q, k, v, weights, keep, dctx, dq, dk, dv);
 }
 
-double cross_entropy(ThreadPool& pool, float* logits, const int* targets, int rows, int vocab,
+double cross_entropy(Kernels& k, float* logits, const int* targets, int rows, int vocab,
                      std::vector<double>* row_losses) {
   std::vector<double> losses(static_cast<std::size_t>(rows));
-  chunked(pool, rows, 2, [&](std::size_t r0, std::size_t r1) {
+  chunked(*k.pool, rows, 2, [&](std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {
       float* l = logits + at(r, vocab, 0);
+      if (k.fast) {
+        losses[r] = k.fast->softmax_loss(l, targets[r], vocab);
+        continue;
+      }
       double mx = -HUGE_VAL;
       for (int j = 0; j < vocab; ++j) mx = std::max(mx, static_cast<double>(l[j]));
       double sum = 0.0;
@@ -453,11 +508,15 @@ double cross_entropy(ThreadPool& pool, float* logits, const int* targets, int ro
   return total / rows;
 }
 
-void cross_entropy_backward(ThreadPool& pool, float* probs, const int* targets, int rows, int vocab) {
+void cross_entropy_backward(Kernels& k, float* probs, const int* targets, int rows, int vocab) {
   const double inv = 1.0 / rows;
-  chunked(pool, rows, 2, [&](std::size_t r0, std::size_t r1) {
+  chunked(*k.pool, rows, 2, [&](std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {
       float* p = probs + at(r, vocab, 0);
+      if (k.fast) {
+        k.fast->softmax_loss_backward(p, targets[r], vocab, inv);
+        continue;
+      }
       for (int j = 0; j < vocab; ++j) p[j] = static_cast<float>((p[j] - (j == targets[r] ? 1.0 : 0.0)) * inv);
     }
   });
