@@ -21,8 +21,8 @@ void ensure(AlignedFloats& buf, std::size_t n) {
   if (buf.size() < n) buf.resize(n);
 }
 
-// pack_nk and pack_kn (simd/pack.hpp) over the pool, 16 panels a task: panels are independent, and the
-// head's weight (50,257 x 768) is 150 MB to pack.
+// pack_nk (simd/pack.hpp) over the pool, 16 panels a task: panels are independent, and the head's weight
+// (50,257 x 768) is 150 MB to pack.
 constexpr int kPanelsPerTask = 16;
 
 void pack_nk_parallel(ThreadPool& pool, const float* src, int n, int k, int ld, int nr, float* dst) {
@@ -33,11 +33,41 @@ void pack_nk_parallel(ThreadPool& pool, const float* src, int n, int k, int ld, 
   });
 }
 
+// pack_kn's panels (B[k][n] = src[k * ld + n]) filled row by row of src, 256 rows a task: reading src in
+// order and writing each panel's run of nr floats. Going panel by panel, as pack_kn does, reads each panel's
+// columns down the whole matrix (the head's 50,257 rows, a page apart), which took 10% of a step.
 void pack_kn_parallel(ThreadPool& pool, const float* src, int k, int n, int ld, int nr, float* dst) {
-  pool.run((simd::panels(n, nr) + kPanelsPerTask - 1) / kPanelsPerTask, [&](int t, int) {
-    const int c0 = t * kPanelsPerTask * nr, c1 = std::min(n, c0 + kPanelsPerTask * nr);
-    simd::pack_kn(src + c0, k, c1 - c0, ld, nr, dst + static_cast<std::size_t>(c0) * k);
+  constexpr int kRowsPerTask = 256;
+  const int np = simd::panels(n, nr);
+  pool.run((k + kRowsPerTask - 1) / kRowsPerTask, [&](int t, int) {
+    const int k0 = t * kRowsPerTask, k1 = std::min(k, k0 + kRowsPerTask);
+    for (int kk = k0; kk < k1; ++kk) {
+      const float* row = src + static_cast<std::size_t>(kk) * ld;
+      for (int p = 0; p < np; ++p) {
+        float* out = dst + (static_cast<std::size_t>(p) * k + kk) * nr;
+        const int c0 = p * nr, cnt = std::min(nr, n - c0);
+        std::memcpy(out, row + c0, sizeof(float) * static_cast<std::size_t>(cnt));
+        std::fill(out + cnt, out + nr, 0.0f);
+      }
+    }
   });
+}
+
+// dst (cols, rows; row stride ld_dst) = the transpose of get(i, j), i < rows, j < cols, in 16 x 16 blocks
+// read whole into a local block: a plain strided loop over a row stride of 2, 3 or 12 KB (T = 256, d = 768,
+// 4d = 3072) keeps reading the same few cache sets and misses on nearly every read.
+template <class Get>
+void transpose_blocks(int rows, int cols, const Get& get, float* dst, std::size_t ld_dst) {
+  constexpr int kB = 16;
+  float block[kB][kB];
+  for (int i0 = 0; i0 < rows; i0 += kB)
+    for (int j0 = 0; j0 < cols; j0 += kB) {
+      const int bi = std::min(kB, rows - i0), bj = std::min(kB, cols - j0);
+      for (int i = 0; i < bi; ++i)
+        for (int j = 0; j < bj; ++j) block[i][j] = get(i0 + i, j0 + j);
+      for (int j = 0; j < bj; ++j)
+        for (int i = 0; i < bi; ++i) dst[static_cast<std::size_t>(j0 + j) * ld_dst + i0 + i] = block[i][j];
+    }
 }
 
 }  // namespace
@@ -113,13 +143,12 @@ void Kernels::linear_dw(const float* dy, const float* x, float* dw, float* db, i
   ensure(transposed, static_cast<std::size_t>(N) * M);
   ensure(packed, simd::panel_floats(K, M, nr));
   ensure(product, static_cast<std::size_t>(N) * K);
-  // the transpose in 64 x 64 tiles, a band of columns of dy per task
-  constexpr int kTile = 64;
-  chunked(*pool, (N + kTile - 1) / kTile, 1, [&](std::size_t t0, std::size_t) {
-    const int n0 = static_cast<int>(t0) * kTile, n1 = std::min(N, n0 + kTile);
-    for (int m0 = 0; m0 < M; m0 += kTile)
-      for (int n = n0; n < n1; ++n)
-        for (int m = m0; m < std::min(M, m0 + kTile); ++m) transposed[at(n, M, m)] = dy[at(m, N, n)];
+  // the transpose, a band of 64 columns of dy per task
+  constexpr int kBand = 64;
+  chunked(*pool, (N + kBand - 1) / kBand, 1, [&](std::size_t t0, std::size_t) {
+    const int n0 = static_cast<int>(t0) * kBand, n1 = std::min(N, n0 + kBand);
+    transpose_blocks(
+        M, n1 - n0, [&](int m, int n) { return dy[at(m, N, n0 + n)]; }, transposed.data() + at(n0, M, 0), M);
   });
   pack_kn_parallel(*pool, x, M, K, K, nr, packed.data());
   simd::run_gemm(isa, N, K, M, transposed.data(), packed.data(), product.data(), *pool);
@@ -361,8 +390,8 @@ void store_head(const float* src, std::size_t W, std::size_t row0, std::size_t c
 }
 
 void transpose_square(const float* src, int T, float* dst) {
-  for (int i = 0; i < T; ++i)
-    for (int j = 0; j < T; ++j) dst[at(j, T, i)] = src[at(i, T, j)];
+  transpose_blocks(
+      T, T, [&](int i, int j) { return src[at(i, T, j)]; }, dst, T);
 }
 
 void attention_forward_fast(const Attention& a, const float* q, const float* k, const float* v,
@@ -433,11 +462,13 @@ void attention_backward_fast(const Attention& a, const float* q, const float* k,
     simd::run_gemm(K.isa, T, T, hd, wk.a.data(), wk.b.data(), ds, *wk.alone);
     // dV = W'^T dctx (W' the dropped weights)
     float* wt = wk.a.data();
-    for (int i = 0; i < T; ++i)
-      for (int j = 0; j < T; ++j) {
-        const std::size_t c = at(i, T, j);
-        wt[at(j, T, i)] = kp ? (kp[c] ? w[c] * a.keep_scale : 0.0f) : w[c];
-      }
+    transpose_blocks(
+        T, T,
+        [&](int i, int j) {
+          const std::size_t c = at(i, T, j);
+          return kp ? (kp[c] ? w[c] * a.keep_scale : 0.0f) : w[c];
+        },
+        wt, T);
     simd::pack_kn(dctx + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
     simd::run_gemm(K.isa, T, hd, T, wt, wk.b.data(), wk.d.data(), *wk.alone);
     store_head(wk.d.data(), W, row0, col, T, hd, dv);
