@@ -18,6 +18,25 @@ namespace train_detail {
 using detail::exp_fast;
 using detail::vf;
 
+// IEEE division and square root. xsimd 8.1 computes float division and sqrt on neon64 by reciprocal
+// estimates and Newton steps (off by an ulp or so), though AArch64 has both instructions exactly.
+template <class A>
+inline vf<A> div(vf<A> a, vf<A> b) {
+#if defined(__aarch64__)
+  return vf<A>(vdivq_f32(a, b));
+#else
+  return a / b;
+#endif
+}
+template <class A>
+inline vf<A> sqrt(vf<A> a) {
+#if defined(__aarch64__)
+  return vf<A>(vsqrtq_f32(a));
+#else
+  return xsimd::sqrt(a);
+#endif
+}
+
 // The tail of a row, n - i < W elements, as one vector padded with `pad`.
 template <class A>
 inline vf<A> load_tail(const float* p, std::size_t i, std::size_t n, float pad) {
@@ -140,7 +159,7 @@ template <class A>
 inline vf<A> tanh_of(vf<A> u) {
   using B = vf<A>;
   const B au = xsimd::min(xsimd::abs(u), B(10.0f));
-  const B t = B(1.0f) - B(2.0f) / (exp_fast<A>(au + au) + B(1.0f));
+  const B t = B(1.0f) - div<A>(B(2.0f), exp_fast<A>(au + au) + B(1.0f));
   return xsimd::select(u < B(0.0f), -t, t);
 }
 
@@ -152,7 +171,8 @@ template <class A>
 inline vf<A> gelu_of(vf<A> x) {
   using B = vf<A>;
   const B t = tanh_of<A>(B(kGeluC) * xsimd::fma(B(kGeluK) * x, x * x, x));
-  return B(0.5f) * x * (B(1.0f) + t);
+  const B half_x = B(0.5f) * x;
+  return xsimd::fma(half_x, t, half_x);  // 0.5 x (1 + t), rounded once
 }
 
 // gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 k x^2)
@@ -255,8 +275,8 @@ void adamw(float* p, float* m, float* v, const float* g, std::size_t n, const Ad
     pv = pv * decay;
     mo = mv * b1 + omb1 * gv;
     vo = vv * b2 + omb2 * gv * gv;
-    const B denom = xsimd::sqrt(vo) / bc2 + eps;
-    po = pv + neg_step * mo / denom;
+    const B denom = div<A>(sqrt<A>(vo), bc2) + eps;
+    po = pv + div<A>(neg_step * mo, denom);
   };
   std::size_t i = 0;
   for (; i + W <= n; i += W) {

@@ -126,9 +126,12 @@ void Kernels::linear_dx(const float* dy, const float* w, float* dx, int M, int K
 }
 
 void Kernels::linear_dw(const float* dy, const float* x, float* dw, float* db, int M, int K, int N) {
-  if (db)
+  if (db) {  // summed in double, then added once: the biases' gradients are sums that cancel
+    std::vector<double> sums(static_cast<std::size_t>(N), 0.0);
     for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) db[n] += dy[at(m, N, n)];
+      for (int n = 0; n < N; ++n) sums[static_cast<std::size_t>(n)] += dy[at(m, N, n)];
+    for (int n = 0; n < N; ++n) db[n] += static_cast<float>(sums[static_cast<std::size_t>(n)]);
+  }
   if (isa == Isa::scalar) {
     for (int n = 0; n < N; ++n)
       for (int k = 0; k < K; ++k) {
