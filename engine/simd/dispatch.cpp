@@ -10,6 +10,7 @@
 #include "layer.hpp"
 #include "pack.hpp"
 #include "packed.hpp"
+#include "train_kernels.hpp"
 
 namespace attnviz {
 
@@ -171,6 +172,10 @@ void run_layer(Isa isa, const LayerJob& job) {
 
 void run_rows(Isa isa, const RowJob& job) {
   with_arch<void>(isa, [&](auto arch) { fast_rows{}(arch, job); });
+}
+
+const TrainKernels* train_kernels(Isa isa) {
+  return with_arch<const TrainKernels*>(isa, [](auto arch) { return &train_table{}(arch); });
 }
 
 std::size_t scratch_floats(const LayerJob& job, int nr, int workers) {

@@ -243,14 +243,6 @@ struct TrainModel::Activations {
   }
 };
 
-namespace {
-
-void dropout_inplace(float* x, const std::uint8_t* keep, std::size_t n, float s) {
-  for (std::size_t i = 0; i < n; ++i) x[i] = keep[i] ? x[i] * s : 0.0f;
-}
-
-}  // namespace
-
 Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& targets, int batch,
                         int tokens, bool train, TorchGenerator& g, float& out, bool for_backward) {
   const GptConfig& c = config_.gpt;
@@ -288,7 +280,7 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
   a.keep_emb.clear();
   if (drop) {
     a.keep_emb = torch_dropout_mask(g, nd, c.drop_rate, dropout_rng);
-    dropout_inplace(x.data(), a.keep_emb.data(), nd, s);
+    train::dropout(k, x.data(), a.keep_emb.data(), nd, s);
   }
 
   a.layers.resize(params_.blocks.size());
@@ -298,8 +290,8 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
     Activations::Layer& al = a.layers[l];
     al.x_in = x;
     al.ln1.resize(nd), al.ln1_hat.resize(nd), al.rstd1.resize(N);
-    train::layer_norm(*k.pool, x.data(), b.norm1_scale.ptr(), b.norm1_shift.ptr(), al.ln1.data(),
-                      al.ln1_hat.data(), al.rstd1.data(), rows, d);
+    train::layer_norm(k, x.data(), b.norm1_scale.ptr(), b.norm1_shift.ptr(), al.ln1.data(), al.ln1_hat.data(),
+                      al.rstd1.data(), rows, d);
     al.q.resize(nd), al.k.resize(nd), al.v.resize(nd), al.ctx.resize(nd);
     auto bias = [](const Tensor& t) { return t.empty() ? nullptr : t.ptr(); };
     k.linear(al.ln1.data(), b.key_w.ptr(), bias(b.key_b), al.k.data(), rows, d, d);
@@ -317,31 +309,31 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
     al.keep_att_out.clear();
     if (drop) {
       al.keep_att_out = torch_dropout_mask(g, nd, c.drop_rate, dropout_rng);
-      dropout_inplace(branch.data(), al.keep_att_out.data(), nd, s);
+      train::dropout(k, branch.data(), al.keep_att_out.data(), nd, s);
     }
-    for (std::size_t i = 0; i < nd; ++i) x[i] += branch[i];
+    train::add(k, x.data(), branch.data(), nd);
     if (config_.gpt.attention_only) continue;
     al.x_mid = x;
     al.ln2.resize(nd), al.ln2_hat.resize(nd), al.rstd2.resize(N);
-    train::layer_norm(*k.pool, x.data(), b.norm2_scale.ptr(), b.norm2_shift.ptr(), al.ln2.data(),
-                      al.ln2_hat.data(), al.rstd2.data(), rows, d);
+    train::layer_norm(k, x.data(), b.norm2_scale.ptr(), b.norm2_shift.ptr(), al.ln2.data(), al.ln2_hat.data(),
+                      al.rstd2.data(), rows, d);
     al.h.resize(N * F), al.g.resize(N * F);
     k.linear(al.ln2.data(), b.fc_w.ptr(), b.fc_b.ptr(), al.h.data(), rows, d, F);
-    train::gelu(*k.pool, al.h.data(), al.g.data(), N * F);
+    train::gelu(k, al.h.data(), al.g.data(), N * F);
     k.linear(al.g.data(), b.proj_w.ptr(), b.proj_b.ptr(), branch.data(), rows, F, d);
     al.keep_ff_out.clear();
     if (drop) {
       al.keep_ff_out = torch_dropout_mask(g, nd, c.drop_rate, dropout_rng);
-      dropout_inplace(branch.data(), al.keep_ff_out.data(), nd, s);
+      train::dropout(k, branch.data(), al.keep_ff_out.data(), nd, s);
     }
-    for (std::size_t i = 0; i < nd; ++i) x[i] += branch[i];
+    train::add(k, x.data(), branch.data(), nd);
   }
   a.lnf.resize(nd), a.lnf_hat.resize(nd), a.rstd_f.resize(N);
-  train::layer_norm(*k.pool, a.x_final.data(), params_.final_scale.ptr(), params_.final_shift.ptr(),
-                    a.lnf.data(), a.lnf_hat.data(), a.rstd_f.data(), rows, d);
+  train::layer_norm(k, a.x_final.data(), params_.final_scale.ptr(), params_.final_shift.ptr(), a.lnf.data(),
+                    a.lnf_hat.data(), a.rstd_f.data(), rows, d);
   a.probs.resize(N * static_cast<std::size_t>(V));
   k.linear(a.lnf.data(), params_.out_head.ptr(), nullptr, a.probs.data(), rows, d, V);
-  const double mean = train::cross_entropy(*k.pool, a.probs.data(), targets.data(), rows, V, &a.row_losses);
+  const double mean = train::cross_entropy(k, a.probs.data(), targets.data(), rows, V, &a.row_losses);
   if (!std::isfinite(mean))
     return Status::fail("the loss is not finite: the parameters have overflowed float32");
   out = static_cast<float>(mean);
@@ -362,14 +354,13 @@ Status TrainModel::backward() {
   train::Kernels& k = a.kernels_for(exec);
 
   // the head and the final norm
-  train::cross_entropy_backward(*k.pool, a.probs.data(), a.targets.data(), rows, V);
+  train::cross_entropy_backward(k, a.probs.data(), a.targets.data(), rows, V);
   k.linear_dw(a.probs.data(), a.lnf.data(), grads_.out_head.ptr(), nullptr, rows, d, V);
   std::vector<float>&dlnf = a.dlnf, &dx = a.dx;
   dlnf.resize(nd), dx.resize(nd);
   k.linear_dx(a.probs.data(), params_.out_head.ptr(), dlnf.data(), rows, d, V, false);
-  train::layer_norm_backward(*k.pool, dlnf.data(), a.lnf_hat.data(), a.rstd_f.data(),
-                             params_.final_scale.ptr(), dx.data(), grads_.final_scale.ptr(),
-                             grads_.final_shift.ptr(), rows, d, false);
+  train::layer_norm_backward(k, dlnf.data(), a.lnf_hat.data(), a.rstd_f.data(), params_.final_scale.ptr(),
+                             dx.data(), grads_.final_scale.ptr(), grads_.final_shift.ptr(), rows, d, false);
 
   std::vector<float>&branch = a.branch, &dq = a.dq, &dk = a.dk, &dv = a.dv, &dctx = a.dctx, &dln = a.dln,
   &dh = a.dh;
@@ -383,19 +374,19 @@ Status TrainModel::backward() {
     if (!config_.gpt.attention_only) {
       // x = x_mid + drop(proj(gelu(fc(norm2(x_mid)))))
       branch = dx;
-      if (drop) dropout_inplace(branch.data(), al.keep_ff_out.data(), nd, s);
+      if (drop) train::dropout(k, branch.data(), al.keep_ff_out.data(), nd, s);
       k.linear_dw(branch.data(), al.g.data(), gb.proj_w.ptr(), gb.proj_b.ptr(), rows, F, d);
       dh.resize(N * F);
       k.linear_dx(branch.data(), b.proj_w.ptr(), dh.data(), rows, F, d, false);
-      train::gelu_backward(*k.pool, al.h.data(), dh.data(), dh.data(), N * F);
+      train::gelu_backward(k, al.h.data(), dh.data(), dh.data(), N * F);
       k.linear_dw(dh.data(), al.ln2.data(), gb.fc_w.ptr(), gb.fc_b.ptr(), rows, d, F);
       k.linear_dx(dh.data(), b.fc_w.ptr(), dln.data(), rows, d, F, false);
-      train::layer_norm_backward(*k.pool, dln.data(), al.ln2_hat.data(), al.rstd2.data(), b.norm2_scale.ptr(),
+      train::layer_norm_backward(k, dln.data(), al.ln2_hat.data(), al.rstd2.data(), b.norm2_scale.ptr(),
                                  dx.data(), gb.norm2_scale.ptr(), gb.norm2_shift.ptr(), rows, d, true);
     }
     // x = x_in + drop(out_proj(attention(q, k, v of norm1(x_in))))
     branch = dx;
-    if (drop) dropout_inplace(branch.data(), al.keep_att_out.data(), nd, s);
+    if (drop) train::dropout(k, branch.data(), al.keep_att_out.data(), nd, s);
     k.linear_dw(branch.data(), al.ctx.data(), gb.out_w.ptr(), gb.out_b.ptr(), rows, d, d);
     k.linear_dx(branch.data(), b.out_w.ptr(), dctx.data(), rows, d, d, false);
     train::attention_backward(att, al.q.data(), al.k.data(), al.v.data(), al.weights.data(),
@@ -408,11 +399,11 @@ Status TrainModel::backward() {
     k.linear_dx(dq.data(), b.query_w.ptr(), dln.data(), rows, d, d, false);
     k.linear_dx(dk.data(), b.key_w.ptr(), dln.data(), rows, d, d, true);
     k.linear_dx(dv.data(), b.value_w.ptr(), dln.data(), rows, d, d, true);
-    train::layer_norm_backward(*k.pool, dln.data(), al.ln1_hat.data(), al.rstd1.data(), b.norm1_scale.ptr(),
+    train::layer_norm_backward(k, dln.data(), al.ln1_hat.data(), al.rstd1.data(), b.norm1_scale.ptr(),
                                dx.data(), gb.norm1_scale.ptr(), gb.norm1_shift.ptr(), rows, d, true);
   }
   // drop_emb, then the two embeddings
-  if (drop) dropout_inplace(dx.data(), a.keep_emb.data(), nd, s);
+  if (drop) train::dropout(k, dx.data(), a.keep_emb.data(), nd, s);
   for (std::size_t n = 0; n < N; ++n) {
     float* te = grads_.tok_emb.ptr() + static_cast<std::size_t>(a.inputs[n]) * d;
     float* pe = grads_.pos_emb.ptr() + (n % static_cast<std::size_t>(a.tokens)) * d;

@@ -21,11 +21,61 @@ void ensure(AlignedFloats& buf, std::size_t n) {
   if (buf.size() < n) buf.resize(n);
 }
 
+// pack_nk (simd/pack.hpp) over the pool, 16 panels a task: panels are independent, and the head's weight
+// (50,257 x 768) is 150 MB to pack.
+constexpr int kPanelsPerTask = 16;
+
+void pack_nk_parallel(ThreadPool& pool, const float* src, int n, int k, int ld, int nr, float* dst) {
+  pool.run((simd::panels(n, nr) + kPanelsPerTask - 1) / kPanelsPerTask, [&](int t, int) {
+    const int c0 = t * kPanelsPerTask * nr, c1 = std::min(n, c0 + kPanelsPerTask * nr);
+    simd::pack_nk(src + static_cast<std::size_t>(c0) * ld, c1 - c0, k, ld, nr,
+                  dst + static_cast<std::size_t>(c0) * k);
+  });
+}
+
+// pack_kn's panels (B[k][n] = src[k * ld + n]) filled row by row of src, 256 rows a task: reading src in
+// order and writing each panel's run of nr floats. Going panel by panel, as pack_kn does, reads each panel's
+// columns down the whole matrix (the head's 50,257 rows, a page apart), which took 10% of a step.
+void pack_kn_parallel(ThreadPool& pool, const float* src, int k, int n, int ld, int nr, float* dst) {
+  constexpr int kRowsPerTask = 256;
+  const int np = simd::panels(n, nr);
+  pool.run((k + kRowsPerTask - 1) / kRowsPerTask, [&](int t, int) {
+    const int k0 = t * kRowsPerTask, k1 = std::min(k, k0 + kRowsPerTask);
+    for (int kk = k0; kk < k1; ++kk) {
+      const float* row = src + static_cast<std::size_t>(kk) * ld;
+      for (int p = 0; p < np; ++p) {
+        float* out = dst + (static_cast<std::size_t>(p) * k + kk) * nr;
+        const int c0 = p * nr, cnt = std::min(nr, n - c0);
+        std::memcpy(out, row + c0, sizeof(float) * static_cast<std::size_t>(cnt));
+        std::fill(out + cnt, out + nr, 0.0f);
+      }
+    }
+  });
+}
+
+// dst (cols, rows; row stride ld_dst) = the transpose of get(i, j), i < rows, j < cols, in 16 x 16 blocks
+// read whole into a local block: a plain strided loop over a row stride of 2, 3 or 12 KB (T = 256, d = 768,
+// 4d = 3072) keeps reading the same few cache sets and misses on nearly every read.
+template <class Get>
+void transpose_blocks(int rows, int cols, const Get& get, float* dst, std::size_t ld_dst) {
+  constexpr int kB = 16;
+  float block[kB][kB];
+  for (int i0 = 0; i0 < rows; i0 += kB)
+    for (int j0 = 0; j0 < cols; j0 += kB) {
+      const int bi = std::min(kB, rows - i0), bj = std::min(kB, cols - j0);
+      for (int i = 0; i < bi; ++i)
+        for (int j = 0; j < bj; ++j) block[i][j] = get(i0 + i, j0 + j);
+      for (int j = 0; j < bj; ++j)
+        for (int i = 0; i < bi; ++i) dst[static_cast<std::size_t>(j0 + j) * ld_dst + i0 + i] = block[i][j];
+    }
+}
+
 }  // namespace
 
 Kernels::Kernels(const Exec& exec) : isa(resolve(exec.isa)) {
   threads = isa == Isa::scalar ? 1 : resolve_threads(exec.threads);
   pool = &ThreadPool::shared(threads);
+  fast = simd::train_kernels(isa);
   workers.resize(static_cast<std::size_t>(threads));
   for (Worker& w : workers) w.alone = std::make_unique<ThreadPool>(1);
 }
@@ -42,11 +92,12 @@ void Kernels::linear(const float* x, const float* w, const float* b, float* y, i
   }
   const int nr = simd::panel_width(isa);
   ensure(packed, simd::panel_floats(N, K, nr));
-  simd::pack_nk(w, N, K, K, nr, packed.data());  // B (K x N) = w^T
+  pack_nk_parallel(*pool, w, N, K, K, nr, packed.data());  // B (K x N) = w^T
   simd::run_gemm(isa, M, N, K, x, packed.data(), y, *pool);
   if (b)
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) y[at(m, N, n)] += b[n];
+    chunked(*pool, M, 16, [&](std::size_t m0, std::size_t m1) {
+      for (std::size_t m = m0; m < m1; ++m) fast->add(y + at(m, N, 0), b, N);
+    });
 }
 
 void Kernels::linear_dx(const float* dy, const float* w, float* dx, int M, int K, int N, bool accumulate) {
@@ -62,7 +113,7 @@ void Kernels::linear_dx(const float* dy, const float* w, float* dx, int M, int K
   }
   const int nr = simd::panel_width(isa);
   ensure(packed, simd::panel_floats(K, N, nr));
-  simd::pack_kn(w, N, K, K, nr, packed.data());  // B (N x K) = w as stored
+  pack_kn_parallel(*pool, w, N, K, K, nr, packed.data());  // B (N x K) = w as stored
   float* out = dx;
   if (accumulate) {
     ensure(product, static_cast<std::size_t>(M) * K);
@@ -70,13 +121,17 @@ void Kernels::linear_dx(const float* dy, const float* w, float* dx, int M, int K
   }
   simd::run_gemm(isa, M, K, N, dy, packed.data(), out, *pool);
   if (accumulate)
-    for (std::size_t i = 0, n = static_cast<std::size_t>(M) * K; i < n; ++i) dx[i] += out[i];
+    chunked(*pool, static_cast<std::size_t>(M) * K, 1 << 16,
+            [&](std::size_t i0, std::size_t i1) { fast->add(dx + i0, out + i0, i1 - i0); });
 }
 
 void Kernels::linear_dw(const float* dy, const float* x, float* dw, float* db, int M, int K, int N) {
-  if (db)
+  if (db) {  // summed in double, then added once: the biases' gradients are sums that cancel
+    std::vector<double> sums(static_cast<std::size_t>(N), 0.0);
     for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) db[n] += dy[at(m, N, n)];
+      for (int n = 0; n < N; ++n) sums[static_cast<std::size_t>(n)] += dy[at(m, N, n)];
+    for (int n = 0; n < N; ++n) db[n] += static_cast<float>(sums[static_cast<std::size_t>(n)]);
+  }
   if (isa == Isa::scalar) {
     for (int n = 0; n < N; ++n)
       for (int k = 0; k < K; ++k) {
@@ -91,20 +146,18 @@ void Kernels::linear_dw(const float* dy, const float* x, float* dw, float* db, i
   ensure(transposed, static_cast<std::size_t>(N) * M);
   ensure(packed, simd::panel_floats(K, M, nr));
   ensure(product, static_cast<std::size_t>(N) * K);
-  // the transpose in 64 x 64 tiles, a band of columns of dy per task
-  constexpr int kTile = 64;
-  chunked(*pool, (N + kTile - 1) / kTile, 1, [&](std::size_t t0, std::size_t) {
-    const int n0 = static_cast<int>(t0) * kTile, n1 = std::min(N, n0 + kTile);
-    for (int m0 = 0; m0 < M; m0 += kTile)
-      for (int n = n0; n < n1; ++n)
-        for (int m = m0; m < std::min(M, m0 + kTile); ++m) transposed[at(n, M, m)] = dy[at(m, N, n)];
+  // the transpose, a band of 64 columns of dy per task
+  constexpr int kBand = 64;
+  chunked(*pool, (N + kBand - 1) / kBand, 1, [&](std::size_t t0, std::size_t) {
+    const int n0 = static_cast<int>(t0) * kBand, n1 = std::min(N, n0 + kBand);
+    transpose_blocks(
+        M, n1 - n0, [&](int m, int n) { return dy[at(m, N, n0 + n)]; }, transposed.data() + at(n0, M, 0), M);
   });
-  simd::pack_kn(x, M, K, K, nr, packed.data());
+  pack_kn_parallel(*pool, x, M, K, K, nr, packed.data());
   simd::run_gemm(isa, N, K, M, transposed.data(), packed.data(), product.data(), *pool);
   const std::size_t total = static_cast<std::size_t>(N) * K;
-  chunked(*pool, total, 1 << 16, [&](std::size_t i0, std::size_t i1) {
-    for (std::size_t i = i0; i < i1; ++i) dw[i] += product[i];
-  });
+  chunked(*pool, total, 1 << 16,
+          [&](std::size_t i0, std::size_t i1) { fast->add(dw + i0, product.data() + i0, i1 - i0); });
 }
 
 void chunked(ThreadPool& pool, std::size_t n, std::size_t chunk,
@@ -116,9 +169,16 @@ void chunked(ThreadPool& pool, std::size_t n, std::size_t chunk,
   });
 }
 
-void layer_norm(ThreadPool& pool, const float* x, const float* scale, const float* shift, float* y,
-                float* x_hat, float* rstd, int rows, int cols) {
-  chunked(pool, rows, 16, [&](std::size_t r0, std::size_t r1) {
+// Rows in chunks of 16 (forward) and 32 (backward, whose column sums are kept per chunk).
+void layer_norm(Kernels& k, const float* x, const float* scale, const float* shift, float* y, float* x_hat,
+                float* rstd, int rows, int cols) {
+  chunked(*k.pool, rows, 16, [&](std::size_t r0, std::size_t r1) {
+    if (k.fast) {
+      const std::size_t at0 = at(r0, cols, 0);
+      k.fast->layer_norm(x + at0, scale, shift, y + at0, x_hat + at0, rstd + r0, static_cast<int>(r1 - r0),
+                         cols);
+      return;
+    }
     for (std::size_t r = r0; r < r1; ++r) {
       const float* xr = x + at(r, cols, 0);
       double mean = 0.0, inv = 0.0;
@@ -133,16 +193,22 @@ void layer_norm(ThreadPool& pool, const float* x, const float* scale, const floa
   });
 }
 
-void layer_norm_backward(ThreadPool& pool, const float* dy, const float* x_hat, const float* rstd,
+void layer_norm_backward(Kernels& k, const float* dy, const float* x_hat, const float* rstd,
                          const float* scale, float* dx, float* dscale, float* dshift, int rows, int cols,
                          bool accumulate) {
   constexpr int kRows = 32;
   const int chunks = (rows + kRows - 1) / kRows;
   // each chunk's sums of dscale and dshift, added in chunk order after
   std::vector<double> partial(static_cast<std::size_t>(chunks) * 2 * cols, 0.0);
-  chunked(pool, rows, kRows, [&](std::size_t r0, std::size_t r1) {
+  chunked(*k.pool, rows, kRows, [&](std::size_t r0, std::size_t r1) {
     double* ps = partial.data() + static_cast<std::size_t>(r0 / kRows) * 2 * cols;
     double* pb = ps + cols;
+    if (k.fast) {
+      const std::size_t at0 = at(r0, cols, 0);
+      k.fast->layer_norm_backward(dy + at0, x_hat + at0, rstd + r0, scale, dx + at0, ps, pb,
+                                  static_cast<int>(r1 - r0), cols, accumulate);
+      return;
+    }
     for (std::size_t r = r0; r < r1; ++r) {
       const float* g = dy + at(r, cols, 0);
       const float* h = x_hat + at(r, cols, 0);
@@ -176,10 +242,12 @@ void layer_norm_backward(ThreadPool& pool, const float* dy, const float* x_hat, 
 
 namespace {
 const double kGeluC = std::sqrt(2.0 / 3.14159265358979323846);
-}
+constexpr std::size_t kElements = 1 << 14;  // elements per task of the element-wise steps
+}  // namespace
 
-void gelu(ThreadPool& pool, const float* x, float* y, std::size_t n) {
-  chunked(pool, n, 1 << 14, [&](std::size_t i0, std::size_t i1) {
+void gelu(Kernels& k, const float* x, float* y, std::size_t n) {
+  chunked(*k.pool, n, kElements, [&](std::size_t i0, std::size_t i1) {
+    if (k.fast) return k.fast->gelu(x + i0, y + i0, i1 - i0);
     for (std::size_t i = i0; i < i1; ++i) {
       const double v = x[i];
       // tanh in float, as PyTorch's float32 GELU takes it (its error, below 1e-7, is far inside the tests')
@@ -189,14 +257,29 @@ void gelu(ThreadPool& pool, const float* x, float* y, std::size_t n) {
   });
 }
 
-void gelu_backward(ThreadPool& pool, const float* x, const float* dy, float* dx, std::size_t n) {
-  chunked(pool, n, 1 << 14, [&](std::size_t i0, std::size_t i1) {
+void gelu_backward(Kernels& k, const float* x, const float* dy, float* dx, std::size_t n) {
+  chunked(*k.pool, n, kElements, [&](std::size_t i0, std::size_t i1) {
+    if (k.fast) return k.fast->gelu_backward(x + i0, dy + i0, dx + i0, i1 - i0);
     for (std::size_t i = i0; i < i1; ++i) {
       const double v = x[i];
       const double t = std::tanh(static_cast<float>(kGeluC * (v + 0.044715 * v * v * v)));
       const double d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kGeluC * (1.0 + 3.0 * 0.044715 * v * v);
       dx[i] = static_cast<float>(dy[i] * d);
     }
+  });
+}
+
+void dropout(Kernels& k, float* x, const std::uint8_t* keep, std::size_t n, float scale) {
+  chunked(*k.pool, n, kElements, [&](std::size_t i0, std::size_t i1) {
+    if (k.fast) return k.fast->dropout(x + i0, keep + i0, i1 - i0, scale);
+    for (std::size_t i = i0; i < i1; ++i) x[i] = keep[i] ? x[i] * scale : 0.0f;
+  });
+}
+
+void add(Kernels& k, float* x, const float* y, std::size_t n) {
+  chunked(*k.pool, n, kElements, [&](std::size_t i0, std::size_t i1) {
+    if (k.fast) return k.fast->add(x + i0, y + i0, i1 - i0);
+    for (std::size_t i = i0; i < i1; ++i) x[i] += y[i];
   });
 }
 
@@ -310,8 +393,8 @@ void store_head(const float* src, std::size_t W, std::size_t row0, std::size_t c
 }
 
 void transpose_square(const float* src, int T, float* dst) {
-  for (int i = 0; i < T; ++i)
-    for (int j = 0; j < T; ++j) dst[at(j, T, i)] = src[at(i, T, j)];
+  transpose_blocks(
+      T, T, [&](int i, int j) { return src[at(i, T, j)]; }, dst, T);
 }
 
 void attention_forward_fast(const Attention& a, const float* q, const float* k, const float* v,
@@ -382,11 +465,13 @@ void attention_backward_fast(const Attention& a, const float* q, const float* k,
     simd::run_gemm(K.isa, T, T, hd, wk.a.data(), wk.b.data(), ds, *wk.alone);
     // dV = W'^T dctx (W' the dropped weights)
     float* wt = wk.a.data();
-    for (int i = 0; i < T; ++i)
-      for (int j = 0; j < T; ++j) {
-        const std::size_t c = at(i, T, j);
-        wt[at(j, T, i)] = kp ? (kp[c] ? w[c] * a.keep_scale : 0.0f) : w[c];
-      }
+    transpose_blocks(
+        T, T,
+        [&](int i, int j) {
+          const std::size_t c = at(i, T, j);
+          return kp ? (kp[c] ? w[c] * a.keep_scale : 0.0f) : w[c];
+        },
+        wt, T);
     simd::pack_kn(dctx + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
     simd::run_gemm(K.isa, T, hd, T, wt, wk.b.data(), wk.d.data(), *wk.alone);
     store_head(wk.d.data(), W, row0, col, T, hd, dv);
@@ -432,12 +517,16 @@ void attention_backward(const Attention& a, const float* q, const float* k, cons
     attention_backward_fast(a, q, k, v, weights, keep, dctx, dq, dk, dv);
 }
 
-double cross_entropy(ThreadPool& pool, float* logits, const int* targets, int rows, int vocab,
+double cross_entropy(Kernels& k, float* logits, const int* targets, int rows, int vocab,
                      std::vector<double>* row_losses) {
   std::vector<double> losses(static_cast<std::size_t>(rows));
-  chunked(pool, rows, 2, [&](std::size_t r0, std::size_t r1) {
+  chunked(*k.pool, rows, 2, [&](std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {
       float* l = logits + at(r, vocab, 0);
+      if (k.fast) {
+        losses[r] = k.fast->softmax_loss(l, targets[r], vocab);
+        continue;
+      }
       double mx = -HUGE_VAL;
       for (int j = 0; j < vocab; ++j) mx = std::max(mx, static_cast<double>(l[j]));
       double sum = 0.0;
@@ -453,11 +542,15 @@ double cross_entropy(ThreadPool& pool, float* logits, const int* targets, int ro
   return total / rows;
 }
 
-void cross_entropy_backward(ThreadPool& pool, float* probs, const int* targets, int rows, int vocab) {
+void cross_entropy_backward(Kernels& k, float* probs, const int* targets, int rows, int vocab) {
   const double inv = 1.0 / rows;
-  chunked(pool, rows, 2, [&](std::size_t r0, std::size_t r1) {
+  chunked(*k.pool, rows, 2, [&](std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {
       float* p = probs + at(r, vocab, 0);
+      if (k.fast) {
+        k.fast->softmax_loss_backward(p, targets[r], vocab, inv);
+        continue;
+      }
       for (int j = 0; j < vocab; ++j) p[j] = static_cast<float>((p[j] - (j == targets[r] ? 1.0 : 0.0)) * inv);
     }
   });

@@ -1,9 +1,10 @@
 // The operations of a training step, forward and backward, on row-major float buffers. Engine-internal.
 //
-// Every operation but the matrix products has one implementation, written to be read, with double sums
-// wherever it reduces. The matrix products have two: the reference (Isa::scalar, plain loops summing in
-// double) and the fast one (the inference engine's panel GEMM for the ISA, over the thread pool, summing over
-// k in order in float). Tests hold the fast path to the reference and both to PyTorch.
+// Every operation has two implementations. The reference (Isa::scalar) is written to be read: plain loops,
+// summing in double, GELU's polynomial in double. The fast one runs the matrix products as the inference
+// engine's panel GEMM for the ISA (summing over k in order in float) and the element-wise and row-wise steps
+// as simd/train_kernels.hpp's kernels for the ISA (float vectors; sums in float lanes carried on in double),
+// both over the thread pool. Tests hold the fast path to the reference (1e-5 relative) and both to PyTorch.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "attnviz/exec.hpp"
 #include "common/thread_pool.hpp"
 #include "simd/packed.hpp"
+#include "simd/train_kernels.hpp"
 
 namespace attnviz::train {
 
@@ -22,7 +24,8 @@ struct Kernels {
   explicit Kernels(const Exec& exec);
   Isa isa = Isa::scalar;
   int threads = 1;
-  ThreadPool* pool = nullptr;  // the shared pool of `threads` workers
+  ThreadPool* pool = nullptr;                // the shared pool of `threads` workers
+  const simd::TrainKernels* fast = nullptr;  // the ISA's element-wise kernels; null on the reference
   AlignedFloats packed, transposed, product;
   // Attention runs one (sequence, head) per task, each task's products on its worker's one-thread pool
   // (the caller alone) with its worker's matrices.
@@ -43,18 +46,22 @@ struct Kernels {
 // LayerNorm forward over rows: y = (x - mean) / sqrt(var + 1e-5) * scale + shift (biased variance); keeps
 // x_hat = (x - mean) * rstd and rstd per row for the backward pass.
 //
-// The element-wise steps below run over `pool` in fixed chunks (of rows or elements), and every sum across
-// chunks is taken in chunk order: results never depend on the thread count.
-void layer_norm(ThreadPool& pool, const float* x, const float* scale, const float* shift, float* y,
-                float* x_hat, float* rstd, int rows, int cols);
+// The element-wise steps below run over the kernels' pool in fixed chunks (of rows or elements), the same on
+// every ISA, and every sum across chunks is taken in chunk order: results never depend on the thread count.
+void layer_norm(Kernels& k, const float* x, const float* scale, const float* shift, float* y, float* x_hat,
+                float* rstd, int rows, int cols);
 // dx (+)= the gradient through the LayerNorm; dscale, dshift += theirs.
-void layer_norm_backward(ThreadPool& pool, const float* dy, const float* x_hat, const float* rstd,
+void layer_norm_backward(Kernels& k, const float* dy, const float* x_hat, const float* rstd,
                          const float* scale, float* dx, float* dscale, float* dshift, int rows, int cols,
                          bool accumulate);
 
 // GELU (tanh form) and its backward: dx = dy * gelu'(x).
-void gelu(ThreadPool& pool, const float* x, float* y, std::size_t n);
-void gelu_backward(ThreadPool& pool, const float* x, const float* dy, float* dx, std::size_t n);
+void gelu(Kernels& k, const float* x, float* y, std::size_t n);
+void gelu_backward(Kernels& k, const float* x, const float* dy, float* dx, std::size_t n);
+
+// x = keep ? x * scale : 0 (dropout's mask applied, or its gradient); x += y (the residual stream).
+void dropout(Kernels& k, float* x, const std::uint8_t* keep, std::size_t n, float scale);
+void add(Kernels& k, float* x, const float* y, std::size_t n);
 
 // Causal multi-head attention of one batch of `batch` sequences: q, k, v, ctx (batch * T, H * hd); weights
 // (batch, H, T, T) after softmax (masked cells 0); keep (batch, H, T, T) or null; scores divided by
@@ -79,9 +86,9 @@ void chunked(ThreadPool& pool, std::size_t n, std::size_t chunk,
 
 // Mean cross-entropy of logits (rows, vocab) against targets; turns the logits into softmax probabilities
 // in place (what the backward pass needs). Returns the mean in double.
-double cross_entropy(ThreadPool& pool, float* logits_to_probs, const int* targets, int rows, int vocab,
+double cross_entropy(Kernels& k, float* logits_to_probs, const int* targets, int rows, int vocab,
                      std::vector<double>* row_losses = nullptr);
 // dlogits = (probs - onehot(target)) / rows, in place over probs.
-void cross_entropy_backward(ThreadPool& pool, float* probs_to_grad, const int* targets, int rows, int vocab);
+void cross_entropy_backward(Kernels& k, float* probs_to_grad, const int* targets, int rows, int vocab);
 
 }  // namespace attnviz::train

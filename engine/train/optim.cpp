@@ -30,12 +30,17 @@ void AdamW::step(GptTensors& params, const GptTensors& grads) {
   exp_avg_sq.each([&](const std::string&, Tensor& t) { v.push_back(&t); });
   grads.each([&](const std::string&, const Tensor& t) { g.push_back(&t); });
   ThreadPool& pool = ThreadPool::shared(resolve_threads(threads));
+  // The ISA's kernel does the same float operations in the same order (no fusing), so the parameters are the
+  // same bits on every ISA; the loop below is the reference it is tested against.
+  const simd::TrainKernels* fast = simd::train_kernels(resolve(Isa::automatic));
+  const simd::AdamWScalars sc{decay, b1, one_minus_b1, b2, one_minus_b2, step_size, bc2_sqrt, e};
   for (std::size_t t = 0; t < p.size(); ++t) {
     float* pd = p[t]->ptr();
     float* md = m[t]->ptr();
     float* vd = v[t]->ptr();
     const float* gd = g[t]->ptr();
     train::chunked(pool, p[t]->size(), 1 << 16, [&](std::size_t i0, std::size_t i1) {
+      if (fast) return fast->adamw(pd + i0, md + i0, vd + i0, gd + i0, i1 - i0, sc);
       for (std::size_t i = i0; i < i1; ++i) {
         pd[i] *= decay;                             // param.mul_(1 - lr * weight_decay)
         md[i] = md[i] * b1 + one_minus_b1 * gd[i];  // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)

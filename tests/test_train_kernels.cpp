@@ -1,0 +1,215 @@
+// Training's element-wise and row-wise kernels (simd/train_kernels.hpp) against the readable reference loops
+// (Isa::scalar) in train/ops.cpp, on every ISA this processor offers, at shapes whose rows do not fill whole
+// vectors: 1e-5 relative (test::max_rel_error), invariants (softmax rows sum to 1, the cross-entropy
+// gradient's rows to 0), AdamW to the bit, and results that do not depend on the thread count.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attnviz/torch_rng.hpp"
+#include "check.hpp"
+#include "simd/train_kernels.hpp"
+#include "train/ops.hpp"
+
+using namespace attnviz;
+
+namespace {
+
+std::vector<float> uniform(std::size_t n, float lo, float hi, std::uint64_t seed) {
+  TorchGenerator g(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = lo + (hi - lo) * static_cast<float>(g.random() % (1u << 24)) * 0x1p-24f;
+  return v;
+}
+
+std::vector<Isa> fast_isas() {
+  std::vector<Isa> v;
+  for (Isa isa : available_isas())
+    if (isa != Isa::scalar) v.push_back(isa);
+  return v;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  const double err = test::max_rel_error(got.data(), want.data(), got.size());
+  INFO(what << ": max relative error " << err);
+  CHECK(err <= 1e-5);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (test::bits_of(a[i]) != test::bits_of(b[i])) return false;
+  return true;
+}
+
+// Runs `fn(kernels)` on the reference and on every fast ISA at 1 and 3 threads; `check(fast, reference)`.
+// One Kernels at a time: each holds ThreadPool::shared(threads), which a different count rebuilds.
+template <class Run, class Check>
+void against_reference(const Run& run, const Check& check) {
+  const auto on = [&](Isa isa, int threads) {
+    train::Kernels k(Exec{isa, threads});
+    REQUIRE((k.fast == nullptr) == (isa == Isa::scalar));
+    return run(k);
+  };
+  const auto want = on(Isa::scalar, 1);
+  for (Isa isa : fast_isas()) {
+    const auto got = on(isa, 1);
+    check(got, want, std::string(to_string(isa)));
+    INFO(to_string(isa) << ": 1 and 3 threads");
+    CHECK(got == on(isa, 3));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("train kernels: LayerNorm forward and backward equal the reference") {
+  for (int cols : {768, 77, 5}) {
+    SUBCASE(("cols " + std::to_string(cols)).c_str()) {
+      const int rows = 70;  // more than one chunk of 16 and of 32 rows, the last one short
+      const std::size_t n = static_cast<std::size_t>(rows) * cols;
+      // rows with a mean far from 0 next to their spread: the mean's rounding would show
+      std::vector<float> x = uniform(n, -1.0f, 1.0f, 1);
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < cols; ++j)
+          x[static_cast<std::size_t>(r) * cols + j] += 0.25f * static_cast<float>(r);
+      const std::vector<float> scale = uniform(static_cast<std::size_t>(cols), 0.5f, 1.5f, 2);
+      const std::vector<float> shift = uniform(static_cast<std::size_t>(cols), -0.5f, 0.5f, 3);
+      const std::vector<float> dy = uniform(n, -1.0f, 1.0f, 4);
+      const std::vector<float> dx0 = uniform(n, -1.0f, 1.0f, 5);
+      auto run = [&](train::Kernels& k) {
+        std::vector<float> y(n), h(n), rstd(static_cast<std::size_t>(rows)), dx = dx0;
+        std::vector<float> ds(static_cast<std::size_t>(cols), 0.5f),
+            db(static_cast<std::size_t>(cols), -0.5f);
+        train::layer_norm(k, x.data(), scale.data(), shift.data(), y.data(), h.data(), rstd.data(), rows,
+                          cols);
+        train::layer_norm_backward(k, dy.data(), h.data(), rstd.data(), scale.data(), dx.data(), ds.data(),
+                                   db.data(), rows, cols, true);
+        return std::vector<std::vector<float>>{y, h, rstd, dx, ds, db};
+      };
+      against_reference(run, [](const auto& got, const auto& want, const std::string& isa) {
+        const char* names[] = {"y", "x_hat", "rstd", "dx", "dscale", "dshift"};
+        for (std::size_t i = 0; i < want.size(); ++i) check_close(got[i], want[i], isa + " " + names[i]);
+      });
+    }
+  }
+}
+
+TEST_CASE("train kernels: GELU and its backward equal the reference") {
+  // [-12, 12] and the saturated ends, an odd count so that the last vector is partial
+  std::vector<float> x = uniform(100003, -12.0f, 12.0f, 6);
+  for (float v : {0.0f, -0.0f, 1e-8f, -1e-8f, 30.0f, -30.0f, 1e4f, -1e4f}) x.push_back(v);
+  const std::vector<float> dy = uniform(x.size(), -1.0f, 1.0f, 7);
+  auto run = [&](train::Kernels& k) {
+    std::vector<float> y(x.size()), dx = dy;
+    train::gelu(k, x.data(), y.data(), x.size());
+    train::gelu_backward(k, x.data(), dx.data(), dx.data(), x.size());  // in place, as the model runs it
+    return std::vector<std::vector<float>>{y, dx};
+  };
+  against_reference(run, [&](const auto& got, const auto& want, const std::string& isa) {
+    check_close(got[0], want[0], isa + " gelu");
+    check_close(got[1], want[1], isa + " gelu_backward");
+    // the saturated ends exactly: gelu(x) = x for large x, 0 for very negative x; the slope 1 and 0
+    const std::size_t e = x.size() - 4;
+    CHECK(got[0][e] == 30.0f);
+    CHECK(got[0][e + 1] == 0.0f);
+    CHECK(got[0][e + 2] == 1e4f);
+    CHECK(got[0][e + 3] == 0.0f);
+    CHECK(got[1][e + 2] == dy[e + 2]);
+    CHECK(got[1][e + 3] == 0.0f);
+  });
+}
+
+TEST_CASE("train kernels: softmax cross-entropy and its backward equal the reference") {
+  for (int vocab : {50257, 1003, 3}) {
+    SUBCASE(("vocab " + std::to_string(vocab)).c_str()) {
+      const int rows = 5;
+      const std::size_t n = static_cast<std::size_t>(rows) * vocab;
+      std::vector<float> logits = uniform(n, -8.0f, 8.0f, 8);
+      logits[1] = 60.0f;  // a row dominated by one logit
+      std::vector<int> targets;
+      for (int r = 0; r < rows; ++r) targets.push_back((r * 7919) % vocab);
+      auto run = [&](train::Kernels& k) {
+        std::vector<float> p = logits;
+        std::vector<double> losses;
+        const double mean = train::cross_entropy(k, p.data(), targets.data(), rows, vocab, &losses);
+        std::vector<float> g = p;
+        train::cross_entropy_backward(k, g.data(), targets.data(), rows, vocab);
+        std::vector<float> l(losses.begin(), losses.end());
+        l.push_back(static_cast<float>(mean));
+        return std::vector<std::vector<float>>{p, g, l};
+      };
+      against_reference(run, [&](const auto& got, const auto& want, const std::string& isa) {
+        check_close(got[0], want[0], isa + " probabilities");
+        check_close(got[1], want[1], isa + " dlogits");
+        check_close(got[2], want[2], isa + " losses");
+        for (int r = 0; r < rows; ++r) {
+          double sum_p = 0.0, sum_g = 0.0;
+          for (int j = 0; j < vocab; ++j) {
+            sum_p += got[0][static_cast<std::size_t>(r) * vocab + j];
+            sum_g += got[1][static_cast<std::size_t>(r) * vocab + j];
+          }
+          INFO(isa << " row " << r);
+          CHECK(sum_p == doctest::Approx(1.0).epsilon(1e-5));
+          CHECK(std::fabs(sum_g) <= 1e-6);
+        }
+      });
+    }
+  }
+}
+
+TEST_CASE("train kernels: dropout and residual adds equal the reference exactly") {
+  const std::size_t n = 40009;
+  const std::vector<float> x0 = uniform(n, -3.0f, 3.0f, 9), y = uniform(n, -3.0f, 3.0f, 10);
+  std::vector<std::uint8_t> keep(n);
+  for (std::size_t i = 0; i < n; ++i) keep[i] = (i * 2654435761u) % 10 < 9;
+  auto run = [&](train::Kernels& k) {
+    std::vector<float> x = x0;
+    train::dropout(k, x.data(), keep.data(), n, 1.0f / 0.9f);
+    train::add(k, x.data(), y.data(), n);
+    return x;
+  };
+  against_reference(run, [](const auto& got, const auto& want, const std::string& isa) {
+    INFO(isa);
+    CHECK(same_bits(got, want));
+  });
+}
+
+TEST_CASE("train kernels: AdamW gives the reference loop's bits on every ISA") {
+  // optim.cpp's loop, PyTorch's single-tensor AdamW: each operation rounds to float, nothing fused
+  auto reference = [](float* p, float* m, float* v, const float* g, std::size_t n,
+                      const simd::AdamWScalars& s) {
+    for (std::size_t i = 0; i < n; ++i) {
+      p[i] *= s.decay;
+      m[i] = m[i] * s.b1 + s.one_minus_b1 * g[i];
+      v[i] = v[i] * s.b2 + s.one_minus_b2 * g[i] * g[i];
+      const float denom = std::sqrt(v[i]) / s.bc2_sqrt + s.eps;
+      p[i] += -s.step_size * m[i] / denom;
+    }
+  };
+  const std::size_t n = 10007;
+  const std::vector<float> p0 = uniform(n, -1.0f, 1.0f, 13), g = uniform(n, -1e-2f, 1e-2f, 14);
+  for (Isa isa : fast_isas()) {
+    const simd::TrainKernels* fast = simd::train_kernels(isa);
+    REQUIRE(fast != nullptr);
+    std::vector<float> p = p0, m(n, 0.0f), v(n, 0.0f), rp = p0, rm(n, 0.0f), rv(n, 0.0f);
+    for (int step = 1; step <= 3; ++step) {
+      simd::AdamWScalars s;
+      s.decay = static_cast<float>(1.0 - 4e-4 * 0.1), s.b1 = 0.9f,
+      s.one_minus_b1 = static_cast<float>(1.0 - 0.9);
+      s.b2 = 0.999f, s.one_minus_b2 = static_cast<float>(1.0 - 0.999), s.eps = 1e-8f;
+      s.step_size = static_cast<float>(4e-4 / (1.0 - std::pow(0.9, step)));
+      s.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(0.999, step)));
+      fast->adamw(p.data(), m.data(), v.data(), g.data(), n, s);
+      reference(rp.data(), rm.data(), rv.data(), g.data(), n, s);
+    }
+    INFO(to_string(isa));
+    CHECK(same_bits(p, rp));
+    CHECK(same_bits(m, rm));
+    CHECK(same_bits(v, rv));
+    CHECK(p != p0);
+  }
+}
