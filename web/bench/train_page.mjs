@@ -3,7 +3,8 @@
 //   node web/bench/train_page.mjs        (ATTNVIZ_SITE: the built site, default build/wasm-release/web/site)
 import { start, openPage, load } from '../tests/harness.mjs';
 
-const env = await start();
+// ATTNVIZ_ISOLATED=1: served cross-origin isolated, so the page runs its WebAssembly threads
+const env = await start({ isolated: process.env.ATTNVIZ_ISOLATED === "1" });
 try {
   const { page } = await openPage(env);
   await load(page, env.url);
