@@ -28,8 +28,8 @@ Shape layer_shape(const GptConfig& c, const Config& ac, int l);
 // grown by an eighth, rounded up to 16 floats, at most the context length (never below T). pass_bytes counts
 // the squares at this stride, so a budget check covers the padding typing at the end can add.
 inline int grown_square_stride(int T, int context) {
-  const int grown = (T + T / 8 + 15) / 16 * 16;
-  return grown > context ? (T > context ? T : context) : grown;
+  const long long grown = (static_cast<long long>(T) + T / 8 + 15) / 16 * 16;  // no int overflow near INT_MAX
+  return grown > context ? (T > context ? T : context) : static_cast<int>(grown);
 }
 
 // The heatmaps' labels until the caller names the tokens: their ids.
