@@ -13,29 +13,14 @@
 // warm-up.
 //   node web/bench/threads_page.mjs [--quick] [--T 16,128,512] [--rounds 5] [--ort] [--models build/bench]
 import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { serve } from '../tools/serve.mjs';
-import { repo, site, chromiumPath, chromiumArgs } from '../tests/harness.mjs';
+import { site, chromiumPath, chromiumArgs } from '../tests/harness.mjs';
+import { args, load, median, models, ortDist, rounds, runsPerRound, Ts } from './peer_common.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, fallback) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : fallback;
-};
-const quick = args.includes('--quick');
 const withOrt = args.includes('--ort');
-const Ts = opt('--T', '16,128,512').split(',').map(Number);
-const rounds = Number(opt('--rounds', quick ? '2' : '5'));
-const models = opt('--models', join(repo, 'build', 'bench'));
-const ortDist = join(repo, 'web', 'node_modules', 'onnxruntime-web', 'dist');
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
-const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
-const runsPerRound = (T) => (T <= 32 ? 5 : T <= 128 ? 2 : 1);
 
 const needed = [join(site, 'attnviz.wasm'), join(site, 'attnviz-mt.wasm')];
 if (withOrt) needed.push(join(ortDist, 'ort.wasm.min.mjs'), join(models, 'gpt2-small-last.onnx'));
