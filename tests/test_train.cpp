@@ -156,7 +156,10 @@ TEST_CASE("train: every parameter's gradient after one backward equals PyTorch's
       const Grads r = one_backward(c, isa);
       INFO(what << ": loss " << r.loss << ", PyTorch " << c["loss"].get<double>());
       CHECK(std::fabs(r.loss - c["loss"].get<double>()) <= 1e-5 * std::fabs(c["loss"].get<double>()));
-      check_tensors(r.grads, c["grads"], 1e-5, what, true);
+      // PyTorch's gradient is the float64 step's (grads64): PyTorch's float32 result is itself up to 9.3e-6
+      // from it (case 2's query bias, a sum that cancels), so against that both sides' rounding adds up.
+      check_tensors(r.grads, c["grads64"], 1e-5, what + " against float64", true);
+      check_tensors(r.grads, c["grads"], 2e-5, what + " against float32", true);
     }
   }
 }

@@ -11,7 +11,8 @@ What it writes (tests/fixtures/train/README.md describes every file and field):
                   the corpus of the book-run fixture;
   grads.json      per case: torch.manual_seed(seed); GPTModel(cfg) (the book's chapter-4 class, or its
                   attention-only variant); one forward pass of a batch in train or eval mode; cross_entropy;
-                  backward(); the loss and every parameter's gradient, in named_parameters() order;
+                  backward(); the loss and every parameter's gradient, in named_parameters() order; and the
+                  same step in float64 (the same weights and dropout masks): loss64 and grads64;
   adamw.json      per case: N optimizer steps (zero_grad, loss, backward, [clip_grad_norm_], AdamW.step) on batches
                   drawn from a separate generator, with the book's warmup + cosine schedule as an option; the loss
                   of every step and every parameter at the end;
@@ -29,6 +30,7 @@ The script is deterministic (the same bytes every run). Numbers are written as P
 float32 value (exact round trip).
 """
 import argparse
+import copy
 import contextlib
 import io
 import json
@@ -140,12 +142,23 @@ def grad_case(index, cfg, seed, train, batch, tokens, dropout_rng="cpu"):
         use_mkl_dropout(model)
     if not train:
         model.eval()
+    exact = copy.deepcopy(model).double()
+    state = torch.get_rng_state()
     loss = calc_loss_batch(ids[:, :-1], ids[:, 1:], model)
     loss.backward()
+    # The same step in float64 from the same weights and generator state (the same dropout masks: the draws do
+    # not depend on the dtype): PyTorch's gradient without float32's rounding, which for a sum that cancels
+    # (case 2's query bias) is itself several 1e-6 off.
+    torch.set_rng_state(state)
+    loss64 = calc_loss_batch(ids[:, :-1], ids[:, 1:], exact)
+    loss64.backward()
+    assert abs(float(loss64) - float(loss)) <= 1e-5 * abs(float(loss64)), "float64 drew other masks"
     return {"config": cfg, "seed": seed, "train": train, "dropout_rng": dropout_rng, "inputs": ids[:, :-1].tolist(),
-            "targets": ids[:, 1:].tolist(), "loss": float(loss),
+            "targets": ids[:, 1:].tolist(), "loss": float(loss), "loss64": float(loss64),
             "grads": [{"name": n, "shape": list(p.shape), "values": floats(p.grad)}
-                      for n, p in model.named_parameters()]}
+                      for n, p in model.named_parameters()],
+            "grads64": [{"name": n, "shape": list(p.shape), "values": [float(x) for x in p.grad.view(-1).tolist()]}
+                        for n, p in exact.named_parameters()]}
 
 # ==================================================================================================================
 # adamw.json
