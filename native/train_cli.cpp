@@ -168,8 +168,8 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
   TrainConfig cfg;
   // the recipe (induction_model): attention-only, 2 layers of 4 heads, no dropout (the Train panel's too)
   cfg.gpt = induction_model();
-  cfg.gpt.vocab_size = a.vocab_size.value_or(64);
-  cfg.gpt.context_length = a.context_length.value_or(64);
+  cfg.gpt.vocab_size = a.vocab_size.value_or(cfg.gpt.vocab_size);
+  cfg.gpt.context_length = a.context_length.value_or(cfg.gpt.context_length);
   if (a.emb_dim) cfg.gpt.d_model = *a.emb_dim;
   if (a.heads) cfg.gpt.n_heads = *a.heads;
   if (a.layers) cfg.gpt.n_layers = *a.layers;

@@ -706,13 +706,13 @@ TEST_CASE("train: the induction task's sequences repeat a segment, at random or 
   const std::vector<int> p = induction_probe(InductionTask{}, 10, 31, 7);
   REQUIRE(p.size() == 64u);
   CHECK(longest_copy(p.data(), 64, 31) >= 10);
-  // and no other token recurs: 54 distinct tokens of the 64, the copy's 10 each twice
+  // and no other token recurs: 54 distinct tokens in the 64 positions, the copy's 10 each twice
   std::map<int, int> count;
   for (int id : p) ++count[id];
   CHECK(count.size() == 54u);
   int twice = 0;
   for (const auto& [id, n] : count) {
-    CHECK((id >= 0 && id < 64));
+    CHECK((id >= 0 && id < InductionTask{}.vocab));
     CHECK(n <= 2);
     twice += n == 2;
   }

@@ -252,8 +252,8 @@ TEST_CASE("train cli: --task induction, its checkpoint in the model view's engin
   CHECK(head["kind"] == to_string(k.kind));
   CHECK(std::abs(head["kind_scores"]["previous"].get<double>() - k.previous) < 1e-6);
   CHECK(std::abs(head["kind_scores"]["induction"].get<double>() - k.induction) < 1e-6);
-  check_refused_cli({"--model", dir.string(), "--ids", "3,64"},
-                    "--ids: 64 is outside the vocabulary (0..63)");
+  check_refused_cli({"--model", dir.string(), "--ids", "3,128"},
+                    "--ids: 128 is outside the vocabulary (0..127)");
   check_refused_cli({"--model", dir.string(), "--ids", "3,x"}, "--ids: 'x' is not a token id");
 
   // --task induction refuses the book's flags, and the book its

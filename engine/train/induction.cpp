@@ -21,11 +21,11 @@ int uniform(TorchGenerator& g, int lo, int hi) {
 // one card at a time, the cards moved kept in a small map (O(draws), not O(vocab)). After `vocab` draws the
 // deck starts over. The probes draw their tokens this way, so a token recurs only where the probe plants its
 // copy: Olsson et al.'s repeated random tokens, whose vocabulary of 50,000 makes chance recurrences rare.
-// With 64 tokens drawn with replacement, about half the recurrences in a 64-token probe are chance, and a
-// head that also checks the token before (as the trained heads learn to) rightly looks less at their
-// successors, which would count against it. (Training keeps the draws with replacement: without chance
-// recurrences the model first learns that a token seen before is unlikely to come next, and the induction
-// phase change comes much later.)
+// With the recipe's 128 tokens drawn with replacement, nearly half the recurrences in a 64-token probe would
+// be chance (about 14 against the 16 it plants), and a head that also checks the token before (as the trained
+// heads learn to) rightly looks less at their successors, which would count against it. (Training keeps the
+// draws with replacement: without chance recurrences the model first learns that a token seen before is
+// unlikely to come next, and the induction phase change comes much later.)
 class Deck {
  public:
   explicit Deck(int vocab) : vocab_(vocab) {}
@@ -102,7 +102,7 @@ void induction_batch(const InductionTask& t, int batch, TorchGenerator& g, std::
 }
 
 GptConfig induction_model() {
-  GptConfig c{64, 64, 128, 4, 2, 0.0, false};
+  GptConfig c{128, 64, 128, 4, 2, 0.0, false};
   c.attention_only = true;
   return c;
 }
