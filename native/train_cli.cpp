@@ -452,10 +452,11 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
       ->transform(decimal_number());
   app.add_option("--out", a.out_dir,
                  "write the trained model here (a folder --model opens, and --resume reads)");
-  app.add_option("--resume", a.resume,
-                 "continue from this checkpoint folder: its model, AdamW state and, when it has one, its run "
-                 "(the generators and where the run stands; --task induction: also its settings, which "
-                 "flags not given keep and flags given must equal)");
+  app.add_option(
+      "--resume", a.resume,
+      "continue from this checkpoint folder: its model, AdamW state and, when it has one, its run "
+      "(the generators and where the run stands; --task induction: also its settings, which flags "
+      "left out keep, and --batch-size, --lr, --weight-decay and --fixed-distance may not change)");
   app.add_option("--stop-after", a.stop_after,
                  "stop after this step of the run (counted from its start), as Ctrl-C does, writing --out")
       ->transform(decimal_int());
