@@ -470,9 +470,11 @@ TEST_CASE(
       CHECK(run->induction.steps == 41);
       CHECK(run->induction.eval_freq == 1);
       RunState wide = *run;
-      wide.induction.task.vocab = 65;
+      wide.induction.task.vocab = m.config().gpt.vocab_size + 1;
       REQUIRE(write_checkpoint(half.string(), m, opt, "", &wide).is_ok());
-      refused({}, "its run state's task (65 tokens, sequences of 64) does not fit the model's vocabulary");
+      refused({}, "its run state's task (" + std::to_string(wide.induction.task.vocab) +
+                      " tokens, sequences of " + std::to_string(wide.induction.task.tokens) +
+                      ") does not fit the model's vocabulary");
 
       // a checkpoint without run state (an older one) resumes as the book's does: its model and optimizer
       // go on from step 0 of a stream drawn from --seed, and it says so
