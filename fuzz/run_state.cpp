@@ -1,9 +1,11 @@
 // Fuzzes a training checkpoint's run state (checkpoint.hpp's parse_run_state, the "run.*" metadata that
-// --resume continues from) and the generator state inside it. The input, split at NUL bytes, is read as key,
-// value, key, value, ... over a valid run state's metadata (so most inputs reach the deeper checks); the raw
-// bytes also go to TorchGenerator::set_state. Invariants: no exception; a refusal is one non-empty line and
-// leaves the output empty (and the generator as it was); an accepted state writes back to metadata that
-// parses to the same state, and its generator state reads back byte for byte.
+// --resume continues from) and the generator states inside it. The input, split at NUL bytes, is read as key,
+// value, key, value, ... over the union of a valid book run state's metadata and a valid induction run
+// state's (their shared keys agree, so "run.task" "induction" alone gives a valid induction state, and most
+// inputs reach the deeper checks of either); the raw bytes also go to TorchGenerator::set_state. Invariants:
+// no exception; a refusal is one non-empty line and leaves the output empty (and the generator as it was); an
+// accepted state writes back to metadata that parses to the same state, and its generator state reads back
+// byte for byte.
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -37,6 +39,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   base.position.tokens_seen = 4 * 2 * 8, base.batch_size = 2, base.train_windows = 6, base.val_windows = 1;
   base.rng = attnviz::TorchGenerator(123).state();
   std::map<std::string, std::string> meta = attnviz::run_state_metadata(base);
+  attnviz::RunState induction = base;  // the same steps (4), batch size, generator and dropout flavour
+  induction.task = attnviz::RunTask::induction;
+  induction.induction.steps = 4, induction.induction.total_steps = 40, induction.induction.eval_freq = 10;
+  induction.induction.task.vocab = 16, induction.induction.task.tokens = 16;
+  induction.induction.task.max_repeat = 8, induction.induction.first_induction = 2;
+  induction.induction.data_rng = attnviz::TorchGenerator(124).state();
+  meta.merge(attnviz::run_state_metadata(induction));
+  meta.erase("run.task");
   const std::vector<std::string> parts = attnviz::fuzz::split_at_nul(data, size);
   for (std::size_t i = 0; i + 1 < parts.size(); i += 2) meta[parts[i]] = parts[i + 1];
   std::optional<attnviz::RunState> out;
@@ -49,9 +59,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!out) return 0;  // no run.version: an older checkpoint
   std::optional<attnviz::RunState> again;
   if (!attnviz::parse_run_state(attnviz::run_state_metadata(*out), again).is_ok() || !again) std::abort();
-  if (again->rng != out->rng || again->data_hash != out->data_hash ||
-      again->position.global_step != out->position.global_step ||
-      again->position.sampler_seed != out->position.sampler_seed)
+  if (again->task != out->task || again->rng != out->rng || again->dropout_rng != out->dropout_rng ||
+      again->batch_size != out->batch_size)
+    std::abort();
+  if (out->task == attnviz::RunTask::book &&
+      (again->data_hash != out->data_hash || again->position.global_step != out->position.global_step ||
+       again->position.sampler_seed != out->position.sampler_seed))
+    std::abort();
+  const attnviz::InductionRunState &a = again->induction, &b = out->induction;
+  if (out->task == attnviz::RunTask::induction &&
+      (a.steps != b.steps || a.total_steps != b.total_steps || a.eval_freq != b.eval_freq || a.lr != b.lr ||
+       a.weight_decay != b.weight_decay || a.first_induction != b.first_induction ||
+       a.data_rng != b.data_rng || a.task.vocab != b.task.vocab || a.task.tokens != b.task.tokens ||
+       a.task.min_repeat != b.task.min_repeat || a.task.max_repeat != b.task.max_repeat ||
+       a.task.fixed_distance != b.task.fixed_distance))
     std::abort();
   return 0;
 }

@@ -38,11 +38,14 @@ struct TrainArgs {
   std::optional<int> stop_after;
 };
 
-// The progress line on a terminal: step, tokens per second, time left. It goes before any other line.
+// The progress line on a terminal: step, tokens per second, time left. It goes before any other line. A
+// resumed run gives the step and tokens it starts from, so that the rate and the time left count only the
+// steps this process takes.
 class TrainProgress {
  public:
-  TrainProgress(std::ostream& err, bool shown, int total_steps)
-      : err_(err), shown_(shown), total_(total_steps) {}
+  TrainProgress(std::ostream& err, bool shown, int total_steps, int first_step = 0,
+                std::int64_t first_tokens = 0)
+      : err_(err), shown_(shown), total_(total_steps), first_(first_step), first_tokens_(first_tokens) {}
   ~TrainProgress() { clear(); }
   void clear() {
     if (drawn_) err_ << "\r\033[K" << std::flush;
@@ -55,19 +58,20 @@ class TrainProgress {
     last_ = now;
     drawn_ = true;
     const double spent = std::chrono::duration<double>(now - start_).count();
-    const double left = done > 0 ? spent / done * (total_ - done) : 0.0;
+    const double left = done > first_ ? spent / (done - first_) * (total_ - done) : 0.0;
     char buf[200];
     std::snprintf(
         buf, sizeof buf,
         "\rattnviz-cli: step %d of %d, %.0f tokens/s, about %.0f s left (Ctrl-C stops and saves)\033[K", done,
-        total_, spent > 0 ? static_cast<double>(tokens) / spent : 0.0, left);
+        total_, spent > 0 ? static_cast<double>(tokens - first_tokens_) / spent : 0.0, left);
     err_ << buf << std::flush;
   }
 
  private:
   std::ostream& err_;
   bool shown_;
-  int total_;
+  int total_, first_;
+  std::int64_t first_tokens_;
   bool drawn_ = false;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_;
 };
@@ -117,12 +121,33 @@ Status check_train_memory(const TrainConfig& cfg, int batch_size, std::uint64_t 
 }
 
 // The flags that only one task reads, refused by name with the other.
-constexpr const char* kBookOnlyFlags[] = {
-    "file",           "--text",       "--epochs",        "--stride",
-    "--train-ratio",  "--eval-iter",  "--start-context", "--new-tokens",
-    "--warmup-steps", "--initial-lr", "--min-lr",        "--max-norm",
-    "--resume",       "--vocab",      "--preset",        "--stop-after"};
+constexpr const char* kBookOnlyFlags[] = {"file",           "--text",       "--epochs",        "--stride",
+                                          "--train-ratio",  "--eval-iter",  "--start-context", "--new-tokens",
+                                          "--warmup-steps", "--initial-lr", "--min-lr",        "--max-norm",
+                                          "--vocab",        "--preset"};
 constexpr const char* kInductionOnlyFlags[] = {"--steps", "--fixed-distance"};
+
+// The model's sizes: a resumed run takes its checkpoint's, and refuses these.
+constexpr const char* kSizeFlags[] = {"--preset",    "--vocab-size", "--context-length",
+                                      "--emb-dim",   "--heads",      "--layers",
+                                      "--drop-rate", "--qkv-bias",   "--attention-only"};
+
+Status no_size_flags(const CLI::App& app) {
+  for (const char* flag : kSizeFlags)
+    if (app.count(flag) > 0)
+      return Status::fail(std::string(flag) + " does not apply to --resume: the checkpoint has its sizes");
+  return Status::ok();
+}
+
+// The shortest decimal that reads back as `x` (for messages: 0.002, not 0.0020000000000000000).
+std::string shortest(double x) {
+  char buf[40];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  return buf;
+}
 
 std::string head_list(const std::vector<std::vector<HeadScores>>& heads) {
   std::string s;
@@ -155,7 +180,9 @@ nlohmann::json heads_json(const std::vector<std::vector<HeadScores>>& heads) {
 }
 
 // attnviz-cli train --task induction: the synthetic task on a small GPT, with every head's kind on probes it
-// never trained on, as the model view labels them.
+// never trained on, as the model view labels them. --resume continues a run from its checkpoint's run state
+// (the step, both generators, the task and the optimizer's settings) exactly; a checkpoint without one
+// restarts the task's stream from --seed at step 0.
 int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exec_args, const Exec& exec,
                   std::ostream& out, std::ostream& err, const GenerateControl& control) {
   const auto fail = [&err](const Status& st) {
@@ -165,6 +192,14 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
   for (const char* flag : kBookOnlyFlags)
     if (app.count(flag) > 0)
       return fail(Status::fail(std::string(flag) + " does not apply to --task induction"));
+  for (auto [flag, v] : {std::pair{"--batch-size", a.batch_size}, {"--eval-freq", a.eval_freq}})
+    if (app.count(flag) > 0)
+      if (Status st = positive(flag, v); !st.is_ok()) return fail(st);
+  if (app.count("--lr") > 0)
+    if (Status st = positive("--lr", a.lr); !st.is_ok()) return fail(st);
+  if (app.count("--weight-decay") > 0 && !(a.weight_decay >= 0 && std::isfinite(a.weight_decay)))
+    return fail(Status::fail("--weight-decay must be 0 or more"));
+  if (a.stop_after && *a.stop_after < 1) return fail(Status::fail("--stop-after must be at least 1"));
   TrainConfig cfg;
   // the recipe (induction_model): attention-only, 2 layers of 4 heads, no dropout (the Train panel's too)
   cfg.gpt = induction_model();
@@ -179,36 +214,91 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
       app.count("--attention-only") + app.count("--no-attention-only") > 0 ? a.attention_only : true;
   if (Status st = validate(cfg); !st.is_ok()) return fail(st);
   if (Status st = positive("--steps", a.steps); !st.is_ok()) return fail(st);
+  // A resumed run's model (and its sizes) is its checkpoint's; a new one is drawn from --seed below.
+  TrainModel model;
+  AdamW opt;
+  bool resumed_optimizer = false;
+  std::optional<RunState> resumed;
+  if (!a.resume.empty()) {
+    if (Status st = no_size_flags(app); !st.is_ok()) return fail(st);
+    if (Status st = read_checkpoint(a.resume, model, opt, resumed_optimizer, resumed); !st.is_ok())
+      return fail(st);
+    cfg = model.config();
+  }
   InductionRun run;
   run.task.vocab = cfg.gpt.vocab_size;
   run.task.tokens = cfg.gpt.context_length;
   run.task.max_repeat = std::min(run.task.max_repeat, run.task.tokens / 2);
   run.task.min_repeat = std::min(run.task.min_repeat, run.task.max_repeat);
   run.task.fixed_distance = a.fixed_distance;
-  if (Status st = validate(run.task); !st.is_ok()) return fail(st);
   run.batch_size = app.count("--batch-size") ? a.batch_size : 32;
   run.steps = a.steps;
   run.eval_freq = app.count("--eval-freq") ? a.eval_freq : 50;
   run.lr = app.count("--lr") ? a.lr : 2e-3;
   run.weight_decay = app.count("--weight-decay") ? a.weight_decay : 0.0;
+  int first_induction = -1;
+
+  // A resumed run goes on as it was: the flags not given take its values, and one given with another value
+  // is refused (--steps, the run's total, may grow; --eval-freq only changes which steps print).
+  const bool continued = resumed && resumed->task == RunTask::induction;
+  if (continued) {
+    const InductionRunState& n = resumed->induction;
+    const auto same = [&](const char* flag, const std::string& given, const std::string& was) {
+      if (app.count(flag) == 0 || given == was) return Status::ok();
+      return Status::fail(std::string(flag) + " " + given + " is not the run's " + was + " in " +
+                          quote(a.resume) + ": --resume continues the same run (leave " + flag +
+                          " out to keep its value)");
+    };
+    for (const Status& st :
+         {same("--batch-size", std::to_string(a.batch_size), std::to_string(resumed->batch_size)),
+          same("--lr", shortest(a.lr), shortest(n.lr)),
+          same("--weight-decay", shortest(a.weight_decay), shortest(n.weight_decay)),
+          same("--fixed-distance", std::to_string(a.fixed_distance), std::to_string(n.task.fixed_distance))})
+      if (!st.is_ok()) return fail(st);
+    run.task = n.task;
+    run.batch_size = resumed->batch_size, run.lr = n.lr, run.weight_decay = n.weight_decay;
+    run.steps = app.count("--steps") ? a.steps : n.total_steps;
+    if (!app.count("--eval-freq")) run.eval_freq = n.eval_freq;
+    if (run.steps <= n.steps)
+      return fail(Status::fail(quote(a.resume) + "'s run has taken " + std::to_string(n.steps) +
+                               " steps: --steps (the run's total) must be more"));
+    run.start_step = n.steps;
+    first_induction = n.first_induction;
+  }
+  if (Status st = validate(run.task); !st.is_ok()) return fail(st);
   if (Status st = check_train_memory(cfg, run.batch_size, exec_args.memory_budget); !st.is_ok())
     return fail(st);
+  if (!a.resume.empty() && !continued)
+    err << "attnviz-cli train: " << quote(a.resume)
+        << (resumed ? " holds the run state of a book run, not of --task induction"
+                    : " has no run state (an older checkpoint, or one the Train panel wrote)")
+        << ": its model and optimizer go on, the task's data and dropout stream restarts from --seed at step "
+           "0\n";
 
+  // The generators: the model's (dropout's) and the task's batches', drawn from --seed or continued.
   TorchGenerator g(exec_args.seed), data(exec_args.seed + 1);
-  TrainModel model;
-  if (Status st = TrainModel::build(cfg, g, model); !st.is_ok()) return fail(st);
-  model.exec = exec;
+  if (a.resume.empty())
+    if (Status st = TrainModel::build(cfg, g, model); !st.is_ok()) return fail(st);
   model.dropout_rng = *parse_dropout_rng(a.dropout_rng);
-  AdamW opt;
-  TrainProgress progress(err, control.progress && !a.json, run.steps);
+  if (continued) {
+    if (Status st = g.set_state(resumed->rng.data(), resumed->rng.size()); !st.is_ok()) return fail(st);
+    const std::vector<std::uint8_t>& d = resumed->induction.data_rng;
+    if (Status st = data.set_state(d.data(), d.size()); !st.is_ok()) return fail(st);
+    if (!app.count("--dropout-rng")) model.dropout_rng = resumed->dropout_rng;
+  }
+  model.exec = exec;
+
+  const std::int64_t step_tokens = static_cast<std::int64_t>(run.batch_size) * run.task.tokens;
+  TrainProgress progress(err, control.progress && !a.json, run.steps, run.start_step,
+                         run.start_step * step_tokens);
   bool stopped = false;
-  int first_induction = -1, steps_done = 0;
+  int steps_done = run.start_step;
   using nlohmann::json;
   const auto start = std::chrono::steady_clock::now();
   const auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  double induction_seconds = -1.0;
+  double induction_seconds = -1.0;  // stays negative when the head came before a resume
   std::vector<std::vector<HeadScores>> last;
   const auto point = [&](const InductionPoint& p) {
     progress.clear();
@@ -231,32 +321,49 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
       out << buf << head_list(p.heads) << '\n';
     }
     out.flush();
-    progress.step(p.step, static_cast<std::int64_t>(p.step) * run.batch_size * run.task.tokens);
     stopped = control.stop && control.stop->load();
     return !stopped;
   };
+  const auto after_step = [&](int step) {
+    steps_done = step;
+    progress.step(step, step * step_tokens);
+    stopped = control.stop && control.stop->load();
+    return !stopped && !(a.stop_after && step >= *a.stop_after);
+  };
   if (control.generating) control.generating->store(true);
-  const Status st = train_induction(model, opt, run, g, data, point);
+  const Status st = train_induction(model, opt, run, g, data, point, after_step);
   if (control.generating) control.generating->store(false);
   progress.clear();
   if (!st.is_ok()) return fail(st);
+  RunState state;
+  state.task = RunTask::induction;
+  state.rng = g.state();
+  state.dropout_rng = model.dropout_rng;
+  state.batch_size = run.batch_size;
+  state.induction = {run.task, steps_done,       run.steps,       run.eval_freq,
+                     run.lr,   run.weight_decay, first_induction, data.state()};
   if (!a.out_dir.empty())
-    if (Status w = write_checkpoint(a.out_dir, model, opt, ""); !w.is_ok()) return fail(w);
+    if (Status w = write_checkpoint(a.out_dir, model, opt, "", &state); !w.is_ok()) return fail(w);
   if (a.json) {
     json done = {{"event", "done"},
                  {"steps", steps_done},
                  {"seconds", seconds()},
                  {"stopped", stopped},
+                 {"resumed_optimizer", resumed_optimizer},
+                 {"resumed_run", continued},
                  {"heads", heads_json(last)}};
     done["first_induction_step"] = first_induction >= 0 ? json(first_induction) : json(nullptr);
-    done["first_induction_seconds"] = first_induction >= 0 ? json(induction_seconds) : json(nullptr);
+    done["first_induction_seconds"] = induction_seconds >= 0 ? json(induction_seconds) : json(nullptr);
     if (!a.out_dir.empty()) done["checkpoint"] = to_valid_utf8(a.out_dir);
     out << done.dump() << '\n';
   } else {
     char buf[160];
-    if (first_induction >= 0)
+    if (first_induction >= 0 && induction_seconds >= 0)
       std::snprintf(buf, sizeof buf, "the first induction head appeared by step %d, after %.1f s\n",
                     first_induction, induction_seconds);
+    else if (first_induction >= 0)
+      std::snprintf(buf, sizeof buf, "the first induction head appeared by step %d, before the resume\n",
+                    first_induction);
     else
       std::snprintf(buf, sizeof buf, "no induction head after %d steps\n", steps_done);
     out << buf;
@@ -264,7 +371,8 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
   }
   out.flush();
   if (stopped) {
-    err << "attnviz-cli train: stopped after step " << steps_done << " of " << run.steps << "\n";
+    err << "attnviz-cli train: stopped after step " << steps_done << " of " << run.steps
+        << (a.out_dir.empty() ? "" : "; the model so far is saved") << "\n";
     return kStoppedStatus;
   }
   return 0;
@@ -344,9 +452,11 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
       ->transform(decimal_number());
   app.add_option("--out", a.out_dir,
                  "write the trained model here (a folder --model opens, and --resume reads)");
-  app.add_option("--resume", a.resume,
-                 "continue from this checkpoint folder: its model, AdamW state and, when it has one, its run "
-                 "(the generator, the epoch and the batch)");
+  app.add_option(
+      "--resume", a.resume,
+      "continue from this checkpoint folder: its model, AdamW state and, when it has one, its run "
+      "(the generators and where the run stands; --task induction: also its settings, which flags "
+      "left out keep, and --batch-size, --lr, --weight-decay and --fixed-distance may not change)");
   app.add_option("--stop-after", a.stop_after,
                  "stop after this step of the run (counted from its start), as Ctrl-C does, writing --out")
       ->transform(decimal_int());
@@ -364,7 +474,9 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
                  "book: the book's chapter 5 on a text; induction: the synthetic task that grows "
                  "induction heads")
       ->capture_default_str();
-  app.add_option("--steps", a.steps, "--task induction: optimizer steps")
+  app.add_option("--steps", a.steps,
+                 "--task induction: the run's optimizer steps in all (with --resume: its checkpoint's "
+                 "unless given)")
       ->capture_default_str()
       ->transform(decimal_int());
   app.add_option("--fixed-distance", a.fixed_distance,
@@ -414,11 +526,7 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
   // The model: a checkpoint's, or the book's GPTModel drawn from the seed.
   TrainConfig cfg;
   if (!a.resume.empty()) {
-    for (const char* flag : {"--preset", "--vocab-size", "--context-length", "--emb-dim", "--heads",
-                             "--layers", "--drop-rate", "--qkv-bias", "--attention-only"})
-      if (app.count(flag) > 0)
-        return fail(
-            Status::fail(std::string(flag) + " does not apply to --resume: the checkpoint has its sizes"));
+    if (Status st = no_size_flags(app); !st.is_ok()) return fail(st);
   } else if (Status st = config_of(app, a, cfg); !st.is_ok()) {
     return fail(st);
   } else if (Status mem = check_train_memory(cfg, a.batch_size, exec_args.memory_budget); !mem.is_ok()) {
@@ -487,10 +595,12 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
   model.dropout_rng = *parse_dropout_rng(a.dropout_rng);
   if (a.resume.empty()) {
     // a new run: the generator stands where building the model left it
-  } else if (!resumed) {
+  } else if (!resumed || resumed->task != RunTask::book) {
     err << "attnviz-cli train: " << quote(a.resume)
-        << " has no run state (an older checkpoint, or one the induction task or the Train panel wrote): its "
-           "model and optimizer go on, the data and dropout stream restarts from --seed at epoch 1\n";
+        << (resumed ? " holds the run state of --task induction, not of a book run"
+                    : " has no run state (an older checkpoint, or one the Train panel wrote)")
+        << ": its model and optimizer go on, the data and dropout stream restarts from --seed at epoch 1\n";
+    resumed.reset();
   } else if (resumed->batch_size != a.batch_size || resumed->train_windows != train.size() ||
              resumed->val_windows != val.size() || resumed->data_hash != data_hash) {
     err << "attnviz-cli train: " << quote(a.resume) << "'s run was over other data ("
@@ -521,7 +631,7 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
   }
   const int total_steps = a.epochs * (train.size() / a.batch_size);
   const int first_step = position.global_step + 1;
-  TrainProgress progress(err, control.progress && !a.json, total_steps);
+  TrainProgress progress(err, control.progress && !a.json, total_steps, first_step, position.tokens_seen);
   bool stopped = false;
   int steps_done = first_step;
   std::int64_t tokens = position.tokens_seen;

@@ -11,6 +11,8 @@
 #include "attnviz/head_kinds.hpp"
 #include "attnviz/io/checkpoint.hpp"
 #include "attnviz/io/gpt_file.hpp"
+#include "attnviz/torch_rng.hpp"
+#include "attnviz/train.hpp"
 #include "check.hpp"
 #include "cli_run.hpp"
 
@@ -344,6 +346,248 @@ TEST_CASE("train cli: --stop-after, then --resume, prints the straight run's lin
   }
   check_refused(tiny("gpu", {}), "--dropout-rng 'gpu' is not cpu or mkl");
   check_refused(tiny("cpu", {"--stop-after", "0"}), "--stop-after must be at least 1");
-  check_refused({"train", "--task", "induction", "--stop-after", "3"},
-                "--stop-after does not apply to --task induction");
+  check_refused({"train", "--task", "induction", "--stop-after", "0"}, "--stop-after must be at least 1");
+}
+
+namespace {
+
+// A small induction run (d_model 32, batch 8: a few hundred ms), JSON lines.
+std::vector<std::string> small_induction(std::vector<std::string> more, const std::string& steps = "40") {
+  std::vector<std::string> a = {"train", "--task", "induction", "--json"};
+  if (std::find(more.begin(), more.end(), "--resume") == more.end())  // a checkpoint has its settings
+    a.insert(a.end(), {"--steps", steps, "--eval-freq", "10", "--emb-dim", "32", "--batch-size", "8"});
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+// The evaluation events, each without its wall-clock "seconds".
+std::vector<json> evaluations(const std::string& out) {
+  std::vector<json> v;
+  for (const std::string& line : lines_of(out)) {
+    json j = json::parse(line);
+    if (j["event"] != "eval") continue;
+    j.erase("seconds");
+    v.push_back(j);
+  }
+  return v;
+}
+
+json done_event(const std::string& out) {
+  const std::vector<std::string> lines = lines_of(out);
+  REQUIRE_FALSE(lines.empty());
+  return json::parse(lines.back());
+}
+
+}  // namespace
+
+TEST_CASE(
+    "train cli: --task induction --stop-after, then --resume, gives the straight run's scores and bits") {
+  std::vector<std::vector<json>> straights;
+  // without dropout, and with it (the model's generator draws the masks, in the other flavour)
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, std::vector<std::string>{"--drop-rate", "0.1", "--dropout-rng", "mkl"}}) {
+    CAPTURE(extra.size());
+    const fs::path whole = temp_dir("ind_whole"), half = temp_dir("ind_half");
+    std::vector<std::string> args = extra;
+    args.insert(args.end(), {"--out", whole.string()});
+    const test::Run straight = test::cli(small_induction(args));
+    CAPTURE(straight.err);
+    REQUIRE(straight.status == 0);
+    args = extra;
+    args.insert(args.end(), {"--out", half.string(), "--stop-after", "25"});  // between two evaluations
+    const test::Run first = test::cli(small_induction(args));
+    CAPTURE(first.err);
+    REQUIRE(first.status == 0);
+    CHECK(done_event(first.out)["steps"] == 25);
+    // every setting comes from the checkpoint, --dropout-rng included
+    const test::Run second = test::cli(small_induction({"--resume", half.string(), "--out", half.string()}));
+    CAPTURE(second.err);
+    REQUIRE(second.status == 0);
+    CHECK(second.err.empty());
+
+    const std::vector<json> want = evaluations(straight.out), before = evaluations(first.out),
+                            after = evaluations(second.out);
+    REQUIRE(want.size() == 5);  // steps 0, 10, 20, 30, 40
+    REQUIRE(before.size() == 3);
+    REQUIRE(after.size() == 2);
+    CHECK(after[0]["step"] == 30);
+    std::vector<json> joined = before;
+    joined.insert(joined.end(), after.begin(), after.end());
+    for (std::size_t i = 0; i < want.size(); ++i) CHECK(joined[i].dump() == want[i].dump());  // every digit
+    const json done = done_event(second.out);
+    CHECK(done["steps"] == 40);
+    CHECK(done["resumed_run"] == true);
+    CHECK(done["resumed_optimizer"] == true);
+    CHECK(done["first_induction_step"] == done_event(straight.out)["first_induction_step"]);
+    for (const char* file : {"model.safetensors", "optimizer.safetensors", "config.json"}) {
+      INFO(file);
+      CHECK(file_bytes(half / file) == file_bytes(whole / file));
+    }
+    straights.push_back(want);
+
+    if (extra.empty()) {
+      // --steps, the run's total, may grow: the finished run goes on as a longer straight run would
+      const test::Run longer = test::cli(small_induction({}, "50"));
+      REQUIRE(longer.status == 0);
+      const test::Run more = test::cli(small_induction({"--resume", whole.string(), "--steps", "50"}));
+      CAPTURE(more.err);
+      REQUIRE(more.status == 0);
+      const std::vector<json> tail = evaluations(more.out), full = evaluations(longer.out);
+      REQUIRE(tail.size() == 1);
+      REQUIRE(full.size() == 6);
+      CHECK(tail[0].dump() == full[5].dump());
+
+      // a setting given with another value is refused by name; so is a total the run has reached
+      const auto refused = [&](const std::vector<std::string>& flags, const std::string& needle) {
+        std::vector<std::string> a = {"train", "--task", "induction", "--resume", half.string()};
+        a.insert(a.end(), flags.begin(), flags.end());
+        check_refused(a, needle);
+      };
+      refused({"--lr", "1e-3"}, "--lr 0.001 is not the run's 0.002 in '" + half.string() +
+                                    "': --resume continues the same run (leave --lr out to keep its value)");
+      refused({"--batch-size", "4"}, "--batch-size 4 is not the run's 8 in ");
+      refused({"--weight-decay", "0.1"}, "--weight-decay 0.1 is not the run's 0 in ");
+      refused({"--fixed-distance", "20"}, "--fixed-distance 20 is not the run's 0 in ");
+      refused({}, "'s run has taken 40 steps: --steps (the run's total) must be more");
+      refused({"--steps", "30"}, "'s run has taken 40 steps: --steps (the run's total) must be more");
+      refused({"--emb-dim", "64"}, "--emb-dim does not apply to --resume: the checkpoint has its sizes");
+      // the same values given again are no change
+      const test::Run same =
+          test::cli(small_induction({"--resume", half.string(), "--out", half.string(), "--steps", "41",
+                                     "--lr", "2e-3", "--batch-size", "8", "--eval-freq", "1"}));
+      CAPTURE(same.err);
+      CHECK(same.status == 0);
+      CHECK(evaluations(same.out).size() == 1);
+
+      // a run state whose task does not fit the model is refused on reading
+      TrainModel m;
+      AdamW opt;
+      bool has_optimizer = false;
+      std::optional<RunState> run;
+      REQUIRE(read_checkpoint(half.string(), m, opt, has_optimizer, run).is_ok());
+      REQUIRE(run.has_value());
+      CHECK(run->task == RunTask::induction);
+      CHECK(run->induction.steps == 41);
+      CHECK(run->induction.eval_freq == 1);
+      RunState wide = *run;
+      wide.induction.task.vocab = m.config().gpt.vocab_size + 1;
+      REQUIRE(write_checkpoint(half.string(), m, opt, "", &wide).is_ok());
+      refused({}, "its run state's task (" + std::to_string(wide.induction.task.vocab) +
+                      " tokens, sequences of " + std::to_string(wide.induction.task.tokens) +
+                      ") does not fit the model's vocabulary");
+
+      // a checkpoint without run state (an older one) resumes as the book's does: its model and optimizer
+      // go on from step 0 of a stream drawn from --seed, and it says so
+      REQUIRE(write_checkpoint(whole.string(), m, opt, "").is_ok());
+      REQUIRE(read_checkpoint(whole.string(), m, opt, has_optimizer, run).is_ok());
+      CHECK_FALSE(run.has_value());
+      const test::Run old =
+          test::cli(small_induction({"--resume", whole.string(), "--steps", "10", "--eval-freq", "10"}));
+      CAPTURE(old.err);
+      CHECK(old.status == 0);
+      CHECK(old.err.find("has no run state") != std::string::npos);
+      CHECK(old.err.find("restarts from --seed at step 0") != std::string::npos);
+      CHECK(std::count(old.err.begin(), old.err.end(), '\n') == 1);
+      const std::vector<json> again = evaluations(old.out);
+      REQUIRE(again.size() == 2);
+      CHECK(again[0]["step"] == 0);
+      // step 0 shows the checkpoint's model (step 41 of the split run): the probes see the same heads
+      CHECK(again[0]["heads"].dump() == evaluations(same.out)[0]["heads"].dump());
+      CHECK(done_event(old.out)["resumed_run"] == false);
+      CHECK(done_event(old.out)["resumed_optimizer"] == true);
+    }
+    fs::remove_all(whole);
+    fs::remove_all(half);
+  }
+  REQUIRE(straights.size() == 2);
+  CHECK(straights[0][4].dump() != straights[1][4].dump());  // the dropout run did draw
+}
+
+TEST_CASE("train cli: an induction run state is untrusted: each bad value is one line") {
+  RunState r;
+  r.task = RunTask::induction;
+  r.batch_size = 8, r.rng = TorchGenerator(3).state(), r.dropout_rng = DropoutRng::mkl;
+  InductionRunState& n = r.induction;
+  n.task.vocab = 64, n.task.tokens = 64, n.task.fixed_distance = 30;
+  n.steps = 20, n.total_steps = 40, n.eval_freq = 10, n.lr = 3e-3, n.weight_decay = 0.1,
+  n.first_induction = 10;
+  n.data_rng = TorchGenerator(4).state();
+  const std::map<std::string, std::string> good = run_state_metadata(r);
+  CHECK(good.at("run.task") == "induction");
+  std::optional<RunState> out;
+  REQUIRE(parse_run_state(good, out).is_ok());
+  REQUIRE(out.has_value());
+  CHECK(out->task == RunTask::induction);
+  CHECK(out->rng == r.rng);
+  CHECK(out->dropout_rng == DropoutRng::mkl);
+  CHECK(out->batch_size == 8);
+  CHECK(out->induction.data_rng == n.data_rng);
+  CHECK(out->induction.steps == 20);
+  CHECK(out->induction.total_steps == 40);
+  CHECK(out->induction.eval_freq == 10);
+  CHECK(out->induction.lr == 3e-3);
+  CHECK(out->induction.weight_decay == 0.1);
+  CHECK(out->induction.first_induction == 10);
+  CHECK(out->induction.task.fixed_distance == 30);
+  CHECK(out->induction.task.max_repeat == n.task.max_repeat);
+  std::map<std::string, std::string> none = good;
+  none["run.first_induction"] = "none";
+  REQUIRE(parse_run_state(none, out).is_ok());
+  CHECK(out->induction.first_induction == -1);
+
+  // a book run's metadata (no run.task) reads as the book's, and so does an explicit "book"
+  RunState book;
+  book.position.global_step = 1, book.position.tokens_seen = 2 * 2 * 8, book.position.batch = 2;
+  book.batch_size = 2, book.train_windows = 4, book.val_windows = 1, book.rng = TorchGenerator(5).state();
+  std::map<std::string, std::string> bm = run_state_metadata(book);
+  CHECK(bm.count("run.task") == 0);
+  REQUIRE(parse_run_state(bm, out).is_ok());
+  CHECK(out->task == RunTask::book);
+  bm["run.task"] = "book";
+  REQUIRE(parse_run_state(bm, out).is_ok());
+  CHECK(out->task == RunTask::book);
+
+  const auto refused = [&](const std::string& key, const std::string& value, const std::string& error) {
+    std::map<std::string, std::string> m = good;
+    if (value == "(none)")
+      m.erase(key);
+    else
+      m[key] = value;
+    const Status st = parse_run_state(m, out);
+    INFO(key << " = " << value);
+    CHECK(st.error == error);
+    CHECK_FALSE(out.has_value());
+    CHECK(st.error.find('\n') == std::string::npos);
+  };
+  refused("run.task", "gpt", "its run.task is 'gpt', not book or induction");
+  refused("run.total_steps", "(none)", "its run state has no run.total_steps");
+  refused("run.global_step", "41", "its run state has taken 41 steps, more than its total of 40");
+  refused("run.global_step", "+1", "its run.global_step is '+1', not a whole number up to 2147483647");
+  refused("run.eval_freq", "0",
+          "its run state's batch size, evaluation frequency and total steps must be at least 1");
+  refused("run.batch_size", "0",
+          "its run state's batch size, evaluation frequency and total steps must be at least 1");
+  refused("run.vocab", "1", "its run state's task: the task's vocabulary must be 2 .. 1048576 tokens");
+  refused("run.min_repeat", "30",
+          "its run state's task: the repeat lengths must satisfy 1 <= min <= max and 2 min <= tokens + 1");
+  refused(
+      "run.fixed_distance", "2",
+      "its run state's task: a fixed distance must be at least the shortest repeat (4) and leave room for "
+      "one copy in 64 tokens");
+  for (const char* lr :
+       {"0", "-1e-3", " 1e-3", "1e-3 ", "inf", "nan", "0x1p-9", "1e999", "1.", ".5", "1e", ""})
+    refused("run.lr", lr, "its run.lr is '" + std::string(lr) + "', not a positive number");
+  refused("run.weight_decay", "-0.1", "its run.weight_decay is '-0.1', not a number of 0 or more");
+  refused("run.first_induction", "21", "its run.first_induction is '21', not none or a step up to 20");
+  refused("run.first_induction", "None", "its run.first_induction is 'None', not none or a step up to 20");
+  refused("run.dropout_rng", "gpu", "its run.dropout_rng is 'gpu', not cpu or mkl");
+  refused("run.data_rng_state", "00", "its run.data_rng_state is not 10112 lowercase hex digits");
+  refused("run.rng_state", "(none)", "its run state has no run.rng_state");
+  std::string bad = good.at("run.data_rng_state");
+  bad.replace(bad.size() - 8, 8, "ffffffff");  // a cached float normal sample, which set_state refuses
+  std::map<std::string, std::string> m = good;
+  m["run.data_rng_state"] = bad;
+  const Status st = parse_run_state(m, out);
+  CHECK(st.error.rfind("its run.data_rng_state: ", 0) == 0);
+  CHECK_FALSE(out.has_value());
 }

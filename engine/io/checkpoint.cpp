@@ -118,9 +118,61 @@ std::uint64_t run_data_hash(const Windows& train, const Windows& val) {
   return h;
 }
 
+namespace {
+
+std::string hex_of(const std::vector<std::uint8_t>& bytes) {
+  std::string s;
+  for (std::uint8_t b : bytes) s += kHex[b >> 4], s += kHex[b & 15];
+  return s;
+}
+
+// A strict real number: an optional '-', digits, optionally '.' and digits, optionally an exponent (what
+// number() writes for finite values), finite. No spaces, no "inf" or "nan", no hex floats.
+std::optional<double> real(const std::string& s) {
+  if (s.empty() || s.size() > 40) return std::nullopt;
+  std::size_t i = 0;
+  const auto digits = [&] {
+    const std::size_t from = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    return i > from;
+  };
+  if (s[i] == '-') ++i;
+  if (!digits()) return std::nullopt;
+  if (i < s.size() && s[i] == '.' && (++i, !digits())) return std::nullopt;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (!digits()) return std::nullopt;
+  }
+  if (i != s.size()) return std::nullopt;
+  const double v = std::strtod(s.c_str(), nullptr);
+  if (!std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
 std::map<std::string, std::string> run_state_metadata(const RunState& r) {
-  std::string rng;
-  for (std::uint8_t b : r.rng) rng += kHex[b >> 4], rng += kHex[b & 15];
+  if (r.task == RunTask::induction) {
+    const InductionRunState& n = r.induction;
+    return {{"run.version", "1"},
+            {"run.task", "induction"},
+            {"run.global_step", std::to_string(n.steps)},
+            {"run.total_steps", std::to_string(n.total_steps)},
+            {"run.eval_freq", std::to_string(n.eval_freq)},
+            {"run.batch_size", std::to_string(r.batch_size)},
+            {"run.vocab", std::to_string(n.task.vocab)},
+            {"run.tokens", std::to_string(n.task.tokens)},
+            {"run.min_repeat", std::to_string(n.task.min_repeat)},
+            {"run.max_repeat", std::to_string(n.task.max_repeat)},
+            {"run.fixed_distance", std::to_string(n.task.fixed_distance)},
+            {"run.lr", number(n.lr)},
+            {"run.weight_decay", number(n.weight_decay)},
+            {"run.first_induction", n.first_induction < 0 ? "none" : std::to_string(n.first_induction)},
+            {"run.dropout_rng", to_string(r.dropout_rng)},
+            {"run.rng_state", hex_of(r.rng)},
+            {"run.data_rng_state", hex_of(n.data_rng)}};
+  }
   char hash[20];
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(r.data_hash));
   const TrainPosition& p = r.position;
@@ -135,7 +187,7 @@ std::map<std::string, std::string> run_state_metadata(const RunState& r) {
           {"run.val_windows", std::to_string(r.val_windows)},
           {"run.data_hash", hash},
           {"run.dropout_rng", to_string(r.dropout_rng)},
-          {"run.rng_state", rng}};
+          {"run.rng_state", hex_of(r.rng)}};
 }
 
 Status parse_run_state(const std::map<std::string, std::string>& meta, std::optional<RunState>& out) {
@@ -160,7 +212,85 @@ Status parse_run_state(const std::map<std::string, std::string>& meta, std::opti
     v = *x;
     return Status::ok();
   };
+  // a generator's state: the hex of the bytes TorchGenerator::state() writes, checked by set_state
+  const auto generator = [&](const char* key, std::vector<std::uint8_t>& bytes) -> Status {
+    const std::string* s = nullptr;
+    if (Status st = text(key, s); !st.is_ok()) return st;
+    if (s->size() != 2 * kTorchRngStateBytes || s->find_first_not_of(kHex) != std::string::npos)
+      return Status::fail(std::string("its ") + key + " is not " + std::to_string(2 * kTorchRngStateBytes) +
+                          " lowercase hex digits");
+    bytes.clear();
+    for (std::size_t i = 0; i < s->size(); i += 2)
+      bytes.push_back(static_cast<std::uint8_t>(std::stoi(s->substr(i, 2), nullptr, 16)));
+    TorchGenerator check;
+    if (Status st = check.set_state(bytes.data(), bytes.size()); !st.is_ok())
+      return Status::fail(std::string("its ") + key + ": " + st.error);
+    return Status::ok();
+  };
+  RunState r;
+  const std::string* s = nullptr;
+  if (const auto task = meta.find("run.task"); task != meta.end()) {
+    if (task->second == "induction")
+      r.task = RunTask::induction;
+    else if (task->second != "book")
+      return Status::fail("its run.task is " + brief(task->second) + ", not book or induction");
+  }
+  if (Status st = text("run.dropout_rng", s); !st.is_ok()) return st;
+  const std::optional<DropoutRng> flavour = parse_dropout_rng(*s);
+  if (!flavour) return Status::fail("its run.dropout_rng is " + brief(*s) + ", not cpu or mkl");
+  r.dropout_rng = *flavour;
   constexpr std::uint64_t kInt = 0x7FFFFFFF;
+
+  if (r.task == RunTask::induction) {
+    InductionRunState& n = r.induction;
+    std::uint64_t steps = 0, total = 0, eval_freq = 0, batch_size = 0, vocab = 0, tokens = 0, min_repeat = 0,
+                  max_repeat = 0, fixed = 0;
+    for (auto [key, into] : {std::pair{"run.global_step", &steps},
+                             {"run.total_steps", &total},
+                             {"run.eval_freq", &eval_freq},
+                             {"run.batch_size", &batch_size},
+                             {"run.vocab", &vocab},
+                             {"run.tokens", &tokens},
+                             {"run.min_repeat", &min_repeat},
+                             {"run.max_repeat", &max_repeat},
+                             {"run.fixed_distance", &fixed}})
+      if (Status st = whole(key, kInt, *into); !st.is_ok()) return st;
+    if (batch_size < 1 || eval_freq < 1 || total < 1)
+      return Status::fail(
+          "its run state's batch size, evaluation frequency and total steps must be at least 1");
+    if (steps > total)
+      return Status::fail("its run state has taken " + std::to_string(steps) +
+                          " steps, more than its total of " + std::to_string(total));
+    n.task.vocab = static_cast<int>(vocab), n.task.tokens = static_cast<int>(tokens);
+    n.task.min_repeat = static_cast<int>(min_repeat), n.task.max_repeat = static_cast<int>(max_repeat);
+    n.task.fixed_distance = static_cast<int>(fixed);
+    if (Status st = validate(n.task); !st.is_ok()) return Status::fail("its run state's task: " + st.error);
+    n.steps = static_cast<int>(steps), n.total_steps = static_cast<int>(total);
+    n.eval_freq = static_cast<int>(eval_freq);
+    r.batch_size = static_cast<int>(batch_size);
+    if (Status st = text("run.lr", s); !st.is_ok()) return st;
+    const std::optional<double> lr = real(*s);
+    if (!lr || !(*lr > 0)) return Status::fail("its run.lr is " + brief(*s) + ", not a positive number");
+    n.lr = *lr;
+    if (Status st = text("run.weight_decay", s); !st.is_ok()) return st;
+    const std::optional<double> wd = real(*s);
+    if (!wd || !(*wd >= 0))
+      return Status::fail("its run.weight_decay is " + brief(*s) + ", not a number of 0 or more");
+    n.weight_decay = *wd;
+    if (Status st = text("run.first_induction", s); !st.is_ok()) return st;
+    if (*s != "none") {
+      const std::optional<std::uint64_t> first = decimal(*s, steps);
+      if (!first)
+        return Status::fail("its run.first_induction is " + brief(*s) + ", not none or a step up to " +
+                            std::to_string(steps));
+      n.first_induction = static_cast<int>(*first);
+    }
+    if (Status st = generator("run.rng_state", r.rng); !st.is_ok()) return st;
+    if (Status st = generator("run.data_rng_state", n.data_rng); !st.is_ok()) return st;
+    out = std::move(r);
+    return Status::ok();
+  }
+
   std::uint64_t epoch = 0, batch = 0, steps = 0, tokens = 0, seed = 0, batch_size = 0, train_windows = 0,
                 val_windows = 0;
   for (auto [key, max, into] : {std::tuple{"run.epoch", kInt, &epoch},
@@ -180,25 +310,11 @@ Status parse_run_state(const std::map<std::string, std::string>& meta, std::opti
     return Status::fail("its run state's position (epoch " + std::to_string(epoch) + ", batch " +
                         std::to_string(batch) + ", " + std::to_string(steps) +
                         " steps) is inconsistent with " + std::to_string(batches) + " batches an epoch");
-  RunState r;
-  const std::string* s = nullptr;
   if (Status st = text("run.data_hash", s); !st.is_ok()) return st;
   if (s->size() != 16 || s->find_first_not_of(kHex) != std::string::npos)
     return Status::fail("its run.data_hash is " + brief(*s) + ", not 16 hex digits");
   r.data_hash = std::stoull(*s, nullptr, 16);
-  if (Status st = text("run.dropout_rng", s); !st.is_ok()) return st;
-  const std::optional<DropoutRng> flavour = parse_dropout_rng(*s);
-  if (!flavour) return Status::fail("its run.dropout_rng is " + brief(*s) + ", not cpu or mkl");
-  r.dropout_rng = *flavour;
-  if (Status st = text("run.rng_state", s); !st.is_ok()) return st;
-  if (s->size() != 2 * kTorchRngStateBytes || s->find_first_not_of(kHex) != std::string::npos)
-    return Status::fail("its run.rng_state is not " + std::to_string(2 * kTorchRngStateBytes) +
-                        " lowercase hex digits");
-  for (std::size_t i = 0; i < s->size(); i += 2)
-    r.rng.push_back(static_cast<std::uint8_t>(std::stoi(s->substr(i, 2), nullptr, 16)));
-  TorchGenerator check;
-  if (Status st = check.set_state(r.rng.data(), r.rng.size()); !st.is_ok())
-    return Status::fail("its run.rng_state: " + st.error);
+  if (Status st = generator("run.rng_state", r.rng); !st.is_ok()) return st;
   r.position.epoch = static_cast<int>(epoch);
   r.position.batch = static_cast<int>(batch);
   r.position.global_step = static_cast<int>(steps) - 1;
@@ -362,7 +478,17 @@ Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool&
     if (Status st = f.intact(); !st.is_ok()) return st;
     if (Status st = parse_run_state(meta, run); !st.is_ok())
       return Status::fail(quote(optim.string()) + ": " + st.error);
-    if (run) {
+    if (run && run->task == RunTask::induction) {
+      const InductionRunState& n = run->induction;
+      if (n.steps > o.steps)
+        return Status::fail(quote(optim.string()) + ": its run state has taken " + std::to_string(n.steps) +
+                            " steps, its optimizer only " + std::to_string(o.steps));
+      if (n.task.vocab > c.gpt.vocab_size || n.task.tokens > c.gpt.context_length)
+        return Status::fail(quote(optim.string()) + ": its run state's task (" +
+                            std::to_string(n.task.vocab) + " tokens, sequences of " +
+                            std::to_string(n.task.tokens) +
+                            ") does not fit the model's vocabulary and context length");
+    } else if (run) {
       const TrainPosition& at = run->position;
       const std::int64_t steps = at.global_step + 1;
       if (steps > o.steps)

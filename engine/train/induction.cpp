@@ -179,8 +179,14 @@ Status probe_heads(TrainModel& m, const InductionTask& t, std::vector<std::vecto
 }
 
 Status train_induction(TrainModel& m, AdamW& opt, const InductionRun& run, TorchGenerator& g,
-                       TorchGenerator& data, const std::function<bool(const InductionPoint&)>& point) {
+                       TorchGenerator& data, const std::function<bool(const InductionPoint&)>& point,
+                       const std::function<bool(int steps)>& after_step) {
   if (Status st = validate(run.task); !st.is_ok()) return st;
+  if (run.batch_size < 1 || run.eval_freq < 1)
+    return Status::fail("the run's batch size and evaluation frequency must be at least 1");
+  if (run.start_step < 0 || run.start_step >= run.steps)
+    return Status::fail("the run has taken " + std::to_string(run.start_step) + " of its " +
+                        std::to_string(run.steps) + " steps: nothing is left to take");
   if (run.task.tokens > m.config().gpt.context_length || run.task.vocab > m.config().gpt.vocab_size)
     return Status::fail("the task's sequences or tokens do not fit the model's context or vocabulary");
   opt.lr = run.lr;
@@ -200,7 +206,7 @@ Status train_induction(TrainModel& m, AdamW& opt, const InductionRun& run, Torch
     return point ? point(p) : true;
   };
   float loss = 0.0f;
-  {
+  if (run.start_step == 0) {
     TorchGenerator unused;
     if (Status st = m.loss(eval_in, eval_out, run.batch_size, run.task.tokens, false, unused, loss, false);
         !st.is_ok())
@@ -209,7 +215,7 @@ Status train_induction(TrainModel& m, AdamW& opt, const InductionRun& run, Torch
     if (!go) return Status::fail("the probe failed");
     if (!*go) return Status::ok();
   }
-  for (int step = 1; step <= run.steps; ++step) {
+  for (int step = run.start_step + 1; step <= run.steps; ++step) {
     induction_batch(run.task, run.batch_size, data, inputs, targets);
     m.zero_grad();
     if (Status st = m.loss(inputs, targets, run.batch_size, run.task.tokens, true, g, loss); !st.is_ok())
@@ -221,6 +227,7 @@ Status train_induction(TrainModel& m, AdamW& opt, const InductionRun& run, Torch
       if (!go) return Status::fail("the probe failed");
       if (!*go) break;
     }
+    if (after_step && !after_step(step)) break;
   }
   return Status::ok();
 }

@@ -293,6 +293,9 @@ struct InductionRun {
   InductionTask task;
   int batch_size = 32, steps = 5000, eval_freq = 50;
   double lr = 2e-3, weight_decay = 0.0;
+  // Steps already taken (a resumed run, with `g`, `data`, the model and the optimizer as the checkpoint left
+  // them): the loop goes on from step start_step + 1, with no report at start_step.
+  int start_step = 0;
 };
 
 struct InductionPoint {
@@ -303,8 +306,11 @@ struct InductionPoint {
 };
 
 // AdamW on fresh task batches from `data`, dropout (if any) from `g`. `point` is called at step 0 (before
-// any update), every eval_freq steps and after the last; returning false stops the run there.
+// any update, unless run.start_step > 0), every eval_freq steps and after the last; returning false stops
+// the run there. `after_step` (when given) is called after every step, its report included, with the steps
+// taken; returning false stops the run there too (--stop-after, Ctrl-C between reports).
 Status train_induction(TrainModel& m, AdamW& opt, const InductionRun& run, TorchGenerator& g,
-                       TorchGenerator& data, const std::function<bool(const InductionPoint&)>& point);
+                       TorchGenerator& data, const std::function<bool(const InductionPoint&)>& point,
+                       const std::function<bool(int steps)>& after_step = {});
 
 }  // namespace attnviz

@@ -12,9 +12,9 @@
 //                          weight_decay)
 //   vocab.json, merges.txt the tokenizer trained with (when given), so the folder opens with its own
 //
-// A book run's checkpoint also carries its run state (RunState) in optimizer.safetensors' __metadata__, under
-// "run.*" keys, so that --resume continues the run exactly; a checkpoint without them (an older one, the
-// induction task's, the Train panel's) restarts the data and dropout stream.
+// A run's checkpoint (the book's, or the induction task's) also carries its run state (RunState) in
+// optimizer.safetensors' __metadata__, under "run.*" keys, so that --resume continues the run exactly; a
+// checkpoint without them (an older one, the Train panel's) restarts the data and dropout stream.
 #pragma once
 
 #include <cstdint>
@@ -28,24 +28,48 @@
 
 namespace attnviz {
 
-// Where a book run stands (TrainPosition), the global generator's state and what the run was over, so that
-// a resumed run can continue it draw for draw and check it is given the same data.
+// The run a run state continues: the book's over a text (train_book), or the synthetic induction task's
+// (train_induction). The metadata says "run.task": "induction" for the second; no key is the book's (the
+// only kind before the induction task had run state).
+enum class RunTask { book, induction };
+
+// Where an induction run stands and what it is (train_induction's InductionRun): what a resumed run needs to
+// draw the same batches and to check it is given the same settings.
+struct InductionRunState {
+  InductionTask task;
+  int steps = 0;                       // steps taken: the next is steps + 1
+  int total_steps = 1, eval_freq = 1;  // --steps and --eval-freq
+  double lr = 2e-3, weight_decay = 0.0;
+  int first_induction = -1;            // the first reported step with an induction head; -1: none yet
+  std::vector<std::uint8_t> data_rng;  // the task's batches' generator (TorchGenerator::state())
+};
+
+// Where a run stands, its generators' states and what the run was over, so that a resumed run can continue
+// it draw for draw and check it is given the same data.
 struct RunState {
-  TrainPosition position;
-  std::vector<std::uint8_t> rng;  // TorchGenerator::state(): torch.get_rng_state()'s bytes
+  RunTask task = RunTask::book;
+  // both tasks
+  std::vector<std::uint8_t> rng;  // the global generator (the model's, dropout's): torch.get_rng_state()
   DropoutRng dropout_rng = DropoutRng::cpu;
-  int batch_size = 1, train_windows = 0, val_windows = 0;
+  int batch_size = 1;
+  // the book's run (task == book)
+  TrainPosition position;
+  int train_windows = 0, val_windows = 0;
   std::uint64_t data_hash = 0;  // run_data_hash of the run's windows
+  // the induction task's run (task == induction)
+  InductionRunState induction;
 };
 
 // FNV-1a over the training and validation windows (their length, starts and ids): equal for the same text,
 // tokenizer, split, context length and stride.
 std::uint64_t run_data_hash(const Windows& train, const Windows& val);
 
-// The "run.*" metadata of a run state, and back. parse_run_state reads untrusted strings: every number is
-// strict decimal in range, the generator state a hex string TorchGenerator::set_state accepts, and the
-// position consistent (global_step + 1 == epoch * batches + batch); anything else is one line. No
-// "run.version" key: `out` stays empty (an older checkpoint).
+// The "run.*" metadata of a run state, and back. parse_run_state reads untrusted strings: every whole number
+// is strict decimal in range, every real number (an induction run's lr and weight decay) a plain finite
+// decimal, each generator state a hex string TorchGenerator::set_state accepts, the book's position
+// consistent (global_step + 1 == epoch * batches + batch), the induction task one validate() accepts and its
+// steps within the run's total; anything else is one line. No "run.version" key: `out` stays empty (an older
+// checkpoint).
 std::map<std::string, std::string> run_state_metadata(const RunState& r);
 Status parse_run_state(const std::map<std::string, std::string>& meta, std::optional<RunState>& out);
 
@@ -59,7 +83,7 @@ Status write_checkpoint(const std::string& dir, const TrainModel& m, const AdamW
 // train; `opt` gets the moments and step count when optimizer.safetensors is there (`has_optimizer`).
 Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool& has_optimizer);
 // The same, and the run state when the optimizer's file has one (checked against the optimizer's step count
-// and the model's context length).
+// and the model's sizes).
 Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool& has_optimizer,
                        std::optional<RunState>& run);
 
