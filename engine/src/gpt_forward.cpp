@@ -28,8 +28,12 @@ struct GptModel::Cache {
   GptRequest request;    // what the pass that made them kept
   Isa isa = Isa::scalar;
   std::vector<std::vector<float>> q, k, v;  // per layer, (T, d): k and v always, q with the raw scores
-  std::vector<float> hidden;                // (T, d) after the final LayerNorm
-  std::uint64_t stamp = 0;                  // the pass these rows belong to
+  // Per layer, the same keys and values in the attention GEMMs' panels (simd::LayerJob::kv_pack) with room
+  // for pack_capacity rows, so that an appended token packs its own row only.
+  std::vector<AlignedBuffer> packed;
+  int pack_capacity = 0;
+  std::vector<float> hidden;  // (T, d) after the final LayerNorm
+  std::uint64_t stamp = 0;    // the pass these rows belong to
   // Storage the last pass freed (one layer's kept tensors): the next incremental pass writes its first layer
   // there and each later layer into the storage of the layer before, so typing allocates nothing new.
   std::vector<std::vector<float>> spare;
@@ -492,9 +496,12 @@ LayerKeep layer_keep(const GptRequest& request, const std::vector<char>& kept, i
   return k;
 }
 
-// A layer's keys, values and queries in the model's cache, each (T, d).
+// A layer's keys, values and queries in the model's cache, each (T, d), and its keys and values packed
+// for `capacity` rows, rows [0, packed) of them already (LayerJob::kv_pack).
 struct LayerCache {
   std::vector<float>&q, &k, &v;
+  AlignedBuffer& pack;
+  int capacity = 0, packed = 0;
 };
 
 // Buffers the fast attention kernel reuses from layer to layer.
@@ -699,6 +706,9 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
   auto bias = [](const PackedLinear& pl) { return pl.bias.empty() ? nullptr : pl.bias.ptr(); };
   job.bq = bias(b.query), job.bk = bias(b.key), job.bv = bias(b.value), job.bo = bias(b.out_proj);
   job.q = scratch.q.ptr(), job.k = cache.k.data(), job.v = cache.v.data();
+  const std::size_t pack_floats = simd::kv_pack_floats(KV, hd, cache.capacity, simd::panel_width(isa));
+  if (cache.pack.size() != pack_floats) cache.pack = AlignedBuffer::uninitialized(pack_floats);
+  job.kv_pack = cache.pack.data(), job.kv_capacity = cache.capacity, job.kv_packed = cache.packed;
   // The kept squares share one row stride; extending the previous pass, they grow in place (Reuse).
   const int ld = k.any ? reuse.square_stride(T, from_square(&Result::weights)) : T;
   job.square_stride = ld;
@@ -766,6 +776,8 @@ struct Attention {
   std::vector<std::string> labels;  // the heatmaps' token labels
   AttentionScratch scratch;
   std::vector<std::vector<float>>&q, &k, &v;  // the cache's, per layer
+  std::vector<AlignedBuffer>& packed;         // the cache's packed keys and values, per layer
+  int capacity = 0, reused_packs = 0;  // their room in rows, and the rows of them the previous pass packed
 
   const GptConfig* model = nullptr;
   Rotary global, local;  // rotary positions of the global and the sliding-window layers, rows [P, T)
@@ -786,8 +798,9 @@ struct Attention {
     const auto at = [l](std::vector<std::vector<float>>& per_layer) -> std::vector<float>& {
       return per_layer[static_cast<std::size_t>(l)];
     };
-    return attention_fast(s, c, config, shape_l, b, keep, rot, h, before, {at(q), at(k), at(v)}, reuse,
-                          scratch, qk, a, out);
+    return attention_fast(s, c, config, shape_l, b, keep, rot, h, before,
+                          {at(q), at(k), at(v), packed[static_cast<std::size_t>(l)], capacity, reused_packs},
+                          reuse, scratch, qk, a, out);
   }
 };
 
@@ -852,9 +865,17 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     cache->q = std::move(old->q), cache->k = std::move(old->k), cache->v = std::move(old->v);
     cache->hidden = std::move(old->hidden);
   }
+  // The packed keys and values keep their storage while T fits it and it is not more than T grown by an
+  // eighth (gpt_pass::grown_square_stride, as the kept squares), else they get that room; their first P rows
+  // are the previous pass's when it had the same kernels.
+  const int grown = grown_square_stride(T, c.context_length);
+  const bool same_packs = old && old->isa == isa && old->pack_capacity >= T && old->pack_capacity <= grown;
+  if (old) cache->packed = std::move(old->packed);
+  cache->pack_capacity = same_packs ? old->pack_capacity : grown;
+  const int reused_packs = same_packs ? P : 0;
   old.reset();
   cache->q.resize(static_cast<std::size_t>(L)), cache->k.resize(static_cast<std::size_t>(L));
-  cache->v.resize(static_cast<std::size_t>(L));
+  cache->v.resize(static_cast<std::size_t>(L)), cache->packed.resize(static_cast<std::size_t>(L));
   const auto fail = [&out](Status st) {
     out = GptResult();  // its storage went into this pass
     return st;
@@ -880,6 +901,9 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
                       cache->q,
                       cache->k,
                       cache->v,
+                      cache->packed,
+                      cache->pack_capacity,
+                      reused_packs,
                       nullptr,
                       {},
                       {}};
