@@ -53,17 +53,24 @@ std::size_t count(int a, int b) {
   return static_cast<std::size_t>(a) * static_cast<std::size_t>(b);
 }
 
-// Rows [0, rows) of each head of `to` (H, T, T): columns [0, rows) copied from `from` (another pass over the
-// same first `rows` tokens; null: they are `to`'s already), the columns [rows, T) set to `fill` (keys the
-// earlier rows do not see: 0 in the weights, -inf in the scaled scores). O(rows) per head when `to` already
-// holds them, as when a token is appended in place.
-void prefix_rows(const HeadSquares* from, HeadSquares& to, int rows, float fill) {
-  for (int h = 0; h < to.heads; ++h)
-    for (int i = 0; i < rows; ++i) {
-      float* dst = to.row(h, i);
-      if (from) std::memcpy(dst, from->row(h, i), count(rows, 1) * sizeof(float));
-      std::fill(dst + rows, dst + to.n, fill);
+// New storage for the squares `to` (H, T, T) with rows `stride` apart, of which a pass computes rows
+// [rows, T): in each head, rows [0, rows) get columns [0, rows) from `from` (another pass over the same first
+// `rows` tokens; null: none), and every cell the kernel does not write is set to `fill` (keys a row does not
+// see: 0 in the weights, -inf in the scaled scores), up to the storage's end: columns [rows, stride) of the
+// earlier rows, [T, stride) of the computed ones, and the rows past T. So every row of the storage holds
+// `fill` right of its diagonal, as the kernel writes the rows it computes, and a later pass that extends
+// these squares in place writes nothing into the earlier rows (Reuse::square).
+void fill_squares(const HeadSquares* from, HeadSquares& to, int rows, float fill) {
+  const int T = to.n, stride = to.stride;
+  for (int h = 0; h < to.heads; ++h) {
+    float* head = to.ptr() + count(h, stride) * static_cast<std::size_t>(stride);
+    for (int i = 0; i < stride; ++i) {
+      float* dst = head + count(i, stride);
+      if (i < rows && from) std::memcpy(dst, from->row(h, i), count(rows, 1) * sizeof(float));
+      const int first_unwritten = i < rows ? rows : i < T ? T : 0;
+      std::fill(dst + first_unwritten, dst + stride, fill);
     }
+  }
 }
 
 // Copies rows [0, rows) of a (T_old, cols) matrix into a (T, cols) one.
@@ -267,18 +274,20 @@ class Reuse {
     return gpt_pass::grown_square_stride(T, context_);
   }
   // (H, T, T) with rows `stride` apart whose rows [0, P) of each head are `from`'s (the same square of the
-  // previous pass; null: none) and `fill` past column P; the rest unspecified. When `from` has that stride
-  // its storage is taken over and only those fills are written: the squares grow in place.
+  // previous pass; null: none) and `fill` past column P; rows [P, T) are the kernel's to write. When `from`
+  // has that stride its storage is taken over and nothing is written: its cells right of the diagonal hold
+  // `fill` already (fill_squares; a dense full pass's are all the kernel's), so the squares grow in place
+  // without touching the earlier rows. The raw scores, whose earlier rows' new cells are not masked, are
+  // the exception: the kernel writes those (LayerJob::first). New storage is filled by fill_squares.
   HeadSquares square(int H, int T, int stride, HeadSquares* from, float fill) {
     if (from && !from->empty() && from->heads == H && from->stride == stride) {
       HeadSquares t = std::move(*from);
       *from = HeadSquares();
       t.n = T;
-      prefix_rows(nullptr, t, std::min(P_, T), fill);
       return t;
     }
     HeadSquares t = spare_.take_squares(H, T, stride);
-    if (from && !from->empty()) prefix_rows(from, t, std::min(P_, T), fill);
+    if (from && !from->empty()) fill_squares(from, t, std::min(P_, T), fill);
     return t;
   }
   // A copy of `x` (T, cols), which holds rows [P, T) only, with rows [0, P) from `from`.
