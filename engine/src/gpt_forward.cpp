@@ -23,22 +23,6 @@
 
 namespace attnviz {
 
-struct GptModel::Cache {
-  std::vector<int> ids;  // the sequence the cached rows belong to
-  GptRequest request;    // what the pass that made them kept
-  Isa isa = Isa::scalar;
-  std::vector<std::vector<float>> q, k, v;  // per layer, (T, d): k and v always, q with the raw scores
-  // Per layer, the same keys and values in the attention GEMMs' panels (simd::LayerJob::kv_pack) with room
-  // for pack_capacity rows, so that an appended token packs its own row only.
-  std::vector<AlignedBuffer> packed;
-  int pack_capacity = 0;
-  std::vector<float> hidden;  // (T, d) after the final LayerNorm
-  std::uint64_t stamp = 0;    // the pass these rows belong to
-  // Storage the last pass freed (one layer's kept tensors): the next incremental pass writes its first layer
-  // there and each later layer into the storage of the layer before, so typing allocates nothing new.
-  std::vector<std::vector<float>> spare;
-};
-
 namespace {
 
 using namespace gpt_pass;
@@ -516,8 +500,33 @@ struct LayerCache {
 // Buffers the fast attention kernel reuses from layer to layer.
 struct AttentionScratch {
   Tensor q, weights, context;  // (T, d), (H, T, T), (T, d) where the layer keeps none
-  AlignedBuffer kernel;        // packed keys and values, per-worker row buffers
+  AlignedBuffer kernel;        // per-worker row buffers
 };
+
+// A pass's working buffers, kept by the model between passes as storage only (their contents are
+// unspecified when a pass begins; a pass reads only the rows it writes): typing then neither allocates nor
+// zeroes T-row buffers at each keystroke.
+struct PassWork {
+  Tensor x, ln1, attn, ln2, fch, gate;  // the residual stream and the block's steps' outputs
+  AttentionScratch attention;
+};
+
+// n floats of unspecified contents in v's storage, unless that is too small or more than twice n: then new
+// storage with room for an eighth more (typing at the end grows the buffers a row at a time).
+void resize_storage(std::vector<float>& v, std::size_t n) {
+  if (v.capacity() < n || v.capacity() / 2 > n) {
+    std::vector<float> fresh;
+    fresh.reserve(n + n / 8);
+    v.swap(fresh);
+  }
+  v.resize(n);
+}
+
+// t as (rows, cols) in its own storage, contents unspecified.
+void reshape(Tensor& t, int rows, int cols) {
+  resize_storage(t.data, count(rows, cols));
+  t.shape = {rows, cols, 1}, t.rank = 2;
+}
 
 // qkv, attention, projection as the chapter-3 `mha` computes it (the scalar reference, P = 0):
 // q, k, v (T, d) = h W^T + b; per head weights (H, T, T) = softmax(causal(q k^T / sqrt(d / H))), dropped;
@@ -693,7 +702,7 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
     cache.q.resize(count(T, QW));
     scratch.q.data.swap(cache.q);  // borrowed for the job, given back below
   } else {
-    scratch.q.data.resize(count(T, QW));
+    resize_storage(scratch.q.data, count(T, QW));
   }
   scratch.q.shape = {T, QW, 1}, scratch.q.rank = 2;
   a.config = ac;
@@ -736,7 +745,7 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
     // without dropout, dropped = weights: its rows [0, P) are the previous pass's, the new ones copied below
     if (dropped_kept) a.dropped = reuse.square(H, T, ld, from_square(&Result::dropped), 0.0f);
   } else {
-    scratch.weights.data.resize(count(H, T) * static_cast<std::size_t>(T));
+    resize_storage(scratch.weights.data, count(H, T) * static_cast<std::size_t>(T));
     job.weights = scratch.weights.ptr();
   }
   if (s.train_dropout) {
@@ -747,13 +756,14 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
   Tensor& ctx = k.qkv ? a.context : scratch.context;
   if (k.qkv) {
     ctx = reuse.rows(T, QW, from(&Result::context));
-  } else if (ctx.size() != count(T, QW)) {
-    ctx = Tensor(T, QW);
+  } else {
+    reshape(ctx, T, QW);
   }
   job.context = ctx.ptr();
   job.output = out.ptr();
-  if (scratch.kernel.empty())
-    scratch.kernel = AlignedBuffer(simd::scratch_floats(job, simd::panel_width(isa), s.kern.pool->size()));
+  const std::size_t scratch_floats = simd::scratch_floats(job, simd::panel_width(isa), s.kern.pool->size());
+  if (scratch.kernel.size() < scratch_floats || scratch.kernel.size() / 2 > scratch_floats)
+    scratch.kernel = AlignedBuffer(scratch_floats);
   job.scratch = scratch.kernel.data();
   simd::run_layer(isa, job);
   if (Status st = check_finite_rows(
@@ -782,8 +792,8 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
 struct Attention {
   Config config;
   Shape shape;
-  std::vector<std::string> labels;  // the heatmaps' token labels
-  AttentionScratch scratch;
+  std::vector<std::string> labels;            // the heatmaps' token labels
+  AttentionScratch& scratch;                  // the cache's
   std::vector<std::vector<float>>&q, &k, &v;  // the cache's, per layer
   std::vector<AlignedBuffer>& packed;         // the cache's packed keys and values, per layer
   int capacity = 0, reused_packs = 0;  // their room in rows, and the rows of them the previous pass packed
@@ -814,6 +824,23 @@ struct Attention {
 };
 
 }  // namespace
+
+struct GptModel::Cache {
+  std::vector<int> ids;  // the sequence the cached rows belong to
+  GptRequest request;    // what the pass that made them kept
+  Isa isa = Isa::scalar;
+  std::vector<std::vector<float>> q, k, v;  // per layer, (T, d): k and v always, q with the raw scores
+  // Per layer, the same keys and values in the attention GEMMs' panels (simd::LayerJob::kv_pack) with room
+  // for pack_capacity rows, so that an appended token packs its own row only.
+  std::vector<AlignedBuffer> packed;
+  int pack_capacity = 0;
+  std::vector<float> hidden;  // (T, d) after the final LayerNorm
+  std::uint64_t stamp = 0;    // the pass these rows belong to
+  // Storage the last pass freed (one layer's kept tensors): the next incremental pass writes its first layer
+  // there and each later layer into the storage of the layer before, so typing allocates nothing new.
+  std::vector<std::vector<float>> spare;
+  PassWork work;  // the passes' working buffers
+};
 
 GptModel::GptModel(std::shared_ptr<const GptWeights> weights, TorchGenerator after_init, GptOptions options)
     : weights_(std::move(weights)), after_init_(after_init), options_(options) {}
@@ -879,7 +906,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   // are the previous pass's when it had the same kernels.
   const int grown = grown_square_stride(T, c.context_length);
   const bool same_packs = old && old->isa == isa && old->pack_capacity >= T && old->pack_capacity <= grown;
-  if (old) cache->packed = std::move(old->packed);
+  if (old) cache->packed = std::move(old->packed), cache->work = std::move(old->work);
   cache->pack_capacity = same_packs ? old->pack_capacity : grown;
   const int reused_packs = same_packs ? P : 0;
   old.reset();
@@ -906,7 +933,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   Attention attention{attention_config(w, options_, request.stages),
                       {},
                       id_labels(ids),
-                      {},
+                      cache->work.attention,
                       cache->q,
                       cache->k,
                       cache->v,
@@ -924,12 +951,16 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     if (!arch.local.empty()) attention.local = rotary_table(arch, c.head_dim(), true, P, T);
   }
   const int F = c.ff_width();
-  Tensor x(T, d);     // the residual stream
-  Tensor ln1(T, d);   // norm1's output, attention's input
-  Tensor attn(T, d);  // attention's output
-  Tensor ln2(T, d);   // norm2's output, then the MLP's (proj writes over it)
-  Tensor fch(T, F);   // fc's output (a gated MLP's up), the activation in place
-  Tensor gate(arch.mlp == MlpKind::gated ? T : 0, F);  // a gated MLP's gate
+  PassWork& work = cache->work;
+  Tensor& x = work.x;        // (T, d) the residual stream
+  Tensor& ln1 = work.ln1;    // (T, d) norm1's output, attention's input
+  Tensor& attn = work.attn;  // (T, d) attention's output
+  Tensor& ln2 = work.ln2;    // (T, d) norm2's output, then the MLP's (proj writes over it)
+  Tensor& fch = work.fch;    // (T, F) fc's output (a gated MLP's up), the activation in place
+  Tensor& gate = work.gate;  // (T, F) a gated MLP's gate (0 rows otherwise)
+  for (Tensor* t : {&x, &ln1, &attn, &ln2}) reshape(*t, T, d);
+  reshape(fch, T, F);
+  reshape(gate, arch.mlp == MlpKind::gated ? T : 0, F);
 
   // The steps, one a line (T, P, d, H, V: the legend at the top of this file; F = the MLP's width).
   // embeddings: x (T, d) = drop(tok_emb[ids] + pos_emb[0..T)), or tok_emb[ids] (* sqrt(d)) with rotary
