@@ -725,7 +725,10 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
   job.bq = bias(b.query), job.bk = bias(b.key), job.bv = bias(b.value), job.bo = bias(b.out_proj);
   job.q = scratch.q.ptr(), job.k = cache.k.data(), job.v = cache.v.data();
   const std::size_t pack_floats = simd::kv_pack_floats(KV, hd, cache.capacity, simd::panel_width(isa));
-  if (cache.pack.size() != pack_floats) cache.pack = AlignedBuffer::uninitialized(pack_floats);
+  if (cache.pack.size() != pack_floats) {  // new storage holds no packed row yet
+    cache.pack = AlignedBuffer::uninitialized(pack_floats);
+    cache.packed = 0;
+  }
   job.kv_pack = cache.pack.data(), job.kv_capacity = cache.capacity, job.kv_packed = cache.packed;
   // The kept squares share one row stride; extending the previous pass, they grow in place (Reuse).
   const int ld = k.any ? reuse.square_stride(T, from_square(&Result::weights)) : T;
