@@ -396,7 +396,8 @@ TEST_CASE("attnviz-cli --model: the pass is costed with the app's estimate, to t
 TEST_CASE("pass_bytes: what a whole-model pass holds, from the table of docs/models.md") {
   attnviz::GptConfig c;  // gpt2-small
   attnviz::GptRequest every;
-  const std::uint64_t weights = 12ull * 12 * 1024 * 1024 * 4, cache = 2ull * 12 * 1024 * 768 * 4;
+  // the cache: keys and values of every layer, and the same packed for the attention's GEMMs
+  const std::uint64_t weights = 12ull * 12 * 1024 * 1024 * 4, cache = 2ull * 2 * 12 * 1024 * 768 * 4;
   const std::uint64_t base = attnviz::pass_bytes(c, 1024, every);
   CHECK(base > weights + cache);
   CHECK(base < weights + cache + 90'000'000);  // working buffers, one layer's scratch, the last logits

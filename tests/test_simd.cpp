@@ -2,11 +2,15 @@
 // bits for every thread count.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <vector>
 
 #include "attnviz/engine.hpp"
 #include "check.hpp"
 #include "simd/isas.hpp"
+#include "simd/pack.hpp"
 
 using namespace attnviz;
 using attnviz::test::random_input;
@@ -167,4 +171,42 @@ TEST_CASE("packed weights are reused, and repacked when made for another ISA") {
   REQUIRE(forward(c, p, in, g3, r, Exec{Isa::scalar, 1}).is_ok());
   CHECK(test::max_rel_error(a.output.ptr(), r.output.ptr(), r.output.size()) <= kTolerance);
   CHECK(test::max_rel_error(b.output.ptr(), r.output.ptr(), r.output.size()) <= kTolerance);
+}
+
+TEST_CASE("keys and values packed a row at a time into room for more equal the panels packed at once") {
+  // A head's keys and values (T, hd) in rows `ld` floats apart, as a model's cache holds them; panel widths
+  // that divide hd and that do not, T past a panel's end.
+  const int T = 37, hd = 6, ld = 10, capacity = 45;
+  std::vector<float> src(static_cast<std::size_t>(T) * ld);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i % 97) - 40.5f;
+  for (int nr : {4, 8, 16}) {
+    CAPTURE(nr);
+    std::vector<float> k_once(simd::panel_floats(T, hd, nr)), v_once(simd::panel_floats(hd, T, nr));
+    simd::pack_nk(src.data(), T, hd, ld, nr, k_once.data());
+    simd::pack_kn(src.data(), T, hd, ld, nr, v_once.data());
+    // appended one row, then several, into storage that held other numbers
+    std::vector<float> k(simd::panel_floats(capacity, hd, nr), NAN),
+        v(simd::panel_floats(hd, capacity, nr), NAN);
+    int packed = 0;
+    for (int rows : {1, 2, 3, 11, 16, 17, 30, T}) {
+      simd::pack_nk_from(src.data(), packed, rows, hd, ld, nr, k.data());
+      simd::pack_kn_rows(src.data(), packed, rows, hd, ld, nr, capacity, v.data());
+      packed = rows;
+    }
+    // K^T: the same panels, zeros past T included; V: each panel's first T rows, `capacity` rows apart
+    CHECK(std::equal(k_once.begin(), k_once.end(), k.begin()));
+    for (int p = 0; p < simd::panels(hd, nr); ++p) {
+      CAPTURE(p);
+      const auto at = [&](const std::vector<float>& x, int rows) {
+        return x.begin() + static_cast<std::ptrdiff_t>(p) * rows * nr;
+      };
+      CHECK(std::equal(at(v_once, T), at(v_once, T) + T * nr, at(v, capacity)));
+    }
+    // from 0 with room for T rows: pack_nk's and pack_kn's own layouts
+    std::vector<float> k0(k_once.size(), NAN), v0(v_once.size(), NAN);
+    simd::pack_nk_from(src.data(), 0, T, hd, ld, nr, k0.data());
+    simd::pack_kn_rows(src.data(), 0, T, hd, ld, nr, T, v0.data());
+    CHECK(k0 == k_once);
+    CHECK(v0 == v_once);
+  }
 }

@@ -178,11 +178,16 @@ const TrainKernels* train_kernels(Isa isa) {
   return with_arch<const TrainKernels*>(isa, [](auto arch) { return &train_table{}(arch); });
 }
 
+std::size_t kv_pack_floats(int kv_heads, int head_dim, int capacity, int nr) {
+  return static_cast<std::size_t>(kv_heads) *
+         (panel_floats(capacity, head_dim, nr) + panel_floats(head_dim, capacity, nr));
+}
+
 std::size_t scratch_floats(const LayerJob& job, int nr, int workers) {
   const std::size_t row_stride = static_cast<std::size_t>((job.T + 15) / 16 * 16);
-  return static_cast<std::size_t>(job.kv_heads > 0 ? job.kv_heads : job.heads) *
-             (panel_floats(job.T, job.head_dim, nr) + panel_floats(job.head_dim, job.T, nr)) +
-         static_cast<std::size_t>(workers) * 2 * kRowBlock * row_stride;
+  const std::size_t packs =
+      job.kv_pack ? 0 : kv_pack_floats(job.kv_heads > 0 ? job.kv_heads : job.heads, job.head_dim, job.T, nr);
+  return packs + static_cast<std::size_t>(workers) * 2 * kRowBlock * row_stride;
 }
 
 }  // namespace simd

@@ -48,7 +48,14 @@ struct LayerJob {
   float* dropped = nullptr;  // (H, T, T) when kept (and dropout drawn), else null
   float* context = nullptr;  // (T, width)
   float* output = nullptr;   // (T, out_width) for out_proj, else null
-  // Scratch the caller sizes with scratch_floats(): packed K^T and V of every head, per-worker row buffers.
+  // Keys and values packed for the GEMMs, kept by the caller across passes over a growing text (a model's
+  // cache; kv_pack_floats() floats for kv_capacity >= T rows): each key/value head's K^T panels, then each
+  // head's V panels. Rows [0, kv_packed) are packed already (kv_packed <= first: an earlier pass over the
+  // same prefix); the job packs rows [kv_packed, T) only. Null: every row is packed into the scratch.
+  float* kv_pack = nullptr;
+  int kv_capacity = 0, kv_packed = 0;
+  // Scratch the caller sizes with scratch_floats(): packed K^T and V of every head (without kv_pack),
+  // per-worker row buffers.
   float* scratch = nullptr;
   ThreadPool* pool = nullptr;
 };
@@ -137,5 +144,8 @@ extern template double fma_probe::operator()<xsimd::sse4_2>(xsimd::sse4_2, long,
 
 // Scratch a job needs, in floats, for panel width `nr` and `workers` workers.
 std::size_t scratch_floats(const LayerJob& job, int nr, int workers);
+// Floats of a LayerJob::kv_pack of `capacity` rows: K^T and V in panels of width `nr`, `kv_heads` heads of
+// `head_dim`.
+std::size_t kv_pack_floats(int kv_heads, int head_dim, int capacity, int nr);
 
 }  // namespace attnviz::simd

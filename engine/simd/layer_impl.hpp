@@ -350,18 +350,21 @@ void fast_layer::operator()(A, const LayerJob& job) const {
     q = job.q, k = job.k, v = job.v;
   }
 
-  // 2. per key/value head: K^T and V in panels (scores = Q K^T and context = P V both become panel GEMMs)
+  // 2. per key/value head: K^T and V in panels (scores = Q K^T and context = P V both become panel GEMMs),
+  // `cap` rows of room; rows [0, packed) kept from an earlier pass (kv_pack), the rest packed here
   const int KV = job.kv_heads > 0 ? job.kv_heads : H, KW = job.kv_width > 0 ? job.kv_width : W;
   const int group = H / KV;  // query heads per key/value head
-  float* kpack = job.scratch;
-  const std::size_t kpack_head = panel_floats(T, hd, NR), vpack_head = panel_floats(hd, T, NR);
+  const int cap = job.kv_pack ? job.kv_capacity : T, packed = job.kv_pack ? job.kv_packed : 0;
+  float* kpack = job.kv_pack ? job.kv_pack : job.scratch;
+  const std::size_t kpack_head = panel_floats(cap, hd, NR), vpack_head = panel_floats(hd, cap, NR);
   float* vpack = kpack + kpack_head * KV;
-  float* rows = vpack + vpack_head * KV;
+  float* rows = job.kv_pack ? job.scratch : vpack + vpack_head * KV;
+  const std::size_t vstride = static_cast<std::size_t>(cap) * NR;  // a V panel
   const std::size_t row_stride = static_cast<std::size_t>((T + 15) / 16 * 16);
   const std::size_t worker_floats = 2 * kRowBlock * row_stride;
   pool.run(KV, [&](int h, int) {
-    pack_nk(k + h * hd, T, hd, KW, NR, kpack + kpack_head * h);
-    pack_kn(v + h * hd, T, hd, KW, NR, vpack + vpack_head * h);
+    pack_nk_from(k + h * hd, packed, T, hd, KW, NR, kpack + kpack_head * h);
+    pack_kn_rows(v + h * hd, packed, T, hd, KW, NR, cap, vpack + vpack_head * h);
   });
 
   // 3. attention, one task per (head, block of query rows): scores, softmax, dropout, context
@@ -411,8 +414,7 @@ void fast_layer::operator()(A, const LayerJob& job) const {
       p = d;
       ldp = static_cast<int>(ldd);
     }
-    gemm<A>(0, r1 - r0, 0, panels(hd, NR), hd, needed, p, ldp, vpack + vpack_head * g,
-            static_cast<std::size_t>(T) * NR, nullptr,
+    gemm<A>(0, r1 - r0, 0, panels(hd, NR), hd, needed, p, ldp, vpack + vpack_head * g, vstride, nullptr,
             job.context + static_cast<std::size_t>(r0) * W + h * hd, W);
   });
 

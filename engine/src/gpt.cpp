@@ -314,7 +314,12 @@ std::uint64_t pass_bytes(const GptConfig& c, int tokens, const GptRequest& r) {
   std::uint64_t floats = sat_mul(per_layer, kept);
   if (r.detail_layer >= 0)  // the detail layer keeps everything, whatever the rest keep
     floats = sat_add(floats, sat_add(sat_mul(square, 4 - stages(r.stages)), r.qkv ? 0 : sat_mul(rows, 6)));
-  floats = sat_add(floats, sat_mul(sat_mul(rows, 2), L));       // keys and values of every layer
+  floats = sat_add(floats, sat_mul(sat_mul(rows, 2), L));  // keys and values of every layer
+  // and the same packed for the attention's GEMMs, with the squares' padding (panels of up to 32 floats)
+  const auto up32 = [](std::uint64_t n) { return sat_mul(sat_add(n, 31) / 32, 32); };
+  const std::uint64_t packed_kv = sat_mul(sat_mul(up32(padded), static_cast<std::uint64_t>(c.kv_heads())),
+                                          up32(static_cast<std::uint64_t>(c.head_dim())));
+  floats = sat_add(floats, sat_mul(sat_mul(packed_kv, 2), L));
   floats = sat_add(floats, sat_add(sat_mul(rows, 6), square));  // working buffers, one layer's weights
   floats = sat_add(floats, sat_mul(sat_mul(T, static_cast<std::uint64_t>(c.ff_width())),
                                    c.arch.mlp == MlpKind::gated ? 2 : 1));  // the MLP's

@@ -23,18 +23,6 @@
 
 namespace attnviz {
 
-struct GptModel::Cache {
-  std::vector<int> ids;  // the sequence the cached rows belong to
-  GptRequest request;    // what the pass that made them kept
-  Isa isa = Isa::scalar;
-  std::vector<std::vector<float>> q, k, v;  // per layer, (T, d): k and v always, q with the raw scores
-  std::vector<float> hidden;                // (T, d) after the final LayerNorm
-  std::uint64_t stamp = 0;                  // the pass these rows belong to
-  // Storage the last pass freed (one layer's kept tensors): the next incremental pass writes its first layer
-  // there and each later layer into the storage of the layer before, so typing allocates nothing new.
-  std::vector<std::vector<float>> spare;
-};
-
 namespace {
 
 using namespace gpt_pass;
@@ -49,17 +37,24 @@ std::size_t count(int a, int b) {
   return static_cast<std::size_t>(a) * static_cast<std::size_t>(b);
 }
 
-// Rows [0, rows) of each head of `to` (H, T, T): columns [0, rows) copied from `from` (another pass over the
-// same first `rows` tokens; null: they are `to`'s already), the columns [rows, T) set to `fill` (keys the
-// earlier rows do not see: 0 in the weights, -inf in the scaled scores). O(rows) per head when `to` already
-// holds them, as when a token is appended in place.
-void prefix_rows(const HeadSquares* from, HeadSquares& to, int rows, float fill) {
-  for (int h = 0; h < to.heads; ++h)
-    for (int i = 0; i < rows; ++i) {
-      float* dst = to.row(h, i);
-      if (from) std::memcpy(dst, from->row(h, i), count(rows, 1) * sizeof(float));
-      std::fill(dst + rows, dst + to.n, fill);
+// New storage for the squares `to` (H, T, T) with rows `stride` apart, of which a pass computes rows
+// [rows, T): in each head, rows [0, rows) get columns [0, rows) from `from` (another pass over the same first
+// `rows` tokens; null: none), and every cell the kernel does not write is set to `fill` (keys a row does not
+// see: 0 in the weights, -inf in the scaled scores), up to the storage's end: columns [rows, stride) of the
+// earlier rows, [T, stride) of the computed ones, and the rows past T. So every row of the storage holds
+// `fill` right of its diagonal, as the kernel writes the rows it computes, and a later pass that extends
+// these squares in place writes nothing into the earlier rows (Reuse::square).
+void fill_squares(const HeadSquares* from, HeadSquares& to, int rows, float fill) {
+  const int T = to.n, stride = to.stride;
+  for (int h = 0; h < to.heads; ++h) {
+    float* head = to.ptr() + count(h, stride) * static_cast<std::size_t>(stride);
+    for (int i = 0; i < stride; ++i) {
+      float* dst = head + count(i, stride);
+      if (i < rows && from) std::memcpy(dst, from->row(h, i), count(rows, 1) * sizeof(float));
+      const int first_unwritten = i < rows ? rows : i < T ? T : 0;
+      std::fill(dst + first_unwritten, dst + stride, fill);
     }
+  }
 }
 
 // Copies rows [0, rows) of a (T_old, cols) matrix into a (T, cols) one.
@@ -263,18 +258,20 @@ class Reuse {
     return gpt_pass::grown_square_stride(T, context_);
   }
   // (H, T, T) with rows `stride` apart whose rows [0, P) of each head are `from`'s (the same square of the
-  // previous pass; null: none) and `fill` past column P; the rest unspecified. When `from` has that stride
-  // its storage is taken over and only those fills are written: the squares grow in place.
+  // previous pass; null: none) and `fill` past column P; rows [P, T) are the kernel's to write. When `from`
+  // has that stride its storage is taken over and nothing is written: its cells right of the diagonal hold
+  // `fill` already (fill_squares; a dense full pass's are all the kernel's), so the squares grow in place
+  // without touching the earlier rows. The raw scores, whose earlier rows' new cells are not masked, are
+  // the exception: the kernel writes those (LayerJob::first). New storage is filled by fill_squares.
   HeadSquares square(int H, int T, int stride, HeadSquares* from, float fill) {
     if (from && !from->empty() && from->heads == H && from->stride == stride) {
       HeadSquares t = std::move(*from);
       *from = HeadSquares();
       t.n = T;
-      prefix_rows(nullptr, t, std::min(P_, T), fill);
       return t;
     }
     HeadSquares t = spare_.take_squares(H, T, stride);
-    if (from && !from->empty()) prefix_rows(from, t, std::min(P_, T), fill);
+    if (from && !from->empty()) fill_squares(from, t, std::min(P_, T), fill);
     return t;
   }
   // A copy of `x` (T, cols), which holds rows [P, T) only, with rows [0, P) from `from`.
@@ -492,16 +489,44 @@ LayerKeep layer_keep(const GptRequest& request, const std::vector<char>& kept, i
   return k;
 }
 
-// A layer's keys, values and queries in the model's cache, each (T, d).
+// A layer's keys, values and queries in the model's cache, each (T, d), and its keys and values packed
+// for `capacity` rows, rows [0, packed) of them already (LayerJob::kv_pack).
 struct LayerCache {
   std::vector<float>&q, &k, &v;
+  AlignedBuffer& pack;
+  int capacity = 0, packed = 0;
 };
 
 // Buffers the fast attention kernel reuses from layer to layer.
 struct AttentionScratch {
   Tensor q, weights, context;  // (T, d), (H, T, T), (T, d) where the layer keeps none
-  AlignedBuffer kernel;        // packed keys and values, per-worker row buffers
+  AlignedBuffer kernel;        // per-worker row buffers
 };
+
+// A pass's working buffers, kept by the model between passes as storage only (their contents are
+// unspecified when a pass begins; a pass reads only the rows it writes): typing then neither allocates nor
+// zeroes T-row buffers at each keystroke.
+struct PassWork {
+  Tensor x, ln1, attn, ln2, fch, gate;  // the residual stream and the block's steps' outputs
+  AttentionScratch attention;
+};
+
+// n floats of unspecified contents in v's storage, unless that is too small or more than twice n: then new
+// storage with room for an eighth more (typing at the end grows the buffers a row at a time).
+void resize_storage(std::vector<float>& v, std::size_t n) {
+  if (v.capacity() < n || v.capacity() / 2 > n) {
+    std::vector<float> fresh;
+    fresh.reserve(n + n / 8);
+    v.swap(fresh);
+  }
+  v.resize(n);
+}
+
+// t as (rows, cols) in its own storage, contents unspecified.
+void reshape(Tensor& t, int rows, int cols) {
+  resize_storage(t.data, count(rows, cols));
+  t.shape = {rows, cols, 1}, t.rank = 2;
+}
 
 // qkv, attention, projection as the chapter-3 `mha` computes it (the scalar reference, P = 0):
 // q, k, v (T, d) = h W^T + b; per head weights (H, T, T) = softmax(causal(q k^T / sqrt(d / H))), dropped;
@@ -677,7 +702,7 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
     cache.q.resize(count(T, QW));
     scratch.q.data.swap(cache.q);  // borrowed for the job, given back below
   } else {
-    scratch.q.data.resize(count(T, QW));
+    resize_storage(scratch.q.data, count(T, QW));
   }
   scratch.q.shape = {T, QW, 1}, scratch.q.rank = 2;
   a.config = ac;
@@ -699,6 +724,12 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
   auto bias = [](const PackedLinear& pl) { return pl.bias.empty() ? nullptr : pl.bias.ptr(); };
   job.bq = bias(b.query), job.bk = bias(b.key), job.bv = bias(b.value), job.bo = bias(b.out_proj);
   job.q = scratch.q.ptr(), job.k = cache.k.data(), job.v = cache.v.data();
+  const std::size_t pack_floats = simd::kv_pack_floats(KV, hd, cache.capacity, simd::panel_width(isa));
+  if (cache.pack.size() != pack_floats) {  // new storage holds no packed row yet
+    cache.pack = AlignedBuffer::uninitialized(pack_floats);
+    cache.packed = 0;
+  }
+  job.kv_pack = cache.pack.data(), job.kv_capacity = cache.capacity, job.kv_packed = cache.packed;
   // The kept squares share one row stride; extending the previous pass, they grow in place (Reuse).
   const int ld = k.any ? reuse.square_stride(T, from_square(&Result::weights)) : T;
   job.square_stride = ld;
@@ -717,7 +748,7 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
     // without dropout, dropped = weights: its rows [0, P) are the previous pass's, the new ones copied below
     if (dropped_kept) a.dropped = reuse.square(H, T, ld, from_square(&Result::dropped), 0.0f);
   } else {
-    scratch.weights.data.resize(count(H, T) * static_cast<std::size_t>(T));
+    resize_storage(scratch.weights.data, count(H, T) * static_cast<std::size_t>(T));
     job.weights = scratch.weights.ptr();
   }
   if (s.train_dropout) {
@@ -728,13 +759,14 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
   Tensor& ctx = k.qkv ? a.context : scratch.context;
   if (k.qkv) {
     ctx = reuse.rows(T, QW, from(&Result::context));
-  } else if (ctx.size() != count(T, QW)) {
-    ctx = Tensor(T, QW);
+  } else {
+    reshape(ctx, T, QW);
   }
   job.context = ctx.ptr();
   job.output = out.ptr();
-  if (scratch.kernel.empty())
-    scratch.kernel = AlignedBuffer(simd::scratch_floats(job, simd::panel_width(isa), s.kern.pool->size()));
+  const std::size_t scratch_floats = simd::scratch_floats(job, simd::panel_width(isa), s.kern.pool->size());
+  if (scratch.kernel.size() < scratch_floats || scratch.kernel.size() / 2 > scratch_floats)
+    scratch.kernel = AlignedBuffer(scratch_floats);
   job.scratch = scratch.kernel.data();
   simd::run_layer(isa, job);
   if (Status st = check_finite_rows(
@@ -763,9 +795,11 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
 struct Attention {
   Config config;
   Shape shape;
-  std::vector<std::string> labels;  // the heatmaps' token labels
-  AttentionScratch scratch;
+  std::vector<std::string> labels;            // the heatmaps' token labels
+  AttentionScratch& scratch;                  // the cache's
   std::vector<std::vector<float>>&q, &k, &v;  // the cache's, per layer
+  std::vector<AlignedBuffer>& packed;         // the cache's packed keys and values, per layer
+  int capacity = 0, reused_packs = 0;  // their room in rows, and the rows of them the previous pass packed
 
   const GptConfig* model = nullptr;
   Rotary global, local;  // rotary positions of the global and the sliding-window layers, rows [P, T)
@@ -786,12 +820,30 @@ struct Attention {
     const auto at = [l](std::vector<std::vector<float>>& per_layer) -> std::vector<float>& {
       return per_layer[static_cast<std::size_t>(l)];
     };
-    return attention_fast(s, c, config, shape_l, b, keep, rot, h, before, {at(q), at(k), at(v)}, reuse,
-                          scratch, qk, a, out);
+    return attention_fast(s, c, config, shape_l, b, keep, rot, h, before,
+                          {at(q), at(k), at(v), packed[static_cast<std::size_t>(l)], capacity, reused_packs},
+                          reuse, scratch, qk, a, out);
   }
 };
 
 }  // namespace
+
+struct GptModel::Cache {
+  std::vector<int> ids;  // the sequence the cached rows belong to
+  GptRequest request;    // what the pass that made them kept
+  Isa isa = Isa::scalar;
+  std::vector<std::vector<float>> q, k, v;  // per layer, (T, d): k and v always, q with the raw scores
+  // Per layer, the same keys and values in the attention GEMMs' panels (simd::LayerJob::kv_pack) with room
+  // for pack_capacity rows, so that an appended token packs its own row only.
+  std::vector<AlignedBuffer> packed;
+  int pack_capacity = 0;
+  std::vector<float> hidden;  // (T, d) after the final LayerNorm
+  std::uint64_t stamp = 0;    // the pass these rows belong to
+  // Storage the last pass freed (one layer's kept tensors): the next incremental pass writes its first layer
+  // there and each later layer into the storage of the layer before, so typing allocates nothing new.
+  std::vector<std::vector<float>> spare;
+  PassWork work;  // the passes' working buffers
+};
 
 GptModel::GptModel(std::shared_ptr<const GptWeights> weights, TorchGenerator after_init, GptOptions options)
     : weights_(std::move(weights)), after_init_(after_init), options_(options) {}
@@ -852,9 +904,17 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     cache->q = std::move(old->q), cache->k = std::move(old->k), cache->v = std::move(old->v);
     cache->hidden = std::move(old->hidden);
   }
+  // The packed keys and values keep their storage while T fits it and it is not more than T grown by an
+  // eighth (gpt_pass::grown_square_stride, as the kept squares), else they get that room; their first P rows
+  // are the previous pass's when it had the same kernels.
+  const int grown = grown_square_stride(T, c.context_length);
+  const bool same_packs = old && old->isa == isa && old->pack_capacity >= T && old->pack_capacity <= grown;
+  if (old) cache->packed = std::move(old->packed), cache->work = std::move(old->work);
+  cache->pack_capacity = same_packs ? old->pack_capacity : grown;
+  const int reused_packs = same_packs ? P : 0;
   old.reset();
   cache->q.resize(static_cast<std::size_t>(L)), cache->k.resize(static_cast<std::size_t>(L));
-  cache->v.resize(static_cast<std::size_t>(L));
+  cache->v.resize(static_cast<std::size_t>(L)), cache->packed.resize(static_cast<std::size_t>(L));
   const auto fail = [&out](Status st) {
     out = GptResult();  // its storage went into this pass
     return st;
@@ -876,10 +936,13 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   Attention attention{attention_config(w, options_, request.stages),
                       {},
                       id_labels(ids),
-                      {},
+                      cache->work.attention,
                       cache->q,
                       cache->k,
                       cache->v,
+                      cache->packed,
+                      cache->pack_capacity,
+                      reused_packs,
                       nullptr,
                       {},
                       {}};
@@ -891,12 +954,16 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     if (!arch.local.empty()) attention.local = rotary_table(arch, c.head_dim(), true, P, T);
   }
   const int F = c.ff_width();
-  Tensor x(T, d);     // the residual stream
-  Tensor ln1(T, d);   // norm1's output, attention's input
-  Tensor attn(T, d);  // attention's output
-  Tensor ln2(T, d);   // norm2's output, then the MLP's (proj writes over it)
-  Tensor fch(T, F);   // fc's output (a gated MLP's up), the activation in place
-  Tensor gate(arch.mlp == MlpKind::gated ? T : 0, F);  // a gated MLP's gate
+  PassWork& work = cache->work;
+  Tensor& x = work.x;        // (T, d) the residual stream
+  Tensor& ln1 = work.ln1;    // (T, d) norm1's output, attention's input
+  Tensor& attn = work.attn;  // (T, d) attention's output
+  Tensor& ln2 = work.ln2;    // (T, d) norm2's output, then the MLP's (proj writes over it)
+  Tensor& fch = work.fch;    // (T, F) fc's output (a gated MLP's up), the activation in place
+  Tensor& gate = work.gate;  // (T, F) a gated MLP's gate (0 rows otherwise)
+  for (Tensor* t : {&x, &ln1, &attn, &ln2}) reshape(*t, T, d);
+  reshape(fch, T, F);
+  reshape(gate, arch.mlp == MlpKind::gated ? T : 0, F);
 
   // The steps, one a line (T, P, d, H, V: the legend at the top of this file; F = the MLP's width).
   // embeddings: x (T, d) = drop(tok_emb[ids] + pos_emb[0..T)), or tok_emb[ids] (* sqrt(d)) with rotary
