@@ -340,17 +340,20 @@ inline void transpose4(const float* src, std::size_t ld_src, float* dst, std::si
   xsimd::bitwise_cast<V4>(xsimd::zip_hi(t1, t3)).store_unaligned(dst + 3 * ld_dst);
 }
 
-// In 32 x 32 blocks (a block's rows and columns stay in the cache), 4 x 4 tiles inside; the edges copied
-// one by one.
+// In blocks of 64 source rows by 32 columns, a column tile (4 destination rows) at a time: each destination
+// row gets one contiguous run of 64 floats. Going row tile by row tile instead wrote 16 bytes to each of 32
+// destination rows in turn, and with a destination stride of a multiple of 4 KB (linear_dw's 2,048 rows)
+// those rows share one cache set and evict each other before their lines fill. The edges are copied one by
+// one.
 template <class A>
 void transpose(const float* src, std::size_t ld_src, int rows, int cols, float* dst, std::size_t ld_dst) {
-  constexpr int kB = 32;
-  for (int i0 = 0; i0 < rows; i0 += kB)
-    for (int j0 = 0; j0 < cols; j0 += kB) {
-      const int i1 = std::min(rows, i0 + kB), j1 = std::min(cols, j0 + kB);
+  constexpr int kRows = 64, kCols = 32;
+  for (int i0 = 0; i0 < rows; i0 += kRows)
+    for (int j0 = 0; j0 < cols; j0 += kCols) {
+      const int i1 = std::min(rows, i0 + kRows), j1 = std::min(cols, j0 + kCols);
       const int i4 = i0 + (i1 - i0) / 4 * 4, j4 = j0 + (j1 - j0) / 4 * 4;
-      for (int i = i0; i < i4; i += 4)
-        for (int j = j0; j < j4; j += 4)
+      for (int j = j0; j < j4; j += 4)
+        for (int i = i0; i < i4; i += 4)
           transpose4<A>(src + static_cast<std::size_t>(i) * ld_src + j, ld_src,
                         dst + static_cast<std::size_t>(j) * ld_dst + i, ld_dst);
       for (int i = i0; i < i1; ++i)
