@@ -23,6 +23,9 @@ try {
   const sl = s.slices;
   console.log(`slices: ${sl.count} over ${s.steps} steps; median ${sl.median_ms.toFixed(1)} ms, ` +
               `99th percentile ${sl.p99_ms.toFixed(1)} ms, slowest ${sl.max_ms.toFixed(1)} ms`);
+  // the pieces' last times: forward, the backward stages (head, blocks from the last, embeddings), update,
+  // evaluation, snapshot
+  console.log(`pieces (ms): ${s.pieces_ms.map((x) => x.toFixed(1)).join(', ')}`);
 } finally {
   await env.close();
 }

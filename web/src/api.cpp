@@ -125,6 +125,7 @@ std::string status_json() {
       sl["p99_ms"] = *p99;
     }
     train["slices"] = sl;
+    train["pieces_ms"] = ts.piece_ms();  // forward, the backward stages, update, evaluation, snapshot
     train["losses"] = losses;
     train["snapshots"] = ts.snapshots().size();
     const int first = ts.first_induction();

@@ -103,6 +103,9 @@ class TrainSession {
   double ms_per_step() const { return ms_per_step_; }
   // Every advance() call's time since the reset, in order (a slice that failed included).
   const std::vector<double>& slice_ms() const { return slice_ms_; }
+  // Each piece's last time in ms (-1: not run yet): the forward pass, the model's backward stages, the
+  // update, the evaluation, the snapshot.
+  const std::vector<double>& piece_ms() const { return stage_ms_; }
   const std::vector<TrainPoint>& points() const { return points_; }
   const std::vector<TrainSnapshot>& snapshots() const { return snapshots_; }
   const std::vector<int>& probe() const { return probe_; }
