@@ -213,3 +213,62 @@ TEST_CASE("train kernels: AdamW gives the reference loop's bits on every ISA") {
     CHECK(p != p0);
   }
 }
+
+TEST_CASE("train kernels: transposes copy every element exactly") {
+  // shapes whose edges leave partial 4 x 4 tiles and 32 x 32 blocks, with row strides wider than the rows
+  for (auto [rows, cols] : {std::pair{37, 70}, {64, 64}, {5, 3}, {1, 9}}) {
+    CAPTURE(rows);
+    CAPTURE(cols);
+    const std::size_t ld_src = static_cast<std::size_t>(cols) + 3,
+                      ld_dst = static_cast<std::size_t>(rows) + 1;
+    const std::vector<float> src = uniform(static_cast<std::size_t>(rows) * ld_src, -1.0f, 1.0f, 21);
+    std::vector<float> want(static_cast<std::size_t>(cols) * ld_dst, -7.0f);
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) want[static_cast<std::size_t>(j) * ld_dst + i] = src[i * ld_src + j];
+    for (Isa isa : fast_isas()) {
+      INFO(to_string(isa));
+      std::vector<float> got(want.size(), -7.0f);  // the padding past each row stays untouched
+      simd::train_kernels(isa)->transpose(src.data(), ld_src, rows, cols, got.data(), ld_dst);
+      CHECK(same_bits(got, want));
+    }
+  }
+}
+
+TEST_CASE("train kernels: the attention's softmax and products equal the reference") {
+  // 2 sequences of 37 tokens (rows that do not fill whole vectors), 3 heads of 8; scores up to about 6
+  const int batch = 2, T = 37, H = 3, hd = 8;
+  const std::size_t nd = static_cast<std::size_t>(batch) * T * H * hd,
+                    square = static_cast<std::size_t>(batch) * H * T * T;
+  const std::vector<float> q = uniform(nd, -1.5f, 1.5f, 31), kk = uniform(nd, -1.5f, 1.5f, 32),
+                           v = uniform(nd, -1.0f, 1.0f, 33), dctx = uniform(nd, -1.0f, 1.0f, 34);
+  std::vector<std::uint8_t> keep(square);
+  for (std::size_t i = 0; i < square; ++i) keep[i] = (i * 2654435761u) % 10 < 8;
+  for (bool drop : {false, true}) {
+    CAPTURE(drop);
+    auto run = [&](train::Kernels& k) {
+      train::Attention a{batch, T, H, hd, std::sqrt(static_cast<float>(hd)), 1.0f / 0.8f, &k};
+      std::vector<float> weights(square), ctx(nd), dq(nd), dk(nd), dv(nd);
+      const std::uint8_t* kp = drop ? keep.data() : nullptr;
+      train::attention_forward(a, q.data(), kk.data(), v.data(), weights.data(), kp, ctx.data());
+      train::attention_backward(a, q.data(), kk.data(), v.data(), weights.data(), kp, dctx.data(), dq.data(),
+                                dk.data(), dv.data());
+      return std::vector<std::vector<float>>{weights, ctx, dq, dk, dv};
+    };
+    against_reference(run, [&](const auto& got, const auto& want, const std::string& isa) {
+      const char* names[] = {"weights", "ctx", "dq", "dk", "dv"};
+      for (std::size_t i = 0; i < got.size(); ++i) check_close(got[i], want[i], isa + " " + names[i]);
+      // every row sums to 1 and its masked cells are exactly 0
+      const std::vector<float>& w = got[0];
+      for (std::size_t r = 0; r < square / T; ++r) {
+        const int i = static_cast<int>(r % T);
+        double sum = 0.0;
+        for (int j = 0; j < T; ++j) {
+          const float x = w[r * T + j];
+          if (j > i) REQUIRE(x == 0.0f);
+          sum += x;
+        }
+        REQUIRE(std::fabs(sum - 1.0) < 1e-6);
+      }
+    });
+  }
+}

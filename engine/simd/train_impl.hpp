@@ -310,14 +310,122 @@ void add(float* x, const float* y, std::size_t n) {
   for (; i < n; ++i) x[i] += y[i];
 }
 
+// --- Transposes and the attention's softmax rows
+
+// Four lanes on every ISA: a 4 x 4 tile is transposed with two rounds of interleaving (of floats, then of
+// pairs of floats as doubles), which every ISA has on 128-bit vectors.
+#if defined(__aarch64__)
+using Arch4 = xsimd::neon64;
+#else
+using Arch4 = xsimd::sse2;
+#endif
+using V4 = xsimd::batch<float, Arch4>;
+using D2 = xsimd::batch<double, Arch4>;
+
+// A template on the file's Arch although it uses 128-bit vectors on every ISA: each ISA's copy is then its
+// own symbol, compiled with that file's flags (one inline function shared by the files could be the AVX-512
+// one).
+template <class A>
+inline void transpose4(const float* src, std::size_t ld_src, float* dst, std::size_t ld_dst) {
+  const V4 r0 = V4::load_unaligned(src), r1 = V4::load_unaligned(src + ld_src);
+  const V4 r2 = V4::load_unaligned(src + 2 * ld_src), r3 = V4::load_unaligned(src + 3 * ld_src);
+  // a0 b0 a1 b1, a2 b2 a3 b3, c0 d0 c1 d1, c2 d2 c3 d3
+  const D2 t0 = xsimd::bitwise_cast<D2>(xsimd::zip_lo(r0, r1)),
+           t1 = xsimd::bitwise_cast<D2>(xsimd::zip_hi(r0, r1));
+  const D2 t2 = xsimd::bitwise_cast<D2>(xsimd::zip_lo(r2, r3)),
+           t3 = xsimd::bitwise_cast<D2>(xsimd::zip_hi(r2, r3));
+  xsimd::bitwise_cast<V4>(xsimd::zip_lo(t0, t2)).store_unaligned(dst);  // a0 b0 c0 d0
+  xsimd::bitwise_cast<V4>(xsimd::zip_hi(t0, t2)).store_unaligned(dst + ld_dst);
+  xsimd::bitwise_cast<V4>(xsimd::zip_lo(t1, t3)).store_unaligned(dst + 2 * ld_dst);
+  xsimd::bitwise_cast<V4>(xsimd::zip_hi(t1, t3)).store_unaligned(dst + 3 * ld_dst);
+}
+
+// In blocks of 64 source rows by 32 columns, a column tile (4 destination rows) at a time: each destination
+// row gets one contiguous run of 64 floats. Going row tile by row tile instead wrote 16 bytes to each of 32
+// destination rows in turn, and with a destination stride of a multiple of 4 KB (linear_dw's 2,048 rows)
+// those rows share one cache set and evict each other before their lines fill. The edges are copied one by
+// one.
+template <class A>
+void transpose(const float* src, std::size_t ld_src, int rows, int cols, float* dst, std::size_t ld_dst) {
+  constexpr int kRows = 64, kCols = 32;
+  for (int i0 = 0; i0 < rows; i0 += kRows)
+    for (int j0 = 0; j0 < cols; j0 += kCols) {
+      const int i1 = std::min(rows, i0 + kRows), j1 = std::min(cols, j0 + kCols);
+      const int i4 = i0 + (i1 - i0) / 4 * 4, j4 = j0 + (j1 - j0) / 4 * 4;
+      for (int j = j0; j < j4; j += 4)
+        for (int i = i0; i < i4; i += 4)
+          transpose4<A>(src + static_cast<std::size_t>(i) * ld_src + j, ld_src,
+                        dst + static_cast<std::size_t>(j) * ld_dst + i, ld_dst);
+      for (int i = i0; i < i1; ++i)
+        for (int j = i < i4 ? j4 : j0; j < j1; ++j)
+          dst[static_cast<std::size_t>(j) * ld_dst + i] = src[static_cast<std::size_t>(i) * ld_src + j];
+    }
+}
+
+template <class A>
+void attention_softmax(const float* s, float divisor, int n, int T, float* w) {
+  using B = vf<A>;
+  constexpr int W = static_cast<int>(B::size);
+  const int nv = n - n % W;
+  // pass 1: the scaled scores and their max
+  const B vd(divisor);
+  B vm(-INFINITY);
+  for (int j = 0; j < nv; j += W) {
+    const B x = div<A>(B::load_unaligned(s + j), vd);
+    x.store_unaligned(w + j);
+    vm = xsimd::max(vm, x);
+  }
+  alignas(64) float lanes[W];
+  vm.store_aligned(lanes);
+  float mx = -INFINITY;
+  for (int j = 0; j < W; ++j) mx = std::max(mx, lanes[j]);
+  for (int j = nv; j < n; ++j) {
+    w[j] = s[j] / divisor;
+    mx = std::max(mx, w[j]);
+  }
+  // pass 2: the exponentials in place, summed in float lanes over 1,024 at a time, then in double
+  const B bm(mx);
+  constexpr int kBlock = 1024;
+  double sum = 0.0;
+  for (int j0 = 0; j0 < nv; j0 += kBlock) {
+    B acc(0.0f);
+    for (int j = j0, j1 = std::min(nv, j0 + kBlock); j < j1; j += W) {
+      const B e = exp_fast<A>(B::load_unaligned(w + j) - bm);
+      e.store_unaligned(w + j);
+      acc += e;
+    }
+    sum += static_cast<double>(xsimd::hadd(acc));
+  }
+  const std::size_t un = static_cast<std::size_t>(n), unv = static_cast<std::size_t>(nv);
+  if (nv < n) {
+    const B e = exp_fast<A>(load_tail<A>(w, unv, un, -INFINITY) - bm);
+    store_tail<A>(e, w, unv, un);
+    sum += static_cast<double>(xsimd::hadd(e));
+  }
+  // pass 3: divide by the sum; the masked cells are exactly 0
+  const float inv = static_cast<float>(1.0 / sum);
+  const B vi(inv);
+  for (int j = 0; j < nv; j += W) (B::load_unaligned(w + j) * vi).store_unaligned(w + j);
+  for (int j = nv; j < n; ++j) w[j] *= inv;
+  for (int j = n; j < T; ++j) w[j] = 0.0f;
+}
+
 }  // namespace train_detail
 
 template <class A>
 const TrainKernels& train_table::operator()(A) const {
   using namespace train_detail;
-  static const TrainKernels table = {layer_norm<A>,   layer_norm_backward<A>,   gelu<A>,  gelu_backward<A>,
-                                     softmax_loss<A>, softmax_loss_backward<A>, adamw<A>, dropout<A>,
-                                     add<A>};
+  static const TrainKernels table = {layer_norm<A>,
+                                     layer_norm_backward<A>,
+                                     gelu<A>,
+                                     gelu_backward<A>,
+                                     softmax_loss<A>,
+                                     softmax_loss_backward<A>,
+                                     adamw<A>,
+                                     dropout<A>,
+                                     add<A>,
+                                     transpose<A>,
+                                     attention_softmax<A>};
   return table;
 }
 

@@ -41,6 +41,12 @@ struct TrainKernels {
   // x = keep ? x * scale : 0 and x += y, over n elements.
   void (*dropout)(float* x, const std::uint8_t* keep, std::size_t n, float scale);
   void (*add)(float* x, const float* y, std::size_t n);
+  // dst (cols, rows; row stride ld_dst) = the transpose of src (rows, cols; row stride ld_src): exact copies.
+  void (*transpose)(const float* src, std::size_t ld_src, int rows, int cols, float* dst, std::size_t ld_dst);
+  // One row of causal attention's softmax: w[j] = exp(x[j] - max) / sum over j < n of x[j] = s[j] / divisor
+  // (a float division, as PyTorch divides the scores), w[j] = 0 for n <= j < T. The exponentials in float
+  // vectors, their sum carried on in double.
+  void (*attention_softmax)(const float* s, float divisor, int n, int T, float* w);
 };
 
 struct train_table {

@@ -224,6 +224,7 @@ struct TrainModel::Activations {
   };
   int batch = 0, tokens = 0;
   bool train = false, ready = false;
+  int next_stage = 0;  // backward_stage's next
   std::vector<int> inputs, targets;
   std::vector<std::uint8_t> keep_emb;
   std::vector<Layer> layers;
@@ -338,13 +339,26 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
     return Status::fail("the loss is not finite: the parameters have overflowed float32");
   out = static_cast<float>(mean);
   a.ready = for_backward;
+  a.next_stage = 0;
   return Status::ok();
 }
 
 Status TrainModel::backward() {
+  for (int stage = 0; stage < backward_stages(); ++stage)
+    if (Status st = backward_stage(stage); !st.is_ok()) return st;
+  return Status::ok();
+}
+
+Status TrainModel::backward_stage(int stage) {
   if (!acts_ || !acts_->ready) return Status::fail("backward() needs a loss() kept for it");
   Activations& a = *acts_;
-  a.ready = false;  // a second backward of the same graph is an error in PyTorch too
+  if (stage != a.next_stage)
+    return Status::fail("backward stage " + std::to_string(stage) +
+                        " out of order (next: " + std::to_string(a.next_stage) + ")");
+  const int last = backward_stages() - 1;
+  // a second backward of the same graph is an error in PyTorch too
+  if (stage == last) a.ready = false;
+  ++a.next_stage;
   const GptConfig& c = config_.gpt;
   const int d = c.d_model, H = c.n_heads, hd = d / H, V = c.vocab_size, F = 4 * d;
   const std::size_t N = static_cast<std::size_t>(a.batch) * a.tokens, nd = N * d;
@@ -352,66 +366,70 @@ Status TrainModel::backward() {
   const bool drop = a.train && c.drop_rate > 0.0;
   const float s = dropout_scale(c.drop_rate);
   train::Kernels& k = a.kernels_for(exec);
-
-  // the head and the final norm
-  train::cross_entropy_backward(k, a.probs.data(), a.targets.data(), rows, V);
-  k.linear_dw(a.probs.data(), a.lnf.data(), grads_.out_head.ptr(), nullptr, rows, d, V);
   std::vector<float>&dlnf = a.dlnf, &dx = a.dx;
-  dlnf.resize(nd), dx.resize(nd);
-  k.linear_dx(a.probs.data(), params_.out_head.ptr(), dlnf.data(), rows, d, V, false);
-  train::layer_norm_backward(k, dlnf.data(), a.lnf_hat.data(), a.rstd_f.data(), params_.final_scale.ptr(),
-                             dx.data(), grads_.final_scale.ptr(), grads_.final_shift.ptr(), rows, d, false);
 
+  if (stage == 0) {  // the head and the final norm
+    train::cross_entropy_backward(k, a.probs.data(), a.targets.data(), rows, V);
+    k.linear_dw(a.probs.data(), a.lnf.data(), grads_.out_head.ptr(), nullptr, rows, d, V);
+    dlnf.resize(nd), dx.resize(nd);
+    k.linear_dx(a.probs.data(), params_.out_head.ptr(), dlnf.data(), rows, d, V, false);
+    train::layer_norm_backward(k, dlnf.data(), a.lnf_hat.data(), a.rstd_f.data(), params_.final_scale.ptr(),
+                               dx.data(), grads_.final_scale.ptr(), grads_.final_shift.ptr(), rows, d, false);
+    return Status::ok();
+  }
+  if (stage == last) {  // drop_emb, then the two embeddings
+    if (drop) train::dropout(k, dx.data(), a.keep_emb.data(), nd, s);
+    for (std::size_t n = 0; n < N; ++n) {
+      float* te = grads_.tok_emb.ptr() + static_cast<std::size_t>(a.inputs[n]) * d;
+      float* pe = grads_.pos_emb.ptr() + (n % static_cast<std::size_t>(a.tokens)) * d;
+      for (int j = 0; j < d; ++j) {
+        te[j] += dx[n * d + j];
+        pe[j] += dx[n * d + j];
+      }
+    }
+    return Status::ok();
+  }
+
+  // one block, the last first
   std::vector<float>&branch = a.branch, &dq = a.dq, &dk = a.dk, &dv = a.dv, &dctx = a.dctx, &dln = a.dln,
   &dh = a.dh;
   for (std::vector<float>* buf : {&branch, &dq, &dk, &dv, &dctx, &dln}) buf->resize(nd);
   train::Attention att{a.batch, a.tokens, H, hd, static_cast<float>(std::sqrt(static_cast<double>(hd))),
                        s,       &k};
-  for (std::size_t li = params_.blocks.size(); li-- > 0;) {
-    const GptTensors::Block& b = params_.blocks[li];
-    GptTensors::Block& gb = grads_.blocks[li];
-    Activations::Layer& al = a.layers[li];
-    if (!config_.gpt.attention_only) {
-      // x = x_mid + drop(proj(gelu(fc(norm2(x_mid)))))
-      branch = dx;
-      if (drop) train::dropout(k, branch.data(), al.keep_ff_out.data(), nd, s);
-      k.linear_dw(branch.data(), al.g.data(), gb.proj_w.ptr(), gb.proj_b.ptr(), rows, F, d);
-      dh.resize(N * F);
-      k.linear_dx(branch.data(), b.proj_w.ptr(), dh.data(), rows, F, d, false);
-      train::gelu_backward(k, al.h.data(), dh.data(), dh.data(), N * F);
-      k.linear_dw(dh.data(), al.ln2.data(), gb.fc_w.ptr(), gb.fc_b.ptr(), rows, d, F);
-      k.linear_dx(dh.data(), b.fc_w.ptr(), dln.data(), rows, d, F, false);
-      train::layer_norm_backward(k, dln.data(), al.ln2_hat.data(), al.rstd2.data(), b.norm2_scale.ptr(),
-                                 dx.data(), gb.norm2_scale.ptr(), gb.norm2_shift.ptr(), rows, d, true);
-    }
-    // x = x_in + drop(out_proj(attention(q, k, v of norm1(x_in))))
+  const std::size_t li = params_.blocks.size() - static_cast<std::size_t>(stage);
+  const GptTensors::Block& b = params_.blocks[li];
+  GptTensors::Block& gb = grads_.blocks[li];
+  Activations::Layer& al = a.layers[li];
+  if (!config_.gpt.attention_only) {
+    // x = x_mid + drop(proj(gelu(fc(norm2(x_mid)))))
     branch = dx;
-    if (drop) train::dropout(k, branch.data(), al.keep_att_out.data(), nd, s);
-    k.linear_dw(branch.data(), al.ctx.data(), gb.out_w.ptr(), gb.out_b.ptr(), rows, d, d);
-    k.linear_dx(branch.data(), b.out_w.ptr(), dctx.data(), rows, d, d, false);
-    train::attention_backward(att, al.q.data(), al.k.data(), al.v.data(), al.weights.data(),
-                              drop ? al.keep_att.data() : nullptr, dctx.data(), dq.data(), dk.data(),
-                              dv.data());
-    auto bias = [](Tensor& t) { return t.empty() ? nullptr : t.ptr(); };
-    k.linear_dw(dq.data(), al.ln1.data(), gb.query_w.ptr(), bias(gb.query_b), rows, d, d);
-    k.linear_dw(dk.data(), al.ln1.data(), gb.key_w.ptr(), bias(gb.key_b), rows, d, d);
-    k.linear_dw(dv.data(), al.ln1.data(), gb.value_w.ptr(), bias(gb.value_b), rows, d, d);
-    k.linear_dx(dq.data(), b.query_w.ptr(), dln.data(), rows, d, d, false);
-    k.linear_dx(dk.data(), b.key_w.ptr(), dln.data(), rows, d, d, true);
-    k.linear_dx(dv.data(), b.value_w.ptr(), dln.data(), rows, d, d, true);
-    train::layer_norm_backward(k, dln.data(), al.ln1_hat.data(), al.rstd1.data(), b.norm1_scale.ptr(),
-                               dx.data(), gb.norm1_scale.ptr(), gb.norm1_shift.ptr(), rows, d, true);
+    if (drop) train::dropout(k, branch.data(), al.keep_ff_out.data(), nd, s);
+    k.linear_dw(branch.data(), al.g.data(), gb.proj_w.ptr(), gb.proj_b.ptr(), rows, F, d);
+    dh.resize(N * F);
+    k.linear_dx(branch.data(), b.proj_w.ptr(), dh.data(), rows, F, d, false);
+    train::gelu_backward(k, al.h.data(), dh.data(), dh.data(), N * F);
+    k.linear_dw(dh.data(), al.ln2.data(), gb.fc_w.ptr(), gb.fc_b.ptr(), rows, d, F);
+    k.linear_dx(dh.data(), b.fc_w.ptr(), dln.data(), rows, d, F, false);
+    train::layer_norm_backward(k, dln.data(), al.ln2_hat.data(), al.rstd2.data(), b.norm2_scale.ptr(),
+                               dx.data(), gb.norm2_scale.ptr(), gb.norm2_shift.ptr(), rows, d, true);
   }
-  // drop_emb, then the two embeddings
-  if (drop) train::dropout(k, dx.data(), a.keep_emb.data(), nd, s);
-  for (std::size_t n = 0; n < N; ++n) {
-    float* te = grads_.tok_emb.ptr() + static_cast<std::size_t>(a.inputs[n]) * d;
-    float* pe = grads_.pos_emb.ptr() + (n % static_cast<std::size_t>(a.tokens)) * d;
-    for (int j = 0; j < d; ++j) {
-      te[j] += dx[n * d + j];
-      pe[j] += dx[n * d + j];
-    }
-  }
+  // x = x_in + drop(out_proj(attention(q, k, v of norm1(x_in))))
+  branch = dx;
+  if (drop) train::dropout(k, branch.data(), al.keep_att_out.data(), nd, s);
+  k.linear_dw(branch.data(), al.ctx.data(), gb.out_w.ptr(), gb.out_b.ptr(), rows, d, d);
+  k.linear_dx(branch.data(), b.out_w.ptr(), dctx.data(), rows, d, d, false);
+  train::attention_backward(att, al.q.data(), al.k.data(), al.v.data(), al.weights.data(),
+                            drop ? al.keep_att.data() : nullptr, dctx.data(), dq.data(), dk.data(),
+                            dv.data());
+  auto bias = [](Tensor& t) { return t.empty() ? nullptr : t.ptr(); };
+  k.linear_dw(dq.data(), al.ln1.data(), gb.query_w.ptr(), bias(gb.query_b), rows, d, d);
+  k.linear_dw(dk.data(), al.ln1.data(), gb.key_w.ptr(), bias(gb.key_b), rows, d, d);
+  k.linear_dw(dv.data(), al.ln1.data(), gb.value_w.ptr(), bias(gb.value_b), rows, d, d);
+  k.linear_dx(dq.data(), b.query_w.ptr(), dln.data(), rows, d, d, false);
+  k.linear_dx(dk.data(), b.key_w.ptr(), dln.data(), rows, d, d, true);
+  k.linear_dx(dv.data(), b.value_w.ptr(), dln.data(), rows, d, d, true);
+  train::layer_norm_backward(k, dln.data(), al.ln1_hat.data(), al.rstd1.data(), b.norm1_scale.ptr(),
+                             dx.data(), gb.norm1_scale.ptr(), gb.norm1_shift.ptr(), rows, d, true);
   return Status::ok();
 }
 

@@ -70,6 +70,14 @@ void transpose_blocks(int rows, int cols, const Get& get, float* dst, std::size_
     }
 }
 
+// The same through the ISA's kernel (4 x 4 vector tiles), where there is one.
+void transpose(const simd::TrainKernels* fast, const float* src, std::size_t ld_src, int rows, int cols,
+               float* dst, std::size_t ld_dst) {
+  if (fast) return fast->transpose(src, ld_src, rows, cols, dst, ld_dst);
+  transpose_blocks(
+      rows, cols, [&](int i, int j) { return src[at(i, ld_src, j)]; }, dst, ld_dst);
+}
+
 }  // namespace
 
 Kernels::Kernels(const Exec& exec) : isa(resolve(exec.isa)) {
@@ -150,8 +158,8 @@ void Kernels::linear_dw(const float* dy, const float* x, float* dw, float* db, i
   constexpr int kBand = 64;
   chunked(*pool, (N + kBand - 1) / kBand, 1, [&](std::size_t t0, std::size_t) {
     const int n0 = static_cast<int>(t0) * kBand, n1 = std::min(N, n0 + kBand);
-    transpose_blocks(
-        M, n1 - n0, [&](int m, int n) { return dy[at(m, N, n0 + n)]; }, transposed.data() + at(n0, M, 0), M);
+    transpose(fast, dy + n0, static_cast<std::size_t>(N), M, n1 - n0, transposed.data() + at(n0, M, 0),
+              static_cast<std::size_t>(M));
   });
   pack_kn_parallel(*pool, x, M, K, K, nr, packed.data());
   simd::run_gemm(isa, N, K, M, transposed.data(), packed.data(), product.data(), *pool);
@@ -392,9 +400,16 @@ void store_head(const float* src, std::size_t W, std::size_t row0, std::size_t c
     std::memcpy(dst + at(row0 + i, W, col), src + at(i, hd, 0), sizeof(float) * static_cast<std::size_t>(hd));
 }
 
-void transpose_square(const float* src, int T, float* dst) {
-  transpose_blocks(
-      T, T, [&](int i, int j) { return src[at(i, T, j)]; }, dst, T);
+// One row of the weights (the ISA's kernel, or in double with libm's exp where there is none).
+void softmax_row(const simd::TrainKernels* fast, const float* s, float divisor, int n, int T, float* w) {
+  if (fast) return fast->attention_softmax(s, divisor, n, T, w);
+  double mx = -HUGE_VAL;
+  for (int j = 0; j < n; ++j) mx = std::max(mx, static_cast<double>(s[j] / divisor));
+  double sum = 0.0;
+  for (int j = 0; j < n; ++j) sum += std::exp(static_cast<double>(s[j] / divisor) - mx);
+  for (int j = 0; j < n; ++j)
+    w[j] = static_cast<float>(std::exp(static_cast<double>(s[j] / divisor) - mx) / sum);
+  for (int j = n; j < T; ++j) w[j] = 0.0f;
 }
 
 void attention_forward_fast(const Attention& a, const float* q, const float* k, const float* v,
@@ -408,7 +423,6 @@ void attention_forward_fast(const Attention& a, const float* q, const float* k, 
     ensure(wk.b, std::max(simd::panel_floats(T, hd, nr), simd::panel_floats(hd, T, nr)));
     ensure(wk.c, tt);
     ensure(wk.d, static_cast<std::size_t>(T) * hd);
-    std::vector<double> e(static_cast<std::size_t>(T));
     const int b = task / H, h = task % H;
     const std::size_t row0 = static_cast<std::size_t>(b) * T, col = static_cast<std::size_t>(h) * hd;
     float* w = weights + static_cast<std::size_t>(task) * tt;
@@ -417,19 +431,7 @@ void attention_forward_fast(const Attention& a, const float* q, const float* k, 
     copy_head(q, W, row0, col, T, hd, wk.a.data());
     simd::pack_nk(k + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
     simd::run_gemm(K.isa, T, T, hd, wk.a.data(), wk.b.data(), s, *wk.alone);
-    for (int i = 0; i < T; ++i) {
-      const float* si = s + at(i, T, 0);
-      float* wi = w + at(i, T, 0);
-      double mx = -HUGE_VAL;
-      for (int j = 0; j <= i; ++j) {
-        e[j] = static_cast<double>(si[j] / a.divisor);
-        mx = std::max(mx, e[j]);
-      }
-      double sum = 0.0;
-      for (int j = 0; j <= i; ++j) sum += std::exp(e[j] - mx);
-      for (int j = 0; j <= i; ++j) wi[j] = static_cast<float>(std::exp(e[j] - mx) / sum);
-      for (int j = i + 1; j < T; ++j) wi[j] = 0.0f;
-    }
+    for (int i = 0; i < T; ++i) softmax_row(K.fast, s + at(i, T, 0), a.divisor, i + 1, T, w + at(i, T, 0));
     const float* wd = w;
     if (kp) {  // the dropped weights, into the scores' buffer
       for (std::size_t c = 0; c < tt; ++c) s[c] = kp[c] ? w[c] * a.keep_scale : 0.0f;
@@ -465,13 +467,13 @@ void attention_backward_fast(const Attention& a, const float* q, const float* k,
     simd::run_gemm(K.isa, T, T, hd, wk.a.data(), wk.b.data(), ds, *wk.alone);
     // dV = W'^T dctx (W' the dropped weights)
     float* wt = wk.a.data();
-    transpose_blocks(
-        T, T,
-        [&](int i, int j) {
-          const std::size_t c = at(i, T, j);
-          return kp ? (kp[c] ? w[c] * a.keep_scale : 0.0f) : w[c];
-        },
-        wt, T);
+    const float* wd = w;
+    if (kp) {  // the dropped weights
+      ensure(wk.e, tt);
+      for (std::size_t c = 0; c < tt; ++c) wk.e[c] = kp[c] ? w[c] * a.keep_scale : 0.0f;
+      wd = wk.e.data();
+    }
+    transpose(K.fast, wd, static_cast<std::size_t>(T), T, T, wt, static_cast<std::size_t>(T));
     simd::pack_kn(dctx + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
     simd::run_gemm(K.isa, T, hd, T, wt, wk.b.data(), wk.d.data(), *wk.alone);
     store_head(wk.d.data(), W, row0, col, T, hd, dv);
@@ -491,7 +493,7 @@ void attention_backward_fast(const Attention& a, const float* q, const float* k,
     simd::pack_kn(k + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
     simd::run_gemm(K.isa, T, hd, T, ds, wk.b.data(), wk.d.data(), *wk.alone);
     store_head(wk.d.data(), W, row0, col, T, hd, dq);
-    transpose_square(ds, T, wk.a.data());
+    transpose(K.fast, ds, static_cast<std::size_t>(T), T, T, wk.a.data(), static_cast<std::size_t>(T));
     simd::pack_kn(q + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
     simd::run_gemm(K.isa, T, hd, T, wk.a.data(), wk.b.data(), wk.d.data(), *wk.alone);
     store_head(wk.d.data(), W, row0, col, T, hd, dk);

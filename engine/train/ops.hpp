@@ -31,7 +31,7 @@ struct Kernels {
   // (the caller alone) with its worker's matrices.
   struct Worker {
     std::unique_ptr<ThreadPool> alone;
-    AlignedFloats a, b, c, d;
+    AlignedFloats a, b, c, d, e;
   };
   std::vector<Worker> workers;
 

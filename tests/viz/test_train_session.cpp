@@ -92,9 +92,15 @@ TEST_CASE("train session: induction recipe, slices between frames, snapshots and
   CHECK(a.snapshots().size() == 3);  // steps 0, 4, 8
   CHECK(!std::isnan(a.points()[0].in_context));
   CHECK(std::isnan(a.points()[1].in_context));
-  // a slice runs at least one step
+  // a slice runs at least one piece of a step: with no time to spare, the forward pass alone
   const int before = a.steps_done();
+  REQUIRE_FALSE(a.mid_step());
   REQUIRE(a.advance(0.0).is_ok());
+  CHECK(a.mid_step());
+  CHECK(a.steps_done() == before);
+  CHECK(a.slice_ms().size() == 1);
+  REQUIRE(a.step().is_ok());  // finishes the step the slice began
+  CHECK_FALSE(a.mid_step());
   CHECK(a.steps_done() == before + 1);
   // exports: the loss CSV has a row per step; the model view gets the attention-only model's weights
   const std::string csv = a.loss_csv();
@@ -115,6 +121,77 @@ TEST_CASE("train session: induction recipe, slices between frames, snapshots and
   CHECK(a.steps_done() == before + 1);
 }
 
+// A step cut into slices computes what a whole step computes: the same losses, evaluations, snapshots and
+// parameters, bit for bit, whatever the slices' budgets; a half step survives a pause and a Reset drops it.
+TEST_CASE("train session: slices give the whole steps' results bit for bit") {
+  for (TrainRecipe r : {TrainRecipe::induction, TrainRecipe::custom}) {
+    CAPTURE(to_string(r));
+    TrainSettings s = recipe_settings(r);
+    if (r == TrainRecipe::custom) {  // the book's loop, with dropout, on a small vocabulary of bytes
+      s.config.gpt = GptConfig{256, 16, 32, 4, 2, 0.1, false};
+      s.eval_iter = 2;
+      for (int i = 0; i < 40; ++i) s.text += "the cat sat on the mat, and the dog sat on the log. ";
+    }
+    s.eval_freq = 3, s.snapshot_freq = 2;
+    const auto bytes = [](const std::string& t, std::vector<int>& ids) {
+      ids.assign(t.begin(), t.end());
+      return Status::ok();
+    };
+    TrainSession whole, sliced;
+    REQUIRE(whole.reset(s, bytes).is_ok());
+    REQUIRE(sliced.reset(s, bytes).is_ok());
+    // one piece a slice, except a budget now and then that lets several through (possibly into a next step)
+    constexpr int kSteps = 5;
+    int slices = 0;
+    while (sliced.steps_done() < kSteps) {
+      REQUIRE(sliced.advance(slices % 7 == 6 ? 50.0 : 0.0).is_ok());
+      REQUIRE(++slices < 1000);
+    }
+    CHECK(slices > 2 * kSteps);
+    if (sliced.mid_step()) REQUIRE(sliced.step().is_ok());
+    while (whole.steps_done() < sliced.steps_done()) REQUIRE(whole.step().is_ok());
+    REQUIRE(sliced.points().size() == whole.points().size());
+    for (std::size_t i = 0; i < whole.points().size(); ++i) {
+      const TrainPoint &a = whole.points()[i], &b = sliced.points()[i];
+      CHECK(a.loss == b.loss);
+      CHECK(a.tokens == b.tokens);
+      CHECK((a.val_loss == b.val_loss || (std::isnan(a.val_loss) && std::isnan(b.val_loss))));
+      CHECK((a.in_context == b.in_context || (std::isnan(a.in_context) && std::isnan(b.in_context))));
+    }
+    REQUIRE(sliced.snapshots().size() == whole.snapshots().size());
+    CHECK(sliced.snapshots().back().attention == whole.snapshots().back().attention);
+    const std::string dir_a = (fs::temp_directory_path() / "attnviz_slice_whole").string();
+    const std::string dir_b = (fs::temp_directory_path() / "attnviz_slice_sliced").string();
+    REQUIRE(whole.write_checkpoint(dir_a).is_ok());
+    REQUIRE(sliced.write_checkpoint(dir_b).is_ok());
+    for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+      CHECK(read_file(fs::path(dir_a) / f) == read_file(fs::path(dir_b) / f));
+
+    // A half step kept over a pause (no slices) and finished by step() is the whole step's.
+    REQUIRE(sliced.advance(0.0).is_ok());
+    REQUIRE(sliced.advance(0.0).is_ok());
+    CHECK(sliced.mid_step());
+    REQUIRE(sliced.write_checkpoint(dir_b).is_ok());  // the parameters of the last whole step
+    CHECK(read_file(fs::path(dir_a) / "model.safetensors") ==
+          read_file(fs::path(dir_b) / "model.safetensors"));
+    REQUIRE(sliced.step().is_ok());
+    REQUIRE(whole.step().is_ok());
+    CHECK(sliced.points().back().loss == whole.points().back().loss);
+    REQUIRE(whole.write_checkpoint(dir_a).is_ok());
+    REQUIRE(sliced.write_checkpoint(dir_b).is_ok());
+    CHECK(read_file(fs::path(dir_a) / "model.safetensors") ==
+          read_file(fs::path(dir_b) / "model.safetensors"));
+    // Reset drops a half step: the run starts again from the seed
+    REQUIRE(sliced.advance(0.0).is_ok());
+    REQUIRE(sliced.reset(s, bytes).is_ok());
+    CHECK_FALSE(sliced.mid_step());
+    CHECK(sliced.slice_ms().empty());
+    REQUIRE(sliced.step().is_ok());
+    CHECK(sliced.points().back().loss == whole.points().front().loss);
+    fs::remove_all(dir_a), fs::remove_all(dir_b);
+  }
+}
+
 TEST_CASE("train session: frames run the training while it runs, and draw its view") {
   test::Ui ui;
   App app;
@@ -131,9 +208,18 @@ TEST_CASE("train session: frames run the training while it runs, and draw its vi
   CHECK(uploads >= 8);  // every head's attention on the probe
   app.train.running = true;
   app.train.budget_ms = 0.0;
+  // a frame with no time to spare runs one piece of a step: the forward pass, the backward stages (the head,
+  // two blocks, the embeddings), the update, then the first step's evaluation and (every step here) snapshot
+  for (int i = 0; i < 6; ++i) ui.frame(app);
+  CHECK(app.train.session->steps_done() == 1);
+  CHECK(app.train.session->mid_step());
   ui.frame(app);
   ui.frame(app);
+  CHECK_FALSE(app.train.session->mid_step());
+  for (int i = 0; i < 7; ++i) ui.frame(app);  // the second step: no evaluation
   CHECK(app.train.session->steps_done() == 2);
+  CHECK_FALSE(app.train.session->mid_step());
+  CHECK(app.train.session->slice_ms().size() == 15);
   CHECK(app.uploads >= uploads + 16);  // the new snapshots' textures
   // the slider's snapshot: the view shows step 1's heads, and stays there as training goes on
   app.train.snapshot = 1;
@@ -305,7 +391,7 @@ TEST_CASE("train panel: the controls' rectangles are where clicks land") {
   test::Ui ui;
   App app;
   REQUIRE(start(app).is_ok());
-  app.train.budget_ms = 0.0;  // one step a frame
+  app.train.budget_ms = 0.0;  // one piece of a step a frame
   app.train.settings.snapshot_freq = 1;
   const auto find = [&app](const std::string& name) -> const TrainView::Control* {
     for (const TrainView::Control& c : app.train.controls)
@@ -336,13 +422,16 @@ TEST_CASE("train panel: the controls' rectangles are where clicks land") {
   REQUIRE(app.train.session);
   CHECK(app.train.running);
   CHECK(app.train.show);
-  ui.frame(app);
+  for (int i = 0; i < 40 && app.train.session->steps_done() < 2; ++i) ui.frame(app);
   CHECK(app.train.session->steps_done() >= 2);
+  ui.frame(app);   // into the third step
   click("start");  // now Pause
   CHECK_FALSE(app.train.running);
   const int paused = app.train.session->steps_done();
-  click("step");
+  CHECK(app.train.session->mid_step());
+  click("step");  // finishes the step the slices had begun
   CHECK(app.train.session->steps_done() == paused + 1);
+  CHECK_FALSE(app.train.session->mid_step());
   // the step slider (in the training view): its left end shows snapshot 0
   REQUIRE(find("slider") != nullptr);
   CHECK(find("slider")->visible);

@@ -176,53 +176,99 @@ Status TrainSession::reset(const TrainSettings& s,
   batch_in_epoch_ = loader_.batches();  // the first step starts an epoch
   eval_in_ = std::move(eval_in), eval_out_ = std::move(eval_out), probe_ = std::move(probe);
   steps_ = 0, tokens_ = 0, ms_per_step_ = 0.0;
+  stage_ = 0, step_ms_ = 0.0;
+  stage_ms_.assign(static_cast<std::size_t>(model_->backward_stages()) + 4, -1.0);  // never run
+  slice_ms_.clear();
   points_.clear(), snapshots_.clear();
   return snapshot();  // step 0: the untrained heads
 }
 
-Status TrainSession::step() {
-  if (!model_) return Status::fail("nothing to train: reset first");
+// The stages after the model's backward ones (B of them, at 1 .. B).
+namespace {
+int update_stage(int backward) {
+  return backward + 1;
+}
+int evaluate_stage(int backward) {
+  return backward + 2;
+}
+int snapshot_stage(int backward) {
+  return backward + 3;
+}
+}  // namespace
+
+Status TrainSession::run_stage() {
   const double t0 = now_ms();
   const TrainSettings& s = settings_;
-  std::vector<int> inputs, targets;
-  int batch = s.batch_size, tokens = s.config.gpt.context_length;
-  if (s.recipe == TrainRecipe::induction) {
-    induction_batch(s.task, batch, data_, inputs, targets);
-    tokens = s.task.tokens;
-  } else {
-    if (batch_in_epoch_ >= loader_.batches()) {
-      loader_.begin(g_);  // a new epoch: the loader's draws, as `for ... in train_loader` makes them
-      batch_in_epoch_ = 0;
+  const int B = model_->backward_stages(), stage = stage_;
+  if (stage == 0) {  // the batch, zero_grad and the forward pass with its loss
+    std::vector<int> inputs, targets;
+    int batch = s.batch_size, tokens = s.config.gpt.context_length;
+    if (s.recipe == TrainRecipe::induction) {
+      induction_batch(s.task, batch, data_, inputs, targets);
+      tokens = s.task.tokens;
+    } else {
+      if (batch_in_epoch_ >= loader_.batches()) {
+        loader_.begin(g_);  // a new epoch: the loader's draws, as `for ... in train_loader` makes them
+        batch_in_epoch_ = 0;
+      }
+      const std::vector<int> indices = loader_.batch(batch_in_epoch_++);
+      gather_batch(train_, indices, inputs, targets);
+      batch = static_cast<int>(indices.size());
     }
-    const std::vector<int> indices = loader_.batch(batch_in_epoch_++);
-    gather_batch(train_, indices, inputs, targets);
-    batch = static_cast<int>(indices.size());
-  }
-  model_->zero_grad();
-  float loss = 0.0f;
-  if (Status st = model_->loss(inputs, targets, batch, tokens, true, g_, loss); !st.is_ok()) return st;
-  if (Status st = model_->backward(); !st.is_ok()) return st;
-  opt_.step(model_->params(), model_->grads());
-  ++steps_;
-  tokens_ += static_cast<std::int64_t>(inputs.size());
-  points_.push_back({steps_, tokens_, static_cast<double>(loss), kNaN, kNaN});
-  // as train_model_simple: after the steps whose 0-based global_step is a multiple of eval_freq (the 1st, the
-  // (eval_freq + 1)th, ...)
-  if ((steps_ - 1) % s.eval_freq == 0)
+    model_->zero_grad();
+    if (Status st = model_->loss(inputs, targets, batch, tokens, true, g_, pending_loss_); !st.is_ok())
+      return st;
+    pending_tokens_ = static_cast<std::int64_t>(inputs.size());
+    step_ms_ = 0.0;
+    stage_ = 1;
+  } else if (stage <= B) {
+    if (Status st = model_->backward_stage(stage - 1); !st.is_ok()) return st;
+    ++stage_;
+  } else if (stage == update_stage(B)) {
+    opt_.step(model_->params(), model_->grads());
+    ++steps_;
+    tokens_ += pending_tokens_;
+    points_.push_back({steps_, tokens_, static_cast<double>(pending_loss_), kNaN, kNaN});
+    // as train_model_simple: after the steps whose 0-based global_step is a multiple of eval_freq (the 1st,
+    // the (eval_freq + 1)th, ...)
+    const bool evaluate_due = (steps_ - 1) % s.eval_freq == 0;
+    snapshot_due_ = steps_ % s.snapshot_freq == 0;
+    stage_ = evaluate_due ? evaluate_stage(B) : snapshot_due_ ? snapshot_stage(B) : 0;
+  } else if (stage == evaluate_stage(B)) {
     if (Status st = evaluate(); !st.is_ok()) return st;
-  if (steps_ % s.snapshot_freq == 0)
+    stage_ = snapshot_due_ ? snapshot_stage(B) : 0;
+  } else {
     if (Status st = snapshot(); !st.is_ok()) return st;
+    stage_ = 0;
+  }
   const double ms = now_ms() - t0;
-  ms_per_step_ = ms_per_step_ == 0.0 ? ms : 0.9 * ms_per_step_ + 0.1 * ms;
+  stage_ms_[static_cast<std::size_t>(stage)] = ms;
+  if (stage <= update_stage(B)) step_ms_ += ms;
+  if (stage == update_stage(B))
+    ms_per_step_ = ms_per_step_ == 0.0 ? step_ms_ : 0.9 * ms_per_step_ + 0.1 * step_ms_;
+  return Status::ok();
+}
+
+Status TrainSession::step() {
+  if (!model_) return Status::fail("nothing to train: reset first");
+  do {
+    if (Status st = run_stage(); !st.is_ok()) return st;
+  } while (stage_ != 0);
   return Status::ok();
 }
 
 Status TrainSession::advance(double budget_ms) {
-  const double until = now_ms() + budget_ms;
-  do {
-    if (Status st = step(); !st.is_ok()) return st;
-  } while (now_ms() + ms_per_step_ < until);
-  return Status::ok();
+  if (!model_) return Status::fail("nothing to train: reset first");
+  const double t0 = now_ms(), until = t0 + budget_ms;
+  Status st = Status::ok();
+  for (;;) {
+    if (st = run_stage(); !st.is_ok()) break;
+    // the next piece only if its last run says it fits (one never run yet waits for the next slice)
+    const double next = stage_ms_[static_cast<std::size_t>(stage_)];
+    if (next < 0.0 || now_ms() + next >= until) break;
+  }
+  slice_ms_.push_back(now_ms() - t0);
+  return st;
 }
 
 Status TrainSession::evaluate() {

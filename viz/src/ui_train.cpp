@@ -446,7 +446,9 @@ void draw_train_panel(App& app) {
     ImGui::Checkbox("show", &t.show);
     const TrainSession& ts = *t.session;
     const std::vector<TrainPoint>& p = ts.points();
-    ImGui::Text("step %d, %.1f ms a step", ts.steps_done(), ts.ms_per_step());
+    // "step 12+": a step is half done (its pieces run a slice a frame)
+    ImGui::Text("step %d%s, %.1f ms a step, slice %.1f ms", ts.steps_done(), ts.mid_step() ? "+" : "",
+                ts.ms_per_step(), ts.slice_ms().empty() ? 0.0 : ts.slice_ms().back());
     if (!p.empty()) ImGui::Text("loss %.3f", p.back().loss);
     const int first = ts.first_induction();
     if (first >= 0)

@@ -4,11 +4,13 @@
 #include <emscripten/emscripten.h>
 #include <emscripten/heap.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "attnviz/engine.hpp"
 #include "attnviz/io/files.hpp"
@@ -104,6 +106,26 @@ std::string status_json() {
     for (const attnviz::viz::TrainPoint& pt : ts.points()) losses.push_back(pt.loss);
     train["steps"] = ts.steps_done();
     train["ms_per_step"] = ts.ms_per_step();
+    // the slices (one a frame while training runs): how long the page's frames spend training
+    train["mid_step"] = ts.mid_step();
+    std::vector<double> slices = ts.slice_ms();
+    nlohmann::json sl = {{"count", slices.size()},
+                         {"last_ms", nullptr},
+                         {"median_ms", nullptr},
+                         {"max_ms", nullptr},
+                         {"p99_ms", nullptr}};
+    if (!slices.empty()) {
+      sl["last_ms"] = slices.back();
+      const auto mid = slices.begin() + static_cast<std::ptrdiff_t>(slices.size() / 2);
+      std::nth_element(slices.begin(), mid, slices.end());
+      sl["median_ms"] = *mid;
+      sl["max_ms"] = *std::max_element(slices.begin(), slices.end());
+      const auto p99 = slices.begin() + static_cast<std::ptrdiff_t>(slices.size() * 99 / 100);
+      std::nth_element(slices.begin(), p99, slices.end());
+      sl["p99_ms"] = *p99;
+    }
+    train["slices"] = sl;
+    train["pieces_ms"] = ts.piece_ms();  // forward, the backward stages, update, evaluation, snapshot
     train["losses"] = losses;
     train["snapshots"] = ts.snapshots().size();
     const int first = ts.first_induction();

@@ -83,6 +83,9 @@ test('the Train panel by mouse: start, pause, the slider, exports and Open in mo
   await page.waitForFunction((f) => attnviz.status().frames > f + 1, frames);
   assert.equal((await train(page)).steps, paused, 'paused: frames train nothing');
   t.diagnostic(`a step of the induction recipe in the page: ${s.ms_per_step.toFixed(1)} ms (a figure, not a check)`);
+  t.diagnostic(`its slices: ${s.slices.count}, median ${s.slices.median_ms.toFixed(1)} ms, slowest ` +
+               `${s.slices.max_ms.toFixed(1)} ms (figures, not checks)`);
+  assert.equal(s.pieces_ms.length, 8, 'the forward pass, 4 backward stages, the update, evaluation, snapshot');
 
   // The same recipe's losses as the native build's, step for step (SIMD128 against the machine's kernels).
   const cli = process.env.ATTNVIZ_CLI;

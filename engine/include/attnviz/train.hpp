@@ -95,6 +95,12 @@ class TrainModel {
               bool train, TorchGenerator& g, float& out, bool for_backward = true);
   // loss.backward(): adds the gradient of the last loss(..., for_backward = true) to grads().
   Status backward();
+  // The same backward pass in stages, for a caller that spreads a step over several frames (the Train
+  // panel): backward_stage(0), (1), ... (backward_stages() - 1) in order compute exactly what backward()
+  // computes. Stage 0 is the head and the final norm, then one stage per block from the last, then the
+  // embeddings. A stage out of order, or after another loss(), is refused.
+  int backward_stages() const { return static_cast<int>(params_.blocks.size()) + 2; }
+  Status backward_stage(int stage);
   // Every head's attention weights (eval mode, no dropout) on `ids`: out[layer][head], each (T, T) row-major.
   Status attention_maps(const std::vector<int>& ids, std::vector<std::vector<std::vector<float>>>& out);
   // The loss of each position of the last loss() call, averaged over its batch.

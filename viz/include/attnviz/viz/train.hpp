@@ -83,13 +83,29 @@ class TrainSession {
   bool ready() const { return model_ != nullptr; }
   const TrainSettings& settings() const { return settings_; }
 
-  // One optimizer step, and the evaluation and snapshot its step count calls for.
+  // One optimizer step, and the evaluation and snapshot its step count calls for; a step a slice had begun
+  // is finished instead.
   Status step();
-  // Steps until `budget_ms` has passed (at least one): what a host runs once a frame while training.
+  // One slice: the next pieces of work (at least one) that fit in `budget_ms`, each piece's time predicted
+  // from its last runs; what a host runs once a frame while training. A step is cut into pieces: the batch
+  // and the forward pass with the loss, each of the model's backward stages (the head, one per block, the
+  // embeddings), the AdamW update (which counts the step), then the evaluation and the snapshot it calls
+  // for. So a slice takes about one piece when a whole step would not fit the frame, and the results are
+  // those of whole steps, bit for bit. A paused session keeps its half step: Start or Step finishes it,
+  // Reset discards it; the parameters are always those of the last whole step.
   Status advance(double budget_ms);
+  // Whether a step is half done (some of its pieces ran, the update not yet or its evaluation or snapshot).
+  bool mid_step() const { return stage_ != 0; }
 
   int steps_done() const { return steps_; }
+  // The last steps' time (a running mean), their forward, backward and update pieces added up: the time
+  // between slices, the evaluations and the snapshots are not counted.
   double ms_per_step() const { return ms_per_step_; }
+  // Every advance() call's time since the reset, in order (a slice that failed included).
+  const std::vector<double>& slice_ms() const { return slice_ms_; }
+  // Each piece's last time in ms (-1: not run yet): the forward pass, the model's backward stages, the
+  // update, the evaluation, the snapshot.
+  const std::vector<double>& piece_ms() const { return stage_ms_; }
   const std::vector<TrainPoint>& points() const { return points_; }
   const std::vector<TrainSnapshot>& snapshots() const { return snapshots_; }
   const std::vector<int>& probe() const { return probe_; }
@@ -105,6 +121,8 @@ class TrainSession {
  private:
   Status evaluate();
   Status snapshot();
+  // Runs the piece of the step in progress that `stage_` names (a new step's first at 0), then moves on.
+  Status run_stage();
 
   TrainSettings settings_;
   std::unique_ptr<TrainModel> model_;
@@ -118,6 +136,15 @@ class TrainSession {
   int steps_ = 0;
   std::int64_t tokens_ = 0;
   double ms_per_step_ = 0.0;
+  // The step in progress: 0 (none: the next piece draws a batch and runs the forward pass), 1 + i (the
+  // model's backward stage i), then the update, the evaluation and the snapshot (stage_ numbers below).
+  int stage_ = 0;
+  float pending_loss_ = 0.0f;
+  std::int64_t pending_tokens_ = 0;
+  bool snapshot_due_ = false;
+  double step_ms_ = 0.0;          // the step in progress's pieces so far
+  std::vector<double> stage_ms_;  // each stage's last time (-1: never run), what advance() predicts from
+  std::vector<double> slice_ms_;
   std::vector<TrainPoint> points_;
   std::vector<TrainSnapshot> snapshots_;
 };
