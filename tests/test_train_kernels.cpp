@@ -216,7 +216,9 @@ TEST_CASE("train kernels: AdamW gives the reference loop's bits on every ISA") {
 
 TEST_CASE("train kernels: transposes copy every element exactly") {
   // shapes whose edges leave partial 4 x 4 tiles and 32 x 32 blocks, with row strides wider than the rows
-  for (auto [rows, cols] : {std::pair{37, 70}, {64, 64}, {5, 3}, {1, 9}}) {
+  for (const std::pair<int, int>& shape : {std::pair{37, 70}, {64, 64}, {5, 3}, {1, 9}}) {
+    const int rows = shape.first,
+              cols = shape.second;  // not a structured binding: CAPTURE's lambda needs C++20
     CAPTURE(rows);
     CAPTURE(cols);
     const std::size_t ld_src = static_cast<std::size_t>(cols) + 3,
