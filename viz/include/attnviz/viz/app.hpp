@@ -143,8 +143,11 @@ struct TrainView {
   bool running = false;                   // steps run between frames
   bool show = false;                      // the main area shows the training view
   int snapshot = -1;                      // the step slider's snapshot (-1: follow the latest)
-  double budget_ms = 30.0;  // training time per frame (a step longer than this still runs whole)
-  std::string text_path;    // book and custom: a text file (empty: the sentence box's text)
+  // training time per frame: pieces of steps that fit it, at least one. 40 ms, not 30: the page's one-thread
+  // pieces of the induction recipe take 17 to 22 ms, and 30 ms held one a frame, so a step took three frames
+  // (docs/training.md, "The Train panel")
+  double budget_ms = 40.0;
+  std::string text_path;  // book and custom: a text file (empty: the sentence box's text)
   // book and custom: a text dropped onto the window or the page (choose_train_text), checked; used before
   // text_path and the sentence box until forgotten (text_name empty)
   std::string text_name, text;
