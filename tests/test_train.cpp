@@ -21,6 +21,7 @@
 #include "attnviz/io/train_text.hpp"
 #include "attnviz/train.hpp"
 #include "check.hpp"
+#include "run_state_check.hpp"
 
 using namespace attnviz;
 using nlohmann::json;
@@ -633,16 +634,8 @@ TEST_CASE("train: a checkpoint's run state is untrusted: each bad value is one l
   CHECK(out->rng == r.rng);
   CHECK(parse_run_state({{"step", "3"}}, out).is_ok());  // no run.version: an older checkpoint
   CHECK_FALSE(out.has_value());
-  const auto refused = [&](const std::string& key, const std::string& value, const std::string& error) {
-    std::map<std::string, std::string> m = good;
-    if (value == "(none)")
-      m.erase(key);
-    else
-      m[key] = value;
-    const Status st = parse_run_state(m, out);
-    INFO(key << " = " << value);
-    CHECK(st.error == error);
-    CHECK(st.error.find('\n') == std::string::npos);
+  const auto refused = [&good](const std::string& key, const std::string& value, const std::string& error) {
+    test::check_run_state_refused(good, key, value, error);
   };
   refused("run.version", "2", "its run state is version '2', not 1");
   refused("run.epoch", "(none)", "its run state has no run.epoch");

@@ -15,6 +15,7 @@
 #include "attnviz/train.hpp"
 #include "check.hpp"
 #include "cli_run.hpp"
+#include "run_state_check.hpp"
 
 using namespace attnviz;
 using nlohmann::json;
@@ -547,17 +548,8 @@ TEST_CASE("train cli: an induction run state is untrusted: each bad value is one
   REQUIRE(parse_run_state(bm, out).is_ok());
   CHECK(out->task == RunTask::book);
 
-  const auto refused = [&](const std::string& key, const std::string& value, const std::string& error) {
-    std::map<std::string, std::string> m = good;
-    if (value == "(none)")
-      m.erase(key);
-    else
-      m[key] = value;
-    const Status st = parse_run_state(m, out);
-    INFO(key << " = " << value);
-    CHECK(st.error == error);
-    CHECK_FALSE(out.has_value());
-    CHECK(st.error.find('\n') == std::string::npos);
+  const auto refused = [&good](const std::string& key, const std::string& value, const std::string& error) {
+    test::check_run_state_refused(good, key, value, error);
   };
   refused("run.task", "gpt", "its run.task is 'gpt', not book or induction");
   refused("run.total_steps", "(none)", "its run state has no run.total_steps");
