@@ -511,10 +511,15 @@ struct PassWork {
   AttentionScratch attention;
 };
 
-// n floats of unspecified contents in v's storage, unless that is too small or more than twice n: then new
-// storage with room for an eighth more (typing at the end grows the buffers a row at a time).
+// Whether storage of `have` floats is replaced to hold n: when it is too small, or more than twice n.
+bool refit(std::size_t have, std::size_t n) {
+  return have < n || have / 2 > n;
+}
+
+// n floats of unspecified contents in v's storage, unless refit says otherwise: then new storage with room
+// for an eighth more (typing at the end grows the buffers a row at a time).
 void resize_storage(std::vector<float>& v, std::size_t n) {
-  if (v.capacity() < n || v.capacity() / 2 > n) {
+  if (refit(v.capacity(), n)) {
     std::vector<float> fresh;
     fresh.reserve(n + n / 8);
     v.swap(fresh);
@@ -765,8 +770,7 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
   job.context = ctx.ptr();
   job.output = out.ptr();
   const std::size_t scratch_floats = simd::scratch_floats(job, simd::panel_width(isa), s.kern.pool->size());
-  if (scratch.kernel.size() < scratch_floats || scratch.kernel.size() / 2 > scratch_floats)
-    scratch.kernel = AlignedBuffer(scratch_floats);
+  if (refit(scratch.kernel.size(), scratch_floats)) scratch.kernel = AlignedBuffer(scratch_floats);
   job.scratch = scratch.kernel.data();
   simd::run_layer(isa, job);
   if (Status st = check_finite_rows(
