@@ -13,6 +13,7 @@
 #include "attnviz/io/files.hpp"
 #include "attnviz/io/model_source.hpp"
 #include "attnviz/io/train_text.hpp"
+#include "attnviz/text.hpp"
 #include "attnviz/train.hpp"
 #include "config_args.hpp"
 
@@ -139,16 +140,6 @@ Status no_size_flags(const CLI::App& app) {
   return Status::ok();
 }
 
-// The shortest decimal that reads back as `x` (for messages: 0.002, not 0.0020000000000000000).
-std::string shortest(double x) {
-  char buf[40];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, x);
-    if (std::strtod(buf, nullptr) == x) break;
-  }
-  return buf;
-}
-
 std::string head_list(const std::vector<std::vector<HeadScores>>& heads) {
   std::string s;
   char buf[80];
@@ -251,8 +242,8 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
     };
     for (const Status& st :
          {same("--batch-size", std::to_string(a.batch_size), std::to_string(resumed->batch_size)),
-          same("--lr", shortest(a.lr), shortest(n.lr)),
-          same("--weight-decay", shortest(a.weight_decay), shortest(n.weight_decay)),
+          same("--lr", shortest_decimal(a.lr), shortest_decimal(n.lr)),
+          same("--weight-decay", shortest_decimal(a.weight_decay), shortest_decimal(n.weight_decay)),
           same("--fixed-distance", std::to_string(a.fixed_distance), std::to_string(n.task.fixed_distance))})
       if (!st.is_ok()) return fail(st);
     run.task = n.task;

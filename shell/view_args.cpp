@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "attnviz/text.hpp"
+
 namespace attnviz {
 namespace {
 
@@ -29,16 +31,6 @@ std::string file_name(const std::string& path) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   const auto slash = p.rfind('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
-}
-
-// The shortest decimal that reads back to the same double (dropout probabilities such as 0.1).
-std::string shortest(double x) {
-  char buf[32];
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
-    if (std::strtod(buf, nullptr) == x) break;
-  }
-  return buf;
 }
 
 }  // namespace
@@ -163,7 +155,7 @@ std::vector<StateArg> state_args(const viz::App& app) {
     if (c.num_heads != preset->num_heads) out.emplace_back("heads", std::to_string(c.num_heads));
     if (c.context_length != preset->context_length)
       out.emplace_back("context-length", std::to_string(c.context_length));
-    if (c.dropout != preset->dropout) out.emplace_back("dropout", shortest(c.dropout));
+    if (c.dropout != preset->dropout) out.emplace_back("dropout", shortest_decimal(c.dropout));
     if (c.qkv_bias) out.emplace_back("qkv-bias", "");
   }
   if (c.seed != d.seed) out.emplace_back("seed", std::to_string(c.seed));

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace attnviz {
@@ -240,6 +241,15 @@ Status input_from_rows(const std::vector<std::vector<double>>& rows, Input& out)
   }
   out = std::move(in);
   return Status::ok();
+}
+
+std::string shortest_decimal(double x) {
+  char buf[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  return buf;
 }
 
 }  // namespace attnviz

@@ -31,6 +31,10 @@ inline constexpr std::size_t kQuoteCap = 120;
 // message of the engine and of both hosts quotes through this one function.
 std::string quote(std::string_view piece, std::size_t cap = kQuoteCap, char mark = '\'');
 
+// The shortest decimal that reads back to the same double ("0.1", "0.002", not 0.10000000000000001), for
+// messages and flags that name a value.
+std::string shortest_decimal(double x);
+
 // Checks that `s` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
 Status check_utf8(std::string_view s);
 
