@@ -11,6 +11,7 @@
 #include "check.hpp"
 #include "simd/isas.hpp"
 #include "simd/pack.hpp"
+#include "simd/packed.hpp"
 
 using namespace attnviz;
 using attnviz::test::random_input;
@@ -208,5 +209,85 @@ TEST_CASE("keys and values packed a row at a time into room for more equal the p
     simd::pack_kn_rows(src.data(), 0, T, hd, ld, nr, T, v0.data());
     CHECK(k0 == k_once);
     CHECK(v0 == v_once);
+  }
+}
+
+namespace {
+
+// One of causal attention's products three ways on one ISA: the dense panel GEMM (what the kernels computed
+// before they skipped the masked half), the causal one into storage that holds NaN, and a double-sum oracle.
+// a (M, K) already holds the zeros the kind promises; b (K, N) row-major.
+void check_causal(Isa isa, simd::CausalGemm::Kind kind, int M, int N, int K, const std::vector<float>& a,
+                  const std::vector<float>& b) {
+  const int nr = simd::panel_width(isa);
+  AlignedFloats panels(simd::panel_floats(N, K, nr));
+  simd::pack_kn(b.data(), K, N, N, nr, panels.data());
+  std::vector<float> dense(static_cast<std::size_t>(M) * N, NAN), causal(dense.size(), NAN);
+  static ThreadPool alone(1);
+  simd::run_gemm(isa, M, N, K, a.data(), panels.data(), dense.data(), alone);
+  simd::run_causal_gemm(isa, simd::CausalGemm{kind, M, N, K, a.data(), K, panels.data(),
+                                              static_cast<std::size_t>(K) * nr, causal.data(), N});
+  double worst = 0.0;
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      const std::size_t at = static_cast<std::size_t>(i) * N + j;
+      // lower_c computes the cells at and left of the diagonal; right of it, a cell is left as it was or
+      // holds the same product
+      if (kind == simd::CausalGemm::lower_c && j > i) {
+        if (!std::isnan(causal[at])) REQUIRE(test::bits_of(causal[at]) == test::bits_of(dense[at]));
+        continue;
+      }
+      INFO("row " << i << ", column " << j << ": " << causal[at] << " against " << dense[at]);
+      REQUIRE(test::bits_of(causal[at]) == test::bits_of(dense[at]));
+      double sum = 0.0;
+      for (int k = 0; k < K; ++k)
+        sum += static_cast<double>(a[static_cast<std::size_t>(i) * K + k]) *
+               b[static_cast<std::size_t>(k) * N + j];
+      worst = std::max(worst, std::fabs(causal[at] - sum));
+    }
+  CHECK(worst <= 1e-5 * K);  // the terms are at most 1 in size
+}
+
+}  // namespace
+
+TEST_CASE("causal attention products skip the masked half and give the dense GEMM's bits") {
+  // T around the micro-kernels' heights (5, 6, 12 rows) and panel widths (8, 16, 32), one row past the
+  // products' row blocks (96), and past their K blocks (4096 / NR = 128, 256, 512 terms); head widths that
+  // fill no whole panel. The kept cells include exact zeros (dropped weights) and the values -0.0, so the
+  // masked cells' products are -0 and +0 alike.
+  for (Isa isa : available_isas()) {
+    if (isa == Isa::scalar) continue;
+    for (int T : {1, 2, 5, 7, 13, 17, 33, 97, 300, 520}) {
+      for (int hd : {1, 19, 64}) {
+        if (T > 130 && hd != 64) continue;
+        CAPTURE(to_string(isa));
+        CAPTURE(T);
+        CAPTURE(hd);
+        TorchGenerator g(static_cast<std::uint64_t>(T * 100 + hd));
+        const auto value = [&] {
+          const std::uint32_t r = g.random();
+          if (r % 11 == 0) return 0.0f;
+          if (r % 13 == 0) return -0.0f;
+          return static_cast<float>(r % (1u << 24)) * 0x1p-23f - 1.0f;
+        };
+        std::vector<float> q(static_cast<std::size_t>(T) * hd), kt(q.size()), v(q.size());
+        for (float& x : q) x = value();
+        for (float& x : kt) x = value();
+        for (float& x : v) x = value();
+        // K^T (hd, T) for the scores; P (T, T) zero right of the diagonal, and its transpose
+        std::vector<float> k_t(q.size()), p(static_cast<std::size_t>(T) * T, 0.0f), pt(p.size(), 0.0f);
+        for (int i = 0; i < T; ++i)
+          for (int e = 0; e < hd; ++e)
+            k_t[static_cast<std::size_t>(e) * T + i] = kt[static_cast<std::size_t>(i) * hd + e];
+        for (int i = 0; i < T; ++i)
+          for (int j = 0; j <= i; ++j) {
+            p[static_cast<std::size_t>(i) * T + j] = std::fabs(value()) / static_cast<float>(i + 1);
+            pt[static_cast<std::size_t>(j) * T + i] = p[static_cast<std::size_t>(i) * T + j];
+          }
+        check_causal(isa, simd::CausalGemm::lower_c, T, T, hd, q, k_t);  // scores = Q K^T
+        check_causal(isa, simd::CausalGemm::lower_a, T, hd, T, p, v);    // context = P V
+        check_causal(isa, simd::CausalGemm::upper_a, T, hd, T, pt, v);   // dV = P^T dctx
+      }
+    }
   }
 }

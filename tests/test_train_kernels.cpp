@@ -236,9 +236,15 @@ TEST_CASE("train kernels: transposes copy every element exactly") {
   }
 }
 
-TEST_CASE("train kernels: the attention's softmax and products equal the reference") {
-  // 2 sequences of 37 tokens (rows that do not fill whole vectors), 3 heads of 8; scores up to about 6
-  const int batch = 2, T = 37, H = 3, hd = 8;
+namespace {
+
+struct AttentionShape {
+  int batch, T, H, hd;
+};
+
+// The fast attention forward and backward against the reference, with and without dropout.
+void check_attention(const AttentionShape& shape) {
+  const int batch = shape.batch, T = shape.T, H = shape.H, hd = shape.hd;
   const std::size_t nd = static_cast<std::size_t>(batch) * T * H * hd,
                     square = static_cast<std::size_t>(batch) * H * T * T;
   const std::vector<float> q = uniform(nd, -1.5f, 1.5f, 31), kk = uniform(nd, -1.5f, 1.5f, 32),
@@ -272,5 +278,21 @@ TEST_CASE("train kernels: the attention's softmax and products equal the referen
         REQUIRE(std::fabs(sum - 1.0) < 1e-6);
       }
     });
+  }
+}
+
+}  // namespace
+
+TEST_CASE("train kernels: the attention's softmax and products equal the reference") {
+  // 2 sequences of 37 tokens (rows that do not fill whole vectors), 3 heads of 8; scores up to about 6. Then
+  // the shapes where the products' causal strips change: one token, a micro-kernel's height and one more
+  // (5, 6, 12 rows), a panel's width and one more (8, 16, 32 columns), one row past a 96-row block and past
+  // the 64-row bands of the triangular transposes, head widths that fill no whole panel.
+  for (const AttentionShape& shape :
+       {AttentionShape{2, 37, 3, 8}, AttentionShape{1, 1, 2, 5}, AttentionShape{1, 7, 1, 16},
+        AttentionShape{1, 13, 2, 19}, AttentionShape{2, 65, 2, 4}, AttentionShape{1, 97, 1, 33}}) {
+    SUBCASE(("T " + std::to_string(shape.T) + ", hd " + std::to_string(shape.hd)).c_str()) {
+      check_attention(shape);
+    }
   }
 }

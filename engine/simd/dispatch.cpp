@@ -162,6 +162,10 @@ void run_gemm(Isa isa, int M, int N, int K, const float* a, const float* b, floa
   with_arch<void>(isa, [&](auto arch) { fast_gemm{}(arch, M, N, K, a, b, c, &pool); });
 }
 
+void run_causal_gemm(Isa isa, const CausalGemm& job) {
+  with_arch<void>(isa, [&](auto arch) { causal_gemm{}(arch, job); });
+}
+
 double run_fma_probe(Isa isa, long iterations, float* sink) {
   return with_arch<double>(isa, [&](auto arch) { return fma_probe{}(arch, iterations, sink); });
 }

@@ -100,6 +100,40 @@ struct fast_gemm {
                   ThreadPool* pool) const;
 };
 
+// One of causal attention's products, C (M x N) = A (M x K) B, computed without the half the causal mask
+// makes zero, row strips of the micro-kernel's height at a time (on one thread: training runs one (sequence,
+// head) per task). B is in panels of width nr (pack.hpp), `bstride` floats apart (K * nr when packed
+// dense); row i of C is query position i. Every sum still runs over k in order, and what a strip skips is a
+// run of exact zero products at the end or the start of it, so each computed cell has the bits a dense GEMM
+// gives (a float sum that starts at +0 stays +0 over zero products, and x + 0 = x): the same numbers as
+// before, with operands that are finite.
+struct CausalGemm {
+  enum Kind {
+    // Only C's cells at or left of the diagonal (j <= i) are needed (scores = Q K^T, dP = dctx V^T): a strip
+    // of rows [r0, r1) computes columns [0, r1) in whole panels clipped to N, and leaves its rows' later
+    // columns as they were.
+    lower_c,
+    // A is zero right of its diagonal (ctx = P V, dQ = dS K): strip [r0, r1) sums k in [0, r1). The zeros
+    // from column i + 1 to the strip's end are still read, so they must be there.
+    lower_a,
+    // A is zero left of its diagonal (dV = P^T dctx, dK = dS^T Q, A a transposed lower triangle): strip
+    // [r0, r1) sums k in [r0, K); the zeros from column r0 to i - 1 are read.
+    upper_a,
+  } kind = lower_c;
+  int M = 0, N = 0, K = 0;
+  const float* a = nullptr;  // (M, K), rows lda floats apart
+  int lda = 0;
+  const float* b = nullptr;  // panels of K rows
+  std::size_t bstride = 0;
+  float* c = nullptr;  // (M, N), rows ldc floats apart
+  int ldc = 0;
+};
+
+struct causal_gemm {
+  template <class Arch>
+  void operator()(Arch, const CausalGemm& job) const;
+};
+
 // For benchmarks: `iterations` rounds of 12 independent FMA chains on full vectors; returns the FLOPs done
 // (and writes a checksum so the work cannot be optimized away).
 struct fma_probe {
@@ -114,12 +148,14 @@ extern template void fast_gemm::operator()<xsimd::sse4_1>(xsimd::sse4_1, int, in
                                                           const float*, float*, ThreadPool*) const;
 extern template double fma_probe::operator()<xsimd::sse4_1>(xsimd::sse4_1, long, float*) const;
 extern template void fast_rows::operator()<xsimd::sse4_1>(xsimd::sse4_1, const RowJob&) const;
+extern template void causal_gemm::operator()<xsimd::sse4_1>(xsimd::sse4_1, const CausalGemm&) const;
 #elif defined(__aarch64__)
 extern template void fast_layer::operator()<xsimd::neon64>(xsimd::neon64, const LayerJob&) const;
 extern template void fast_gemm::operator()<xsimd::neon64>(xsimd::neon64, int, int, int, const float*,
                                                           const float*, float*, ThreadPool*) const;
 extern template double fma_probe::operator()<xsimd::neon64>(xsimd::neon64, long, float*) const;
 extern template void fast_rows::operator()<xsimd::neon64>(xsimd::neon64, const RowJob&) const;
+extern template void causal_gemm::operator()<xsimd::neon64>(xsimd::neon64, const CausalGemm&) const;
 #else
 extern template void fast_rows::operator()<xsimd::avx512bw>(xsimd::avx512bw, const RowJob&) const;
 extern template void fast_rows::operator()<xsimd::fma3<xsimd::avx2> >(xsimd::fma3<xsimd::avx2>,
@@ -140,6 +176,10 @@ extern template double fma_probe::operator()<xsimd::avx512bw>(xsimd::avx512bw, l
 extern template double fma_probe::operator()<xsimd::fma3<xsimd::avx2> >(xsimd::fma3<xsimd::avx2>, long,
                                                                         float*) const;
 extern template double fma_probe::operator()<xsimd::sse4_2>(xsimd::sse4_2, long, float*) const;
+extern template void causal_gemm::operator()<xsimd::avx512bw>(xsimd::avx512bw, const CausalGemm&) const;
+extern template void causal_gemm::operator()<xsimd::fma3<xsimd::avx2> >(xsimd::fma3<xsimd::avx2>,
+                                                                        const CausalGemm&) const;
+extern template void causal_gemm::operator()<xsimd::sse4_2>(xsimd::sse4_2, const CausalGemm&) const;
 #endif
 
 // Scratch a job needs, in floats, for panel width `nr` and `workers` workers.

@@ -2,6 +2,7 @@
 // here is a template on Arch, so each ISA's copy is its own symbol, compiled with that file's flags.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -183,6 +184,61 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
         kMicroKernels[lesser<A>(MR, m1 - i)](kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
       }
     }
+  }
+}
+
+// Rows [m0, m1) of one of causal attention's products (CausalGemm), row i at query position i + pos0, in
+// strips of MR rows, each with its own run of k (lower_a, upper_a) or of panels (lower_c). With `window` > 0
+// (a sliding-window layer; lower_c and lower_a) row i sees no key before i + pos0 - window + 1 either, and
+// its weights are zero there, so a strip starts at its first row's first key. The loops run as gemm's: K in
+// blocks that keep a panel's slice in L1 while it serves every strip, each strip's sum over k in order.
+template <class A>
+void causal_strips(const CausalGemm& g, int m0, int m1, int pos0, int window) {
+  constexpr int NR = nr_of<A>(), MR = mr_of<A>();
+  static constexpr auto kMicroKernels = micro_kernels<A>(std::make_integer_sequence<int, MR>{});
+  if (g.K == 0) return;
+  // strip [r0, r1): terms k in [lo, hi), columns [0, n1) from panel pl
+  struct Strip {
+    int lo, hi, n1, pl;
+  };
+  const auto strip = [&](int r0, int r1) {
+    const int first = window > 0 && r0 + pos0 - window + 1 > 0 ? r0 + pos0 - window + 1 : 0;
+    const int end = r1 + pos0;  // past the strip's last position
+    switch (g.kind) {
+      case CausalGemm::lower_c:
+        return Strip{0, g.K, lesser<A>(g.N, end), first / NR};
+      case CausalGemm::lower_a:
+        return Strip{first, lesser<A>(g.K, end), g.N, 0};
+      case CausalGemm::upper_a:
+        break;
+    }
+    return Strip{r0 + pos0, g.K, g.N, 0};
+  };
+  const int KC = kReadPanelsFirst ? g.K : 4096 / NR;
+  const int pn = panels(g.N, NR);
+  for (int k0 = 0; k0 < g.K; k0 += KC) {
+    const int k1 = lesser<A>(g.K, k0 + KC);
+    for (int p = 0; p < pn; ++p)
+      for (int r0 = m0; r0 < m1; r0 += MR) {
+        const int r1 = lesser<A>(m1, r0 + MR);
+        const Strip st = strip(r0, r1);
+        const int s0 = st.lo > k0 ? st.lo : k0, s1 = lesser<A>(st.hi, k1);
+        if (p < st.pl || p * NR >= st.n1 || s1 <= s0) continue;
+        kMicroKernels[r1 - r0](
+            s1 - s0, g.a + static_cast<std::size_t>(r0) * g.lda + s0, g.lda,
+            g.b + static_cast<std::size_t>(p) * g.bstride + static_cast<std::size_t>(s0) * NR,
+            g.c + static_cast<std::size_t>(r0) * g.ldc + p * NR, g.ldc, lesser<A>(NR, st.n1 - p * NR),
+            nullptr, s0 > st.lo);
+      }
+  }
+  // a strip with no term at all (rows past K): the empty sum
+  for (int r0 = m0; r0 < m1; r0 += MR) {
+    const int r1 = lesser<A>(m1, r0 + MR);
+    const Strip st = strip(r0, r1);
+    if (st.hi <= st.lo)
+      for (int i = r0; i < r1; ++i)
+        std::fill(g.c + static_cast<std::size_t>(i) * g.ldc, g.c + static_cast<std::size_t>(i) * g.ldc + g.N,
+                  0.0f);
   }
 }
 
@@ -375,14 +431,26 @@ void fast_layer::operator()(A, const LayerJob& job) const {
   pool.run(H * blocks, [&](int task, int worker) {
     const int h = task % H, r0 = first + (task / H) * kRowBlock, r1 = lesser<A>(T, r0 + kRowBlock);
     float* scratch_rows = rows + worker_floats * static_cast<std::size_t>(worker);
-    // Causal rows r0..r1-1 only need keys up to r1-1; the raw scores stage keeps every cell.
+    // Causal rows r0..r1-1 only need keys up to r1-1, and each strip of them up to its own last row
+    // (causal_strips); the raw scores stage keeps every cell.
     const int needed = job.causal ? r1 : T;
-    const int ncols = job.scores ? T : needed;
     float* s = job.scores ? job.scores + h * sq + static_cast<std::size_t>(r0) * ld : scratch_rows;
     const int lds = static_cast<int>(job.scores ? ld : row_stride);
     const int g = h / group;
-    gemm<A>(0, r1 - r0, 0, panels(ncols, NR), ncols, hd, q + static_cast<std::size_t>(r0) * W + h * hd, W,
-            kpack + kpack_head * g, static_cast<std::size_t>(hd) * NR, nullptr, s, lds);
+    CausalGemm qk{CausalGemm::lower_c,
+                  r1 - r0,
+                  T,
+                  hd,
+                  q + static_cast<std::size_t>(r0) * W + h * hd,
+                  W,
+                  kpack + kpack_head * g,
+                  static_cast<std::size_t>(hd) * NR,
+                  s,
+                  lds};
+    if (job.causal && !job.scores)
+      causal_strips<A>(qk, 0, r1 - r0, r0, job.window);
+    else
+      gemm<A>(0, r1 - r0, 0, panels(T, NR), T, hd, qk.a, W, qk.b, qk.bstride, nullptr, s, lds);
 
     float* wts = job.weights + h * sq;
     for (int i = r0; i < r1; ++i) {
@@ -405,8 +473,9 @@ void fast_layer::operator()(A, const LayerJob& job) const {
                              : scratch_rows + kRowBlock * row_stride;
       const std::size_t ldd = job.dropped ? ld : row_stride;
       const std::uint8_t* keep = job.keep + h * tt + static_cast<std::size_t>(r0) * T;
+      const int dcols = job.dropped ? T : needed;  // the context reads no key past the block's last row
       for (int i = 0; i < r1 - r0; ++i)
-        for (int j = 0; j < T; ++j)
+        for (int j = 0; j < dcols; ++j)
           d[static_cast<std::size_t>(i) * ldd + j] =
               keep[static_cast<std::size_t>(i) * T + j]
                   ? p[static_cast<std::size_t>(i) * ld + j] * job.keep_scale
@@ -414,8 +483,20 @@ void fast_layer::operator()(A, const LayerJob& job) const {
       p = d;
       ldp = static_cast<int>(ldd);
     }
-    gemm<A>(0, r1 - r0, 0, panels(hd, NR), hd, needed, p, ldp, vpack + vpack_head * g, vstride, nullptr,
-            job.context + static_cast<std::size_t>(r0) * W + h * hd, W);
+    CausalGemm pv{CausalGemm::lower_a,
+                  r1 - r0,
+                  hd,
+                  needed,
+                  p,
+                  ldp,
+                  vpack + vpack_head * g,
+                  vstride,
+                  job.context + static_cast<std::size_t>(r0) * W + h * hd,
+                  W};
+    if (job.causal)
+      causal_strips<A>(pv, 0, r1 - r0, r0, job.window);
+    else
+      gemm<A>(0, r1 - r0, 0, panels(hd, NR), hd, needed, p, ldp, pv.b, vstride, nullptr, pv.c, W);
   });
 
   // 3b. incremental: the raw scores of the earlier rows against the new keys (masked, but the raw stage shows
@@ -445,6 +526,14 @@ template <class A>
 void fast_gemm::operator()(A, int M, int N, int K, const float* a, const float* b, float* c,
                            ThreadPool* pool) const {
   detail::parallel_gemm<A>(*pool, M, N, K, a, b, nullptr, c);
+}
+
+template <class A>
+void causal_gemm::operator()(A, const CausalGemm& job) const {
+  // row blocks of parallel_gemm's height: a block's rows of A stay in cache while the panels pass
+  constexpr int kRows = 96;
+  for (int m0 = 0; m0 < job.M; m0 += kRows)
+    detail::causal_strips<A>(job, m0, detail::lesser<A>(job.M, m0 + kRows), 0, 0);
 }
 
 template <class A>

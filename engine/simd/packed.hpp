@@ -28,6 +28,8 @@ void run_rows(Isa isa, const RowJob& job);
 // Benchmark hooks with the ISA's kernels: a panel GEMM (b from pack_nk) and the FMA peak probe.
 void run_gemm(Isa isa, int M, int N, int K, const float* a, const float* b, float* c, ThreadPool& pool);
 double run_fma_probe(Isa isa, long iterations, float* sink);
+// One of causal attention's products without its masked half (CausalGemm), on the calling thread.
+void run_causal_gemm(Isa isa, const CausalGemm& job);
 }  // namespace simd
 
 }  // namespace attnviz

@@ -386,8 +386,10 @@ void attention_backward_reference(const Attention& a, const float* q, const floa
 }
 
 // The fast path: per (sequence, head), S = Q K^T, the softmax rows, ctx = dropout(W) V; and backward
-// dW' = dctx V^T, dV = W'^T dctx, dS = W (dW - rowsum(dW W)) / divisor, dQ = dS K, dK = dS^T Q; every product
-// a panel GEMM over the pool, the element-wise steps in between as in the reference.
+// dW' = dctx V^T, dV = W'^T dctx, dS = W (dW - rowsum(dW W)) / divisor, dQ = dS K, dK = dS^T Q; the
+// element-wise steps in between as in the reference. Every product is a panel GEMM without the causal mask's
+// half (simd::CausalGemm): S and dW' only at and left of the diagonal, the others without the zero terms of
+// W', dS or their transposes, which are kept zero right of (transposed: left of) their diagonals.
 void copy_head(const float* src, std::size_t W, std::size_t row0, std::size_t col, int T, int hd,
                float* dst) {
   for (int i = 0; i < T; ++i)
@@ -412,6 +414,37 @@ void softmax_row(const simd::TrainKernels* fast, const float* s, float divisor, 
   for (int j = n; j < T; ++j) w[j] = 0.0f;
 }
 
+// c (M, N; row stride ldc) = a (M, K; row stride lda) b, b in panels of K rows, without the causal half.
+void causal_product(const Kernels& K, simd::CausalGemm::Kind kind, int M, int N, int k, const float* a,
+                    int lda, const float* b, float* c, int ldc) {
+  const std::size_t bstride = static_cast<std::size_t>(k) * simd::panel_width(K.isa);
+  simd::run_causal_gemm(K.isa, simd::CausalGemm{kind, M, N, k, a, lda, b, bstride, c, ldc});
+}
+
+// out (T x T) = dropout's mask on the weights: keep ? w * scale : 0 at and left of the diagonal, 0 right of
+// it (where w is 0 too).
+void drop_weights(const float* w, const std::uint8_t* keep, float scale, int T, float* out) {
+  for (int i = 0; i < T; ++i) {
+    const std::size_t r = at(i, T, 0);
+    for (int j = 0; j <= i; ++j) out[r + j] = keep[r + j] ? w[r + j] * scale : 0.0f;
+    std::fill(out + r + i + 1, out + r + T, 0.0f);
+  }
+}
+
+// dst (T x T) = src^T for a src that is zero right of its diagonal (the weights, dS): dst is zero left of
+// its diagonal. Only src's lower triangle is read, a band of 64 rows at a time, and dst's cells left of its
+// diagonal below each band's columns are zeroed instead of copied.
+void transpose_lower(const simd::TrainKernels* fast, const float* src, int T, float* dst) {
+  constexpr int kBand = 64;
+  const std::size_t ld = static_cast<std::size_t>(T);
+  for (int i0 = 0; i0 < T; i0 += kBand) {
+    const int i1 = std::min(T, i0 + kBand);
+    // src rows [i0, i1), columns [0, i1) -> dst rows [0, i1), columns [i0, i1)
+    transpose(fast, src + at(i0, ld, 0), ld, i1 - i0, i1, dst + i0, ld);
+    for (int j = i1; j < T; ++j) std::fill(dst + at(j, ld, i0), dst + at(j, ld, i1), 0.0f);
+  }
+}
+
 void attention_forward_fast(const Attention& a, const float* q, const float* k, const float* v,
                             float* weights, const std::uint8_t* keep, float* ctx) {
   Kernels& K = *a.kernels;
@@ -428,17 +461,19 @@ void attention_forward_fast(const Attention& a, const float* q, const float* k, 
     float* w = weights + static_cast<std::size_t>(task) * tt;
     const std::uint8_t* kp = keep ? keep + static_cast<std::size_t>(task) * tt : nullptr;
     float* s = wk.c.data();
+    // S = Q K^T at and left of the diagonal: the softmax reads no other cell
     copy_head(q, W, row0, col, T, hd, wk.a.data());
     simd::pack_nk(k + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
-    simd::run_gemm(K.isa, T, T, hd, wk.a.data(), wk.b.data(), s, *wk.alone);
+    causal_product(K, simd::CausalGemm::lower_c, T, T, hd, wk.a.data(), hd, wk.b.data(), s, T);
     for (int i = 0; i < T; ++i) softmax_row(K.fast, s + at(i, T, 0), a.divisor, i + 1, T, w + at(i, T, 0));
     const float* wd = w;
     if (kp) {  // the dropped weights, into the scores' buffer
-      for (std::size_t c = 0; c < tt; ++c) s[c] = kp[c] ? w[c] * a.keep_scale : 0.0f;
+      drop_weights(w, kp, a.keep_scale, T, s);
       wd = s;
     }
+    // ctx = W' V
     simd::pack_kn(v + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
-    simd::run_gemm(K.isa, T, hd, T, wd, wk.b.data(), wk.d.data(), *wk.alone);
+    causal_product(K, simd::CausalGemm::lower_a, T, hd, T, wd, T, wk.b.data(), wk.d.data(), hd);
     store_head(wk.d.data(), W, row0, col, T, hd, ctx);
   });
 }
@@ -461,21 +496,21 @@ void attention_backward_fast(const Attention& a, const float* q, const float* k,
     const float* w = weights + static_cast<std::size_t>(task) * tt;
     const std::uint8_t* kp = keep ? keep + static_cast<std::size_t>(task) * tt : nullptr;
     float* ds = wk.c.data();
-    // dW' = dctx V^T
+    // dW' = dctx V^T at and left of the diagonal (the cells dS reads)
     copy_head(dctx, W, row0, col, T, hd, wk.a.data());
     simd::pack_nk(v + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
-    simd::run_gemm(K.isa, T, T, hd, wk.a.data(), wk.b.data(), ds, *wk.alone);
+    causal_product(K, simd::CausalGemm::lower_c, T, T, hd, wk.a.data(), hd, wk.b.data(), ds, T);
     // dV = W'^T dctx (W' the dropped weights)
     float* wt = wk.a.data();
     const float* wd = w;
     if (kp) {  // the dropped weights
       ensure(wk.e, tt);
-      for (std::size_t c = 0; c < tt; ++c) wk.e[c] = kp[c] ? w[c] * a.keep_scale : 0.0f;
+      drop_weights(w, kp, a.keep_scale, T, wk.e.data());
       wd = wk.e.data();
     }
-    transpose(K.fast, wd, static_cast<std::size_t>(T), T, T, wt, static_cast<std::size_t>(T));
+    transpose_lower(K.fast, wd, T, wt);
     simd::pack_kn(dctx + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
-    simd::run_gemm(K.isa, T, hd, T, wt, wk.b.data(), wk.d.data(), *wk.alone);
+    causal_product(K, simd::CausalGemm::upper_a, T, hd, T, wt, T, wk.b.data(), wk.d.data(), hd);
     store_head(wk.d.data(), W, row0, col, T, hd, dv);
     // dS, masked cells 0
     for (int i = 0; i < T; ++i) {
@@ -491,11 +526,11 @@ void attention_backward_fast(const Attention& a, const float* q, const float* k,
     }
     // dQ = dS K, dK = dS^T Q
     simd::pack_kn(k + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
-    simd::run_gemm(K.isa, T, hd, T, ds, wk.b.data(), wk.d.data(), *wk.alone);
+    causal_product(K, simd::CausalGemm::lower_a, T, hd, T, ds, T, wk.b.data(), wk.d.data(), hd);
     store_head(wk.d.data(), W, row0, col, T, hd, dq);
-    transpose(K.fast, ds, static_cast<std::size_t>(T), T, T, wk.a.data(), static_cast<std::size_t>(T));
+    transpose_lower(K.fast, ds, T, wk.a.data());
     simd::pack_kn(q + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
-    simd::run_gemm(K.isa, T, hd, T, wk.a.data(), wk.b.data(), wk.d.data(), *wk.alone);
+    causal_product(K, simd::CausalGemm::upper_a, T, hd, T, wk.a.data(), T, wk.b.data(), wk.d.data(), hd);
     store_head(wk.d.data(), W, row0, col, T, hd, dk);
   });
 }
