@@ -216,16 +216,18 @@ namespace {
 
 // One of causal attention's products three ways on one ISA: the dense panel GEMM (what the kernels computed
 // before they skipped the masked half), the causal one into storage that holds NaN, and a double-sum oracle.
-// a (M, K) already holds the zeros the kind promises; b (K, N) row-major.
+// a (M, K) already holds the zeros the kind promises, and `stored` is what the causal kernel reads (a itself,
+// or for lower_at its transpose (K, M)); b (K, N) row-major.
 void check_causal(Isa isa, simd::CausalGemm::Kind kind, int M, int N, int K, const std::vector<float>& a,
-                  const std::vector<float>& b) {
+                  const std::vector<float>& stored, const std::vector<float>& b) {
   const int nr = simd::panel_width(isa);
   AlignedFloats panels(simd::panel_floats(N, K, nr));
   simd::pack_kn(b.data(), K, N, N, nr, panels.data());
   std::vector<float> dense(static_cast<std::size_t>(M) * N, NAN), causal(dense.size(), NAN);
   static ThreadPool alone(1);
   simd::run_gemm(isa, M, N, K, a.data(), panels.data(), dense.data(), alone);
-  simd::run_causal_gemm(isa, simd::CausalGemm{kind, M, N, K, a.data(), K, panels.data(),
+  const int lda = kind == simd::CausalGemm::lower_at ? M : K;
+  simd::run_causal_gemm(isa, simd::CausalGemm{kind, M, N, K, stored.data(), lda, panels.data(),
                                               static_cast<std::size_t>(K) * nr, causal.data(), N});
   double worst = 0.0;
   for (int i = 0; i < M; ++i)
@@ -284,9 +286,9 @@ TEST_CASE("causal attention products skip the masked half and give the dense GEM
             p[static_cast<std::size_t>(i) * T + j] = std::fabs(value()) / static_cast<float>(i + 1);
             pt[static_cast<std::size_t>(j) * T + i] = p[static_cast<std::size_t>(i) * T + j];
           }
-        check_causal(isa, simd::CausalGemm::lower_c, T, T, hd, q, k_t);  // scores = Q K^T
-        check_causal(isa, simd::CausalGemm::lower_a, T, hd, T, p, v);    // context = P V
-        check_causal(isa, simd::CausalGemm::upper_a, T, hd, T, pt, v);   // dV = P^T dctx
+        check_causal(isa, simd::CausalGemm::lower_c, T, T, hd, q, q, k_t);  // scores = Q K^T
+        check_causal(isa, simd::CausalGemm::lower_a, T, hd, T, p, p, v);    // context = P V
+        check_causal(isa, simd::CausalGemm::lower_at, T, hd, T, pt, p, v);  // dV = P^T dctx, P read in place
       }
     }
   }

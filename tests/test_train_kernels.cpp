@@ -286,8 +286,8 @@ void check_attention(const AttentionShape& shape) {
 TEST_CASE("train kernels: the attention's softmax and products equal the reference") {
   // 2 sequences of 37 tokens (rows that do not fill whole vectors), 3 heads of 8; scores up to about 6. Then
   // the shapes where the products' causal strips change: one token, a micro-kernel's height and one more
-  // (5, 6, 12 rows), a panel's width and one more (8, 16, 32 columns), one row past a 96-row block and past
-  // the 64-row bands of the triangular transposes, head widths that fill no whole panel.
+  // (5, 6, 12 rows), a panel's width and one more (8, 16, 32 columns), one row past a 96-row block, head
+  // widths that fill no whole panel.
   for (const AttentionShape& shape :
        {AttentionShape{2, 37, 3, 8}, AttentionShape{1, 1, 2, 5}, AttentionShape{1, 7, 1, 16},
         AttentionShape{1, 13, 2, 19}, AttentionShape{2, 65, 2, 4}, AttentionShape{1, 97, 1, 33}}) {

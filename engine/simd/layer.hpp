@@ -116,12 +116,12 @@ struct CausalGemm {
     // A is zero right of its diagonal (ctx = P V, dQ = dS K): strip [r0, r1) sums k in [0, r1). The zeros
     // from column i + 1 to the strip's end are still read, so they must be there.
     lower_a,
-    // A is zero left of its diagonal (dV = P^T dctx, dK = dS^T Q, A a transposed lower triangle): strip
-    // [r0, r1) sums k in [r0, K); the zeros from column r0 to i - 1 are read.
-    upper_a,
+    // C = A^T B, A stored (K, M) and zero right of its diagonal (dV = P^T dctx, dK = dS^T Q, read without
+    // a transpose): strip [r0, r1) sums k in [r0, K); A's zeros in rows r0 to r1 - 2 are read.
+    lower_at,
   } kind = lower_c;
   int M = 0, N = 0, K = 0;
-  const float* a = nullptr;  // (M, K), rows lda floats apart
+  const float* a = nullptr;  // (M, K), rows lda floats apart; lower_at: (K, M)
   int lda = 0;
   const float* b = nullptr;  // panels of K rows
   std::size_t bstride = 0;

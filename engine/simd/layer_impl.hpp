@@ -67,9 +67,10 @@ inline vf<A> exp_fast(vf<A> x) {
   return xsimd::select(x < lo, B(0.0f), y * pow2n);
 }
 
-// C[MR x n_valid] (+)= A[MR x K] * Bpanel[K x NR] (+ bias). A row-major with stride lda; the panel k-major
+// C[MR x n_valid] (+)= A[MR x K] * Bpanel[K x NR] (+ bias). A row-major with stride lda (with TransA, A is
+// the transpose of a (K x MR) block with stride lda: element (r, k) at a[k * lda + r]); the panel k-major
 // and aligned. The MR x NR accumulator block lives in registers for the whole K loop.
-template <class A, int MR>
+template <class A, int MR, bool TransA = false>
 inline void micro_kernel(int K, const float* a, int lda, const float* b, float* c, int ldc, int n_valid,
                          const float* bias, bool load_c) {
   using B = vf<A>;
@@ -101,7 +102,7 @@ inline void micro_kernel(int K, const float* a, int lda, const float* b, float* 
   for (int k = 0; k < K; ++k) {
     const B b0 = B::load_aligned(b + k * NR), b1 = B::load_aligned(b + k * NR + W);
     for (int r = 0; r < MR; ++r) {
-      const B ar(a[r * lda + k]);
+      const B ar(TransA ? a[k * lda + r] : a[r * lda + k]);
       c0[r] = xsimd::fma(ar, b0, c0[r]);
       c1[r] = xsimd::fma(ar, b1, c1[r]);
     }
@@ -120,9 +121,9 @@ inline void micro_kernel(int K, const float* a, int lda, const float* b, float* 
 
 using Micro = void (*)(int, const float*, int, const float*, float*, int, int, const float*, bool);
 // {nullptr, micro_kernel<A, 1>, ..., micro_kernel<A, MR>}: indexed by the count of rows left.
-template <class A, int... R>
+template <class A, bool TransA = false, int... R>
 constexpr std::array<Micro, sizeof...(R) + 1> micro_kernels(std::integer_sequence<int, R...>) {
-  return {nullptr, micro_kernel<A, R + 1>...};
+  return {nullptr, micro_kernel<A, R + 1, TransA>...};
 }
 
 // WebAssembly reads each weight-sized panel whole before multiplying it (touch_lines); native builds have
@@ -188,7 +189,7 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
 }
 
 // Rows [m0, m1) of one of causal attention's products (CausalGemm), row i at query position i + pos0, in
-// strips of MR rows, each with its own run of k (lower_a, upper_a) or of panels (lower_c). With `window` > 0
+// strips of MR rows, each with its own run of k (lower_a, lower_at) or of panels (lower_c). With `window` > 0
 // (a sliding-window layer; lower_c and lower_a) row i sees no key before i + pos0 - window + 1 either, and
 // its weights are zero there, so a strip starts at its first row's first key. The loops run as gemm's: K in
 // blocks that keep a panel's slice in L1 while it serves every strip, each strip's sum over k in order.
@@ -196,6 +197,8 @@ template <class A>
 void causal_strips(const CausalGemm& g, int m0, int m1, int pos0, int window) {
   constexpr int NR = nr_of<A>(), MR = mr_of<A>();
   static constexpr auto kMicroKernels = micro_kernels<A>(std::make_integer_sequence<int, MR>{});
+  static constexpr auto kTransposed = micro_kernels<A, true>(std::make_integer_sequence<int, MR>{});
+  const bool trans = g.kind == CausalGemm::lower_at;
   if (g.K == 0) return;
   // strip [r0, r1): terms k in [lo, hi), columns [0, n1) from panel pl
   struct Strip {
@@ -209,7 +212,7 @@ void causal_strips(const CausalGemm& g, int m0, int m1, int pos0, int window) {
         return Strip{0, g.K, lesser<A>(g.N, end), first / NR};
       case CausalGemm::lower_a:
         return Strip{first, lesser<A>(g.K, end), g.N, 0};
-      case CausalGemm::upper_a:
+      case CausalGemm::lower_at:
         break;
     }
     return Strip{r0 + pos0, g.K, g.N, 0};
@@ -224,8 +227,10 @@ void causal_strips(const CausalGemm& g, int m0, int m1, int pos0, int window) {
         const Strip st = strip(r0, r1);
         const int s0 = st.lo > k0 ? st.lo : k0, s1 = lesser<A>(st.hi, k1);
         if (p < st.pl || p * NR >= st.n1 || s1 <= s0) continue;
-        kMicroKernels[r1 - r0](
-            s1 - s0, g.a + static_cast<std::size_t>(r0) * g.lda + s0, g.lda,
+        const float* a = trans ? g.a + static_cast<std::size_t>(s0) * g.lda + r0
+                               : g.a + static_cast<std::size_t>(r0) * g.lda + s0;
+        (trans ? kTransposed : kMicroKernels)[r1 - r0](
+            s1 - s0, a, g.lda,
             g.b + static_cast<std::size_t>(p) * g.bstride + static_cast<std::size_t>(s0) * NR,
             g.c + static_cast<std::size_t>(r0) * g.ldc + p * NR, g.ldc, lesser<A>(NR, st.n1 - p * NR),
             nullptr, s0 > st.lo);

@@ -85,7 +85,6 @@ Kernels::Kernels(const Exec& exec) : isa(resolve(exec.isa)) {
   pool = &ThreadPool::shared(threads);
   fast = simd::train_kernels(isa);
   workers.resize(static_cast<std::size_t>(threads));
-  for (Worker& w : workers) w.alone = std::make_unique<ThreadPool>(1);
 }
 
 void Kernels::linear(const float* x, const float* w, const float* b, float* y, int M, int K, int N) {
@@ -389,18 +388,8 @@ void attention_backward_reference(const Attention& a, const float* q, const floa
 // dW' = dctx V^T, dV = W'^T dctx, dS = W (dW - rowsum(dW W)) / divisor, dQ = dS K, dK = dS^T Q; the
 // element-wise steps in between as in the reference. Every product is a panel GEMM without the causal mask's
 // half (simd::CausalGemm): S and dW' only at and left of the diagonal, the others without the zero terms of
-// W', dS or their transposes, which are kept zero right of (transposed: left of) their diagonals.
-void copy_head(const float* src, std::size_t W, std::size_t row0, std::size_t col, int T, int hd,
-               float* dst) {
-  for (int i = 0; i < T; ++i)
-    std::memcpy(dst + at(i, hd, 0), src + at(row0 + i, W, col), sizeof(float) * static_cast<std::size_t>(hd));
-}
-
-void store_head(const float* src, std::size_t W, std::size_t row0, std::size_t col, int T, int hd,
-                float* dst) {
-  for (int i = 0; i < T; ++i)
-    std::memcpy(dst + at(row0 + i, W, col), src + at(i, hd, 0), sizeof(float) * static_cast<std::size_t>(hd));
-}
+// W' and dS, which are kept zero right of their diagonals (W'^T and dS^T are read in place, not transposed).
+// The products read the head's columns of q, k, v and dctx, and write those of ctx, dq, dk and dv, in place.
 
 // One row of the weights (the ISA's kernel, or in double with libm's exp where there is none).
 void softmax_row(const simd::TrainKernels* fast, const float* s, float divisor, int n, int T, float* w) {
@@ -414,11 +403,14 @@ void softmax_row(const simd::TrainKernels* fast, const float* s, float divisor, 
   for (int j = n; j < T; ++j) w[j] = 0.0f;
 }
 
-// c (M, N; row stride ldc) = a (M, K; row stride lda) b, b in panels of K rows, without the causal half.
+// c (M, N; row stride ldc) = a (M, K; row stride lda; lower_at: a^T) b, b in panels of K rows, without the
+// causal half.
 void causal_product(const Kernels& K, simd::CausalGemm::Kind kind, int M, int N, int k, const float* a,
-                    int lda, const float* b, float* c, int ldc) {
-  const std::size_t bstride = static_cast<std::size_t>(k) * simd::panel_width(K.isa);
-  simd::run_causal_gemm(K.isa, simd::CausalGemm{kind, M, N, k, a, lda, b, bstride, c, ldc});
+                    std::size_t lda, const float* b, float* c, std::size_t ldc) {
+  const std::size_t bstride =
+      static_cast<std::size_t>(k) * static_cast<std::size_t>(simd::panel_width(K.isa));
+  simd::run_causal_gemm(
+      K.isa, simd::CausalGemm{kind, M, N, k, a, static_cast<int>(lda), b, bstride, c, static_cast<int>(ldc)});
 }
 
 // out (T x T) = dropout's mask on the weights: keep ? w * scale : 0 at and left of the diagonal, 0 right of
@@ -431,20 +423,6 @@ void drop_weights(const float* w, const std::uint8_t* keep, float scale, int T, 
   }
 }
 
-// dst (T x T) = src^T for a src that is zero right of its diagonal (the weights, dS): dst is zero left of
-// its diagonal. Only src's lower triangle is read, a band of 64 rows at a time, and dst's cells left of its
-// diagonal below each band's columns are zeroed instead of copied.
-void transpose_lower(const simd::TrainKernels* fast, const float* src, int T, float* dst) {
-  constexpr int kBand = 64;
-  const std::size_t ld = static_cast<std::size_t>(T);
-  for (int i0 = 0; i0 < T; i0 += kBand) {
-    const int i1 = std::min(T, i0 + kBand);
-    // src rows [i0, i1), columns [0, i1) -> dst rows [0, i1), columns [i0, i1)
-    transpose(fast, src + at(i0, ld, 0), ld, i1 - i0, i1, dst + i0, ld);
-    for (int j = i1; j < T; ++j) std::fill(dst + at(j, ld, i0), dst + at(j, ld, i1), 0.0f);
-  }
-}
-
 void attention_forward_fast(const Attention& a, const float* q, const float* k, const float* v,
                             float* weights, const std::uint8_t* keep, float* ctx) {
   Kernels& K = *a.kernels;
@@ -452,19 +430,16 @@ void attention_forward_fast(const Attention& a, const float* q, const float* k, 
   const std::size_t W = static_cast<std::size_t>(H) * hd, tt = static_cast<std::size_t>(T) * T;
   K.pool->run(a.batch * H, [&](int task, int worker) {
     Kernels::Worker& wk = K.workers[static_cast<std::size_t>(worker)];
-    ensure(wk.a, static_cast<std::size_t>(T) * hd);
     ensure(wk.b, std::max(simd::panel_floats(T, hd, nr), simd::panel_floats(hd, T, nr)));
     ensure(wk.c, tt);
-    ensure(wk.d, static_cast<std::size_t>(T) * hd);
     const int b = task / H, h = task % H;
-    const std::size_t row0 = static_cast<std::size_t>(b) * T, col = static_cast<std::size_t>(h) * hd;
+    const std::size_t head = at(static_cast<std::size_t>(b) * T, W, static_cast<std::size_t>(h) * hd);
     float* w = weights + static_cast<std::size_t>(task) * tt;
     const std::uint8_t* kp = keep ? keep + static_cast<std::size_t>(task) * tt : nullptr;
     float* s = wk.c.data();
     // S = Q K^T at and left of the diagonal: the softmax reads no other cell
-    copy_head(q, W, row0, col, T, hd, wk.a.data());
-    simd::pack_nk(k + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
-    causal_product(K, simd::CausalGemm::lower_c, T, T, hd, wk.a.data(), hd, wk.b.data(), s, T);
+    simd::pack_nk(k + head, T, hd, static_cast<int>(W), nr, wk.b.data());
+    causal_product(K, simd::CausalGemm::lower_c, T, T, hd, q + head, W, wk.b.data(), s, T);
     for (int i = 0; i < T; ++i) softmax_row(K.fast, s + at(i, T, 0), a.divisor, i + 1, T, w + at(i, T, 0));
     const float* wd = w;
     if (kp) {  // the dropped weights, into the scores' buffer
@@ -472,9 +447,8 @@ void attention_forward_fast(const Attention& a, const float* q, const float* k, 
       wd = s;
     }
     // ctx = W' V
-    simd::pack_kn(v + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
-    causal_product(K, simd::CausalGemm::lower_a, T, hd, T, wd, T, wk.b.data(), wk.d.data(), hd);
-    store_head(wk.d.data(), W, row0, col, T, hd, ctx);
+    simd::pack_kn(v + head, T, hd, static_cast<int>(W), nr, wk.b.data());
+    causal_product(K, simd::CausalGemm::lower_a, T, hd, T, wd, T, wk.b.data(), ctx + head, W);
   });
 }
 
@@ -486,32 +460,26 @@ void attention_backward_fast(const Attention& a, const float* q, const float* k,
   const std::size_t W = static_cast<std::size_t>(H) * hd, tt = static_cast<std::size_t>(T) * T;
   K.pool->run(a.batch * H, [&](int task, int worker) {
     Kernels::Worker& wk = K.workers[static_cast<std::size_t>(worker)];
-    ensure(wk.a, std::max(static_cast<std::size_t>(T) * hd, tt));
     ensure(wk.b, std::max(simd::panel_floats(T, hd, nr), simd::panel_floats(hd, T, nr)));
     ensure(wk.c, tt);
-    ensure(wk.d, static_cast<std::size_t>(T) * hd);
 
     const int b = task / H, h = task % H;
-    const std::size_t row0 = static_cast<std::size_t>(b) * T, col = static_cast<std::size_t>(h) * hd;
+    const std::size_t head = at(static_cast<std::size_t>(b) * T, W, static_cast<std::size_t>(h) * hd);
     const float* w = weights + static_cast<std::size_t>(task) * tt;
     const std::uint8_t* kp = keep ? keep + static_cast<std::size_t>(task) * tt : nullptr;
     float* ds = wk.c.data();
     // dW' = dctx V^T at and left of the diagonal (the cells dS reads)
-    copy_head(dctx, W, row0, col, T, hd, wk.a.data());
-    simd::pack_nk(v + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
-    causal_product(K, simd::CausalGemm::lower_c, T, T, hd, wk.a.data(), hd, wk.b.data(), ds, T);
+    simd::pack_nk(v + head, T, hd, static_cast<int>(W), nr, wk.b.data());
+    causal_product(K, simd::CausalGemm::lower_c, T, T, hd, dctx + head, W, wk.b.data(), ds, T);
     // dV = W'^T dctx (W' the dropped weights)
-    float* wt = wk.a.data();
     const float* wd = w;
     if (kp) {  // the dropped weights
       ensure(wk.e, tt);
       drop_weights(w, kp, a.keep_scale, T, wk.e.data());
       wd = wk.e.data();
     }
-    transpose_lower(K.fast, wd, T, wt);
-    simd::pack_kn(dctx + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
-    causal_product(K, simd::CausalGemm::upper_a, T, hd, T, wt, T, wk.b.data(), wk.d.data(), hd);
-    store_head(wk.d.data(), W, row0, col, T, hd, dv);
+    simd::pack_kn(dctx + head, T, hd, static_cast<int>(W), nr, wk.b.data());
+    causal_product(K, simd::CausalGemm::lower_at, T, hd, T, wd, T, wk.b.data(), dv + head, W);
     // dS, masked cells 0
     for (int i = 0; i < T; ++i) {
       float* di = ds + at(i, T, 0);
@@ -525,13 +493,10 @@ void attention_backward_fast(const Attention& a, const float* q, const float* k,
       for (int j = i + 1; j < T; ++j) di[j] = 0.0f;
     }
     // dQ = dS K, dK = dS^T Q
-    simd::pack_kn(k + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
-    causal_product(K, simd::CausalGemm::lower_a, T, hd, T, ds, T, wk.b.data(), wk.d.data(), hd);
-    store_head(wk.d.data(), W, row0, col, T, hd, dq);
-    transpose_lower(K.fast, ds, T, wk.a.data());
-    simd::pack_kn(q + at(row0, W, col), T, hd, static_cast<int>(W), nr, wk.b.data());
-    causal_product(K, simd::CausalGemm::upper_a, T, hd, T, wk.a.data(), T, wk.b.data(), wk.d.data(), hd);
-    store_head(wk.d.data(), W, row0, col, T, hd, dk);
+    simd::pack_kn(k + head, T, hd, static_cast<int>(W), nr, wk.b.data());
+    causal_product(K, simd::CausalGemm::lower_a, T, hd, T, ds, T, wk.b.data(), dq + head, W);
+    simd::pack_kn(q + head, T, hd, static_cast<int>(W), nr, wk.b.data());
+    causal_product(K, simd::CausalGemm::lower_at, T, hd, T, ds, T, wk.b.data(), dk + head, W);
   });
 }
 

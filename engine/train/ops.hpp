@@ -27,11 +27,10 @@ struct Kernels {
   ThreadPool* pool = nullptr;                // the shared pool of `threads` workers
   const simd::TrainKernels* fast = nullptr;  // the ISA's element-wise kernels; null on the reference
   AlignedFloats packed, transposed, product;
-  // Attention runs one (sequence, head) per task, each task's products on its worker's one-thread pool
-  // (the caller alone) with its worker's matrices.
+  // Attention runs one (sequence, head) per task, its products on the calling thread, with its worker's
+  // matrices: K^T, V, dctx, K or Q in panels (b), the scores or dS (c), the dropped weights (e).
   struct Worker {
-    std::unique_ptr<ThreadPool> alone;
-    AlignedFloats a, b, c, d, e;
+    AlignedFloats b, c, e;
   };
   std::vector<Worker> workers;
 
