@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "attnviz/enum_names.hpp"
+#include "common/thread_pool.hpp"
 
 namespace attnviz {
 namespace {
@@ -241,6 +242,21 @@ HeadKind label_of(const HeadScores& s) {
     if (x >= head_kind_threshold(k) && (kind == HeadKind::none || x > s.score(kind))) kind = k;
   }
   return kind;
+}
+
+void score_heads(const std::vector<HeadTask>& tasks, const std::vector<int>& ids, const Exec& how) {
+  const auto one = [&](int t) {
+    const HeadTask& task = tasks[static_cast<std::size_t>(t)];
+    HeadSums fresh;
+    *task.out = score_head(task.weights, ids, task.sums ? *task.sums : fresh);
+  };
+  const int n = static_cast<int>(tasks.size());
+  const int threads = resolve(how.isa) == Isa::scalar ? 1 : std::min(resolve_threads(how.threads), n);
+  if (threads <= 1) {
+    for (int t = 0; t < n; ++t) one(t);
+    return;
+  }
+  ThreadPool::shared(resolve_threads(how.threads)).run(n, [&](int t, int) { one(t); });
 }
 
 }  // namespace attnviz
