@@ -8,7 +8,6 @@
 #include <unordered_map>
 
 #include "attnviz/enum_names.hpp"
-#include "common/thread_pool.hpp"
 
 namespace attnviz {
 namespace {
@@ -245,18 +244,14 @@ HeadKind label_of(const HeadScores& s) {
 }
 
 void score_heads(const std::vector<HeadTask>& tasks, const std::vector<int>& ids, const Exec& how) {
-  const auto one = [&](int t) {
-    const HeadTask& task = tasks[static_cast<std::size_t>(t)];
-    HeadSums fresh;
-    *task.out = score_head(task.weights, ids, task.sums ? *task.sums : fresh);
-  };
-  const int n = static_cast<int>(tasks.size());
-  const int threads = resolve(how.isa) == Isa::scalar ? 1 : std::min(resolve_threads(how.threads), n);
-  if (threads <= 1) {
-    for (int t = 0; t < n; ++t) one(t);
-    return;
-  }
-  ThreadPool::shared(resolve_threads(how.threads)).run(n, [&](int t, int) { one(t); });
+  run_tasks(
+      static_cast<int>(tasks.size()),
+      [&](int t) {
+        const HeadTask& task = tasks[static_cast<std::size_t>(t)];
+        HeadSums fresh;
+        *task.out = score_head(task.weights, ids, task.sums ? *task.sums : fresh);
+      },
+      how);
 }
 
 }  // namespace attnviz
