@@ -125,7 +125,10 @@ std::string status_json() {
       sl["p99_ms"] = *p99;
     }
     train["slices"] = sl;
-    train["pieces_ms"] = ts.piece_ms();  // forward, the backward stages, update, evaluation, snapshot
+    // each piece's last time: the forward stages, the backward stages, update, an evaluation batch's forward
+    // stages, snapshot (pieces: their names)
+    train["pieces_ms"] = ts.piece_ms();
+    train["pieces"] = ts.piece_names();
     train["losses"] = losses;
     train["snapshots"] = ts.snapshots().size();
     const int first = ts.first_induction();
