@@ -119,19 +119,23 @@ TEST_CASE("train stages: the head in pieces gives the head in one piece's loss a
       REQUIRE(whole.loss(b.inputs, b.targets, batch, tokens, true, g1, lw).is_ok());
       REQUIRE(cut.start_loss(b.inputs, b.targets, batch, tokens, true).is_ok());
       const int per_block = attention_only ? 1 : 2;
-      CHECK(whole.forward_stages() == 1 + 2 + 1);
-      CHECK(whole.backward_stages() == 1 + 1 + 2 * per_block + 1);
-      REQUIRE(cut.forward_stages() == 1 + 2 + 10);  // 48 rows in pieces of 5
-      CHECK(cut.forward_stage_name(3) == "head rows 0-5");
-      CHECK(cut.forward_stage_name(12) == "head rows 45-48");
+      CHECK(whole.forward_stages() == 1 + 2 + 1 + 1);
+      CHECK(whole.backward_stages() == 1 + 1 + 1 + 2 * per_block + 1);
+      REQUIRE(cut.forward_stages() == 1 + 2 + 1 + 10);  // 48 rows in pieces of 5
+      CHECK(cut.forward_stage_name(3) == "final norm, head packed");
+      CHECK(cut.forward_stage_name(4) == "head rows 0-5");
+      CHECK(cut.forward_stage_name(13) == "head rows 45-48");
       for (int s = 0; s < cut.forward_stages(); ++s) REQUIRE(cut.forward_stage(s, g2, lc).is_ok());
       CHECK(lw == lc);
       CHECK(whole.position_losses() == cut.position_losses());
-      CHECK(g1.random() == g2.random());                              // the same dropout draws
-      REQUIRE(cut.backward_stages() == 10 + 16 + 2 * per_block + 1);  // 1,000 gradient rows in pieces of 64
-      CHECK(cut.backward_stage_name(10) == "head dW rows 0-64");
-      CHECK(cut.backward_stage_name(25) == "head dW rows 960-1000");
-      CHECK(cut.backward_stage_name(26) == (attention_only ? "block 2" : "block 2 ff"));
+      CHECK(g1.random() == g2.random());  // the same dropout draws
+      // 1,000 gradient rows in pieces of 64
+      REQUIRE(cut.backward_stages() == 1 + 10 + 16 + 2 * per_block + 1);
+      CHECK(cut.backward_stage_name(0) == "head packed");
+      CHECK(cut.backward_stage_name(1) == "head dx rows 0-5");
+      CHECK(cut.backward_stage_name(11) == "head dW rows 0-64");
+      CHECK(cut.backward_stage_name(26) == "head dW rows 960-1000");
+      CHECK(cut.backward_stage_name(27) == (attention_only ? "block 2" : "block 2 ff"));
       REQUIRE(whole.backward().is_ok());
       for (int s = 0; s < cut.backward_stages(); ++s) REQUIRE(cut.backward_stage(s).is_ok());
       CHECK(first_difference(whole.grads(), cut.grads()) == "");
@@ -160,7 +164,7 @@ TEST_CASE("train stages: stages out of order, or of a pass that is gone, are ref
   // a bad batch changes nothing
   CHECK_FALSE(m.start_loss(b.inputs, b.targets, 2, 8, true).is_ok());
   REQUIRE(m.start_loss(b.inputs, b.targets, 1, 8, true).is_ok());
-  CHECK(m.forward_stages() == 1 + 2 + 4);
+  CHECK(m.forward_stages() == 1 + 2 + 1 + 4);
   REQUIRE(m.forward_stage(0, g, loss).is_ok());
   CHECK(m.forward_stage(2, g, loss).error == "forward stage 2 out of order (next: 1)");
   CHECK(m.backward_stage(0).error == "backward() needs a loss() kept for it");  // the pass is unfinished

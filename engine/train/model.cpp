@@ -306,14 +306,14 @@ Status TrainModel::start_loss(const std::vector<int>& inputs, const std::vector<
 
 int TrainModel::forward_stages() const {
   if (!acts_ || !acts_->started) return 0;
-  return static_cast<int>(params_.blocks.size()) + 1 + acts_->head_pieces();
+  return static_cast<int>(params_.blocks.size()) + 2 + acts_->head_pieces();
 }
 
 int TrainModel::backward_stages() const {
   if (!acts_ || !acts_->started || !acts_->keep) return 0;
   const Activations& a = *acts_;
   const int per_block = config_.gpt.attention_only ? 1 : 2;
-  return a.head_pieces() + pieces(config_.gpt.vocab_size, a.band) +
+  return 1 + a.head_pieces() + pieces(config_.gpt.vocab_size, a.band) +
          per_block * static_cast<int>(params_.blocks.size()) + 1;
 }
 
@@ -321,8 +321,9 @@ std::string TrainModel::forward_stage_name(int stage) const {
   const int L = static_cast<int>(params_.blocks.size());
   if (stage == 0) return "embeddings";
   if (stage <= L) return "block " + std::to_string(stage);
+  if (stage == L + 1) return "final norm, head packed";
   if (!acts_) return "head";
-  const int r0 = (stage - L - 1) * acts_->rows_each, r1 = std::min(acts_->rows(), r0 + acts_->rows_each);
+  const int r0 = (stage - L - 2) * acts_->rows_each, r1 = std::min(acts_->rows(), r0 + acts_->rows_each);
   return "head rows " + std::to_string(r0) + "-" + std::to_string(r1);
 }
 
@@ -330,13 +331,14 @@ std::string TrainModel::backward_stage_name(int stage) const {
   if (!acts_) return "";
   const Activations& a = *acts_;
   const int chunks = a.head_pieces(), V = config_.gpt.vocab_size;
-  const int head = chunks + pieces(V, a.band), per_block = config_.gpt.attention_only ? 1 : 2;
-  if (stage < chunks) {
-    const int r0 = stage * a.rows_each;
+  const int head = 1 + chunks + pieces(V, a.band), per_block = config_.gpt.attention_only ? 1 : 2;
+  if (stage == 0) return "head packed";
+  if (stage <= chunks) {
+    const int r0 = (stage - 1) * a.rows_each;
     return "head dx rows " + std::to_string(r0) + "-" + std::to_string(std::min(a.rows(), r0 + a.rows_each));
   }
   if (stage < head) {
-    const int n0 = (stage - chunks) * a.band;
+    const int n0 = (stage - 1 - chunks) * a.band;
     return "head dW rows " + std::to_string(n0) + "-" + std::to_string(std::min(V, n0 + a.band));
   }
   if (stage == backward_stages() - 1) return "embeddings";
@@ -428,16 +430,19 @@ Status TrainModel::forward_stage(int stage, TorchGenerator& g, float& out) {
     return Status::ok();
   }
 
-  // the head's rows [r0, r1): the final norm (all rows, with the first piece), logits, cross-entropy
-  const int piece = stage - L - 1, r0 = piece * a.rows_each, r1 = std::min(rows, r0 + a.rows_each);
-  if (piece == 0) {
+  if (stage == L + 1) {  // the final norm, and the head's weight packed for its pieces (25 MB for GPT-2's)
     a.lnf.resize(nd), a.lnf_hat.resize(nd), a.rstd_f.resize(N);
     train::layer_norm(k, a.x_final.data(), params_.final_scale.ptr(), params_.final_shift.ptr(), a.lnf.data(),
                       a.lnf_hat.data(), a.rstd_f.data(), rows, d);
     a.probs.resize(N * static_cast<std::size_t>(V));
     a.row_losses.assign(N, 0.0);
     k.pack_linear(params_.out_head.ptr(), d, V, a.head_pack);
+    ++a.next_forward;
+    return Status::ok();
   }
+
+  // the head's rows [r0, r1): their logits and cross-entropy
+  const int piece = stage - L - 2, r0 = piece * a.rows_each, r1 = std::min(rows, r0 + a.rows_each);
   float* logits = a.probs.data() + static_cast<std::size_t>(r0) * V;
   k.linear_rows(a.lnf.data(), params_.out_head.ptr(), a.head_pack, a.probs.data(), r0, r1, d, V);
   train::cross_entropy(k, logits, a.targets.data() + r0, r1 - r0, V, &a.chunk_losses);
@@ -483,15 +488,16 @@ Status TrainModel::backward_stage(int stage) {
   const float s = dropout_scale(c.drop_rate);
   train::Kernels& k = a.kernels_for(exec);
   std::vector<float>&dlnf = a.dlnf, &dx = a.dx;
-  const int chunks = a.head_pieces(), head = chunks + pieces(V, a.band);
+  const int chunks = a.head_pieces(), head = 1 + chunks + pieces(V, a.band);
 
-  if (stage <
-      chunks) {  // the head's dx (and the cross-entropy's gradient) by rows; the final norm with the last
-    const int r0 = stage * a.rows_each, r1 = std::min(rows, r0 + a.rows_each);
-    if (stage == 0) {
-      dlnf.resize(nd), dx.resize(nd);
-      k.pack_linear_dx(params_.out_head.ptr(), d, V, a.head_pack);
-    }
+  if (stage == 0) {  // the head's weight packed for its dx pieces
+    dlnf.resize(nd), dx.resize(nd);
+    k.pack_linear_dx(params_.out_head.ptr(), d, V, a.head_pack);
+    return Status::ok();
+  }
+  if (stage <=
+      chunks) {  // the head's dx and the cross-entropy's gradient by rows; the final norm's with the last
+    const int r0 = (stage - 1) * a.rows_each, r1 = std::min(rows, r0 + a.rows_each);
     train::cross_entropy_backward(k, a.probs.data() + static_cast<std::size_t>(r0) * V, a.targets.data() + r0,
                                   r1 - r0, V, rows);
     k.linear_dx_rows(a.probs.data(), params_.out_head.ptr(), a.head_pack, dlnf.data(), r0, r1, d, V);
@@ -502,7 +508,7 @@ Status TrainModel::backward_stage(int stage) {
     return Status::ok();
   }
   if (stage < head) {  // the head's weight gradient, by vocabulary rows
-    const int n0 = (stage - chunks) * a.band, n1 = std::min(V, n0 + a.band);
+    const int n0 = (stage - 1 - chunks) * a.band, n1 = std::min(V, n0 + a.band);
     k.linear_dw_rows(a.probs.data(), a.lnf.data(), grads_.out_head.ptr(), nullptr, rows, d, V, n0, n1);
     return Status::ok();
   }

@@ -109,11 +109,13 @@ std::string status_json() {
     // the slices (one a frame while training runs): how long the page's frames spend training
     train["mid_step"] = ts.mid_step();
     std::vector<double> slices = ts.slice_ms();
-    nlohmann::json sl = {{"count", slices.size()},
-                         {"last_ms", nullptr},
-                         {"median_ms", nullptr},
-                         {"max_ms", nullptr},
-                         {"p99_ms", nullptr}};
+    nlohmann::json sl = {
+        {"count", slices.size()},
+        {"last_ms", nullptr},
+        {"median_ms", nullptr},
+        {"max_ms", nullptr},
+        {"p99_ms", nullptr},
+        {"over_50_ms", std::count_if(slices.begin(), slices.end(), [](double ms) { return ms > 50.0; })}};
     if (!slices.empty()) {
       sl["last_ms"] = slices.back();
       const auto mid = slices.begin() + static_cast<std::ptrdiff_t>(slices.size() / 2);

@@ -100,12 +100,13 @@ class TrainModel {
   // in order, the stages compute exactly what loss() and backward() compute (loss() and backward() are
   // these stages run in a row). start_loss() checks the batch and keeps it, drawing and computing nothing;
   // forward_stage(0), (1), ... (forward_stages() - 1) then run the forward pass: the embeddings and
-  // drop_emb, one stage per block, then the final norm, the head and the cross-entropy in pieces of rows
-  // (one unless the vocabulary is large). Dropout is drawn from `g` in loss()'s order; the last stage sets
-  // `out`. After a forward pass kept for backward, backward_stage(0), ... (backward_stages() - 1): the head
-  // in pieces (its dx by rows, the final norm with the last, then its weight's gradient by vocabulary rows),
-  // then each block from the last (the feed-forward half, then the attention half), then the embeddings. A
-  // stage out of order, or after another start_loss(), is refused.
+  // drop_emb, one stage per block, the final norm with the head's weight packed, then the head and the
+  // cross-entropy in pieces of rows (one unless the vocabulary is large). Dropout is drawn from `g` in
+  // loss()'s order; the last stage sets `out`. After a forward pass kept for backward, backward_stage(0), ...
+  // (backward_stages() - 1): the head's weight packed, the head in pieces (its dx by rows, the final norm
+  // with the last, then its weight's gradient by vocabulary rows), then each block from the last (the
+  // feed-forward half, then the attention half), then the embeddings. A stage out of order, or after another
+  // start_loss(), is refused.
   Status start_loss(const std::vector<int>& inputs, const std::vector<int>& targets, int batch, int tokens,
                     bool train, bool for_backward = true);
   int forward_stages() const;   // of the batch start_loss() kept (0 before any)
