@@ -262,7 +262,7 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
   if (!a.resume.empty() && !continued)
     err << "attnviz-cli train: " << quote(a.resume)
         << (resumed ? " holds the run state of a book run, not of --task induction"
-                    : " has no run state (an older checkpoint, or one the Train panel wrote)")
+                    : " has no run state (an older checkpoint)")
         << ": its model and optimizer go on, the task's data and dropout stream restarts from --seed at step "
            "0\n";
 
@@ -589,7 +589,7 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
   } else if (!resumed || resumed->task != RunTask::book) {
     err << "attnviz-cli train: " << quote(a.resume)
         << (resumed ? " holds the run state of --task induction, not of a book run"
-                    : " has no run state (an older checkpoint, or one the Train panel wrote)")
+                    : " has no run state (an older checkpoint)")
         << ": its model and optimizer go on, the data and dropout stream restarts from --seed at epoch 1\n";
     resumed.reset();
   } else if (resumed->batch_size != a.batch_size || resumed->train_windows != train.size() ||

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attnviz/io/bpe.hpp"
+#include "attnviz/io/train_text.hpp"
 #include "io/tokenizer_json.hpp"
 
 using attnviz::Bpe;
@@ -154,6 +155,26 @@ TEST_CASE("tokenizer.json: a SentencePiece-style BPE with byte fallback, unknown
   json no_fallback = sp_file();
   no_fallback["model"]["byte_fallback"] = false;
   CHECK(ids(load(no_fallback), "\n") == std::vector<int>{1, 3, 0});
+}
+
+TEST_CASE("tokenizer.json: training text gets no BOS, with or without <|endoftext|> in the vocabulary") {
+  // The text to train on is encoded as tiktoken encodes it for the book: no post-processor's tokens, so the
+  // training and validation parts (each encoded on its own) do not each start with a BOS.
+  const Bpe plain = load(sp_file());
+  std::vector<int> out;
+  REQUIRE(attnviz::encode_training_text(plain, "ab ab", out).is_ok());
+  CHECK(out == std::vector<int>{8, 8});
+  CHECK(attnviz::endoftext_id(plain) == -1);
+  json with_eot = sp_file();
+  with_eot["added_tokens"].push_back(
+      {{"id", 12}, {"content", "<|endoftext|>"}, {"special", true}, {"normalized", false}});
+  with_eot["model"]["vocab"]["<|endoftext|>"] = 12;
+  const Bpe eot = load(with_eot);
+  CHECK(attnviz::endoftext_id(eot) == 12);
+  REQUIRE(attnviz::encode_training_text(eot, "ab<|endoftext|>ab", out).is_ok());
+  CHECK(out == std::vector<int>{8, 12, 8});
+  REQUIRE(attnviz::encode_training_text(eot, "ab ab", out).is_ok());
+  CHECK(out == std::vector<int>{8, 8});
 }
 
 TEST_CASE("tokenizer.json: ignore_merges takes a word that is in the vocabulary whole") {

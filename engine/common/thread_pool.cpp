@@ -1,5 +1,8 @@
 #include "common/thread_pool.hpp"
 
+#include "attnviz/exec.hpp"
+
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <system_error>
@@ -102,6 +105,15 @@ ThreadPool& ThreadPool::shared(int threads) {
     requested = threads;
   }
   return *pool;
+}
+
+void run_tasks(int tasks, const std::function<void(int)>& fn, const Exec& how) {
+  const int threads = resolve(how.isa) == Isa::scalar ? 1 : resolve_threads(how.threads);
+  if (threads <= 1 || tasks <= 1) {
+    for (int t = 0; t < tasks; ++t) fn(t);
+    return;
+  }
+  ThreadPool::shared(threads).run(tasks, [&](int t, int) { fn(t); });
 }
 
 }  // namespace attnviz

@@ -11,7 +11,7 @@ int endoftext_id(const Bpe& bpe) {
 
 Status encode_training_text(const Bpe& bpe, std::string_view text, std::vector<int>& ids) {
   const int special = endoftext_id(bpe);
-  if (special < 0) return bpe.encode(text, ids);
+  if (special < 0) return bpe.encode(text, ids, false);
   std::vector<int> out, piece;
   for (;;) {
     const std::size_t at = text.find(kEndOfText);

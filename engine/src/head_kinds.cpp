@@ -243,4 +243,15 @@ HeadKind label_of(const HeadScores& s) {
   return kind;
 }
 
+void score_heads(const std::vector<HeadTask>& tasks, const std::vector<int>& ids, const Exec& how) {
+  run_tasks(
+      static_cast<int>(tasks.size()),
+      [&](int t) {
+        const HeadTask& task = tasks[static_cast<std::size_t>(t)];
+        HeadSums fresh;
+        *task.out = score_head(task.weights, ids, task.sums ? *task.sums : fresh);
+      },
+      how);
+}
+
 }  // namespace attnviz

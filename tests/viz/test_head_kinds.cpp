@@ -357,6 +357,48 @@ TEST_CASE("head kinds: running sums continued over appended rows give score_head
   CHECK(same(attnviz::score_head(view(T), ids, short_ids), attnviz::score_head(view(T), ids)));
 }
 
+TEST_CASE("head kinds: score_heads gives each head score_head's bits on any thread count") {
+  // 13 random heads of different sizes, some continuing sums over appended rows, scored one after another
+  // and then spread over 1, 2 and 3 threads on every ISA
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(0.01f, 1.0f);
+  const int T = 40;
+  std::vector<std::vector<float>> w;
+  std::vector<int> ids;
+  for (int i = 0; i < T; ++i) ids.push_back(i % 5);
+  for (int h = 0; h < 13; ++h) w.push_back(causal(T, [&](int, int) { return u(rng); }));
+  const auto view = [&](int h) {
+    return WeightsView{w[static_cast<std::size_t>(h)].data(), T - h, T - h, T, 1.0f};
+  };
+  const auto same = [](const HeadScores& a, const HeadScores& b) {
+    return a.previous == b.previous && a.first == b.first && a.self == b.self && a.broad == b.broad &&
+           a.induction == b.induction && a.induction_defined == b.induction_defined && a.kind == b.kind;
+  };
+  std::vector<HeadScores> want;
+  for (int h = 0; h < 13; ++h) want.push_back(attnviz::score_head(view(h), ids));
+  for (const Isa isa : {Isa::scalar, Isa::automatic})
+    for (int threads : {1, 2, 3}) {
+      CAPTURE(threads);
+      std::vector<attnviz::HeadSums> sums(13);
+      // the odd heads have their first 7 rows summed already, as after an earlier keystroke
+      for (int h = 1; h < 13; h += 2)
+        attnviz::score_head(WeightsView{w[static_cast<std::size_t>(h)].data(), 7, 7, T, 1.0f}, ids,
+                            sums[static_cast<std::size_t>(h)]);
+      std::vector<HeadScores> got(13);
+      std::vector<attnviz::HeadTask> tasks;
+      for (int h = 0; h < 13; ++h)
+        tasks.push_back({view(h), h == 12 ? nullptr : &sums[static_cast<std::size_t>(h)],
+                         &got[static_cast<std::size_t>(h)]});
+      attnviz::score_heads(tasks, ids, Exec{isa, threads});
+      for (int h = 0; h < 13; ++h) {
+        CAPTURE(h);
+        CHECK(same(got[static_cast<std::size_t>(h)], want[static_cast<std::size_t>(h)]));
+        if (h < 12 && T - h >= 2) CHECK(sums[static_cast<std::size_t>(h)].rows == T - h);
+      }
+    }
+  attnviz::score_heads({}, ids, Exec{});  // nothing to score
+}
+
 TEST_CASE("head kinds: the engine's weights score as their definitions") {
   Config c;
   apply(*find_preset("book"), c);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <optional>
 
 #include "attnviz/enum_names.hpp"
 #include "attnviz/io/checkpoint.hpp"
@@ -184,6 +185,7 @@ Status TrainSession::reset(const TrainSettings& s,
   update_ms_ = -1.0, snapshot_ms_ = -1.0;
   slice_ms_.clear();
   points_.clear(), snapshots_.clear();
+  continued_from_ = 0, run_first_induction_ = -1, continued_run_.reset();
   return snapshot();  // step 0: the untrained heads
 }
 
@@ -208,11 +210,16 @@ double at_or_unknown(const std::vector<double>& ms, int i) {
 Status TrainSession::run_stage() {
   const double t0 = now_ms();
   const TrainSettings& s = settings_;
+  // run_state() ran the model on the probes in the middle of an evaluation batch: that batch starts again
+  // (an evaluation draws nothing, so its numbers are the same)
+  if (phase_ == Phase::evaluate && forward_interrupted_) index_ = 0;
+  forward_interrupted_ = false;
   const Phase phase = phase_;
   const int index = index_;
   double* timed = nullptr;  // where this piece's time goes
   if (phase == Phase::forward) {
     if (index == 0) {  // a new step: the batch, zero_grad, and the forward pass begun
+      keep_step_start();
       std::vector<int> inputs, targets;
       int batch = s.batch_size, tokens = s.config.gpt.context_length;
       if (s.recipe == TrainRecipe::induction) {
@@ -427,7 +434,164 @@ Status TrainSession::weights(std::shared_ptr<GptWeights>& out) const {
 
 Status TrainSession::write_checkpoint(const std::string& dir) const {
   if (!model_) return Status::fail("nothing trained yet");
-  return attnviz::write_checkpoint(dir, *model_, opt_, "");
+  // before the first step there is no optimizer state, and so no run state, to write
+  RunState run;
+  if (steps_ > 0)
+    if (Status st = run_state(run); !st.is_ok()) return st;
+  return attnviz::write_checkpoint(dir, *model_, opt_, "", steps_ > 0 ? &run : nullptr);
+}
+
+void TrainSession::keep_step_start() {
+  start_g_ = g_, start_data_ = data_;
+  start_sampler_seed_ = loader_.sampler_seed();
+}
+
+namespace {
+
+bool has_induction_head(const std::vector<std::vector<HeadScores>>& heads) {
+  for (const auto& layer : heads)
+    for (const HeadScores& h : layer)
+      if (h.kind == HeadKind::induction) return true;
+  return false;
+}
+
+bool same_sizes(const GptConfig& a, const GptConfig& b) {
+  return a.vocab_size == b.vocab_size && a.context_length == b.context_length && a.d_model == b.d_model &&
+         a.n_heads == b.n_heads && a.n_layers == b.n_layers && a.drop_rate == b.drop_rate &&
+         a.qkv_bias == b.qkv_bias && a.attention_only == b.attention_only;
+}
+
+}  // namespace
+
+Status TrainSession::run_state(RunState& out) const {
+  if (!model_) return Status::fail("nothing trained yet");
+  if (steps_ == 0) return Status::fail("no step taken yet: a run state begins with the first");
+  // A continued session that has not finished a step since stands where its checkpoint's run stood.
+  if (continued_run_ && steps_ == continued_from_) {
+    out = *continued_run_;
+    return Status::ok();
+  }
+  const TrainSettings& s = settings_;
+  // A half step before its update: the run stands where that step began. After the update, the evaluation
+  // due has made its draws (when it begins, in the update's piece), and a snapshot still due is accounted for
+  // by the step's heads.
+  const bool before_update =
+      mid_step() && (phase_ == Phase::forward || phase_ == Phase::backward || phase_ == Phase::update);
+  const bool snapshot_due = phase_ == Phase::snapshot || (phase_ == Phase::evaluate && snapshot_due_);
+  TorchGenerator g = before_update ? start_g_ : g_;
+  RunState r;
+  r.dropout_rng = model_->dropout_rng;
+  r.batch_size = s.batch_size;
+  if (s.recipe == TrainRecipe::induction) {
+    // attnviz-cli train --task induction's run: its reports (and so its first induction step) are the
+    // panel's snapshots
+    r.task = RunTask::induction;
+    InductionRunState& n = r.induction;
+    n.task = s.task;
+    n.steps = steps_;
+    n.total_steps = std::max(s.total_steps, steps_);
+    n.eval_freq = s.snapshot_freq;
+    n.lr = s.lr, n.weight_decay = s.weight_decay;
+    n.first_induction = run_first_induction_;
+    for (std::size_t i = continued_run_ ? 1 : 0; n.first_induction < 0 && i < snapshots_.size(); ++i)
+      if (has_induction_head(snapshots_[i].heads)) n.first_induction = snapshots_[i].step;
+    if (n.first_induction < 0 && snapshot_due) {
+      std::vector<std::vector<HeadScores>> heads;  // what the snapshot still due will label
+      forward_interrupted_ = true;
+      if (Status st = probe_heads(*model_, s.task, heads); !st.is_ok()) return st;
+      if (has_induction_head(heads)) n.first_induction = steps_;
+    }
+    n.data_rng = (before_update ? start_data_ : data_).state();
+  } else {
+    // attnviz-cli train's book run over the same windows (the panel's stride is the context length)
+    const int batches = loader_.batches();
+    TrainPosition& p = r.position;
+    p.epoch = (steps_ - 1) / batches;
+    p.batch = steps_ - p.epoch * batches;  // 1 .. batches: an epoch's last step leaves its sample to print
+    p.global_step = steps_ - 1;
+    p.tokens_seen = tokens_;
+    p.sampler_seed = before_update ? start_sampler_seed_ : loader_.sampler_seed();
+    r.train_windows = train_.size(), r.val_windows = val_.size();
+    r.data_hash = run_data_hash(train_, val_);
+  }
+  r.rng = g.state();
+  out = std::move(r);
+  return Status::ok();
+}
+
+Status TrainSession::continue_from(
+    const std::string& dir, const TrainSettings& s,
+    const std::function<Status(const std::string&, std::vector<int>&)>& tokenize) {
+  TrainModel model;
+  AdamW opt;
+  bool has_optimizer = false;
+  std::optional<RunState> run;
+  if (Status st = read_checkpoint(dir, model, opt, has_optimizer, run); !st.is_ok()) return st;
+  if (!run)
+    return Status::fail(quote(dir) + " holds no run to continue: " +
+                        (has_optimizer ? "its optimizer.safetensors has no run state (an older checkpoint)"
+                                       : "it has no optimizer.safetensors") +
+                        "; Reset starts a new run");
+  // The settings: the run state's, the model's sizes, and from `s` the text, the seed (unused) and the
+  // memory budget. A book run's learning rate and weight decay are its optimizer's.
+  TrainSettings next = s;
+  next.config = model.config();
+  next.batch_size = run->batch_size;
+  if (run->task == RunTask::induction) {
+    const InductionRunState& n = run->induction;
+    next.recipe = TrainRecipe::induction;
+    next.task = n.task;
+    next.lr = n.lr, next.weight_decay = n.weight_decay;
+    next.eval_freq = next.snapshot_freq = n.eval_freq;
+    next.total_steps = n.total_steps;
+  } else {
+    const TrainSettings book = recipe_settings(TrainRecipe::book);
+    next.recipe = same_sizes(next.config.gpt, book.config.gpt) ? TrainRecipe::book : TrainRecipe::custom;
+    next.lr = opt.lr, next.weight_decay = opt.weight_decay;
+    if (s.recipe == TrainRecipe::induction)
+      next.eval_freq = book.eval_freq, next.snapshot_freq = book.snapshot_freq,
+      next.eval_iter = book.eval_iter;
+  }
+  // A session as Reset makes it (the text's windows and probe, or the task's held-out batch; the memory
+  // check), then the checkpoint's model, optimizer, generators and place in the run.
+  TrainSession c;
+  if (Status st = c.reset(next, tokenize); !st.is_ok()) return Status::fail(quote(dir) + ": " + st.error);
+  if (Status st = c.g_.set_state(run->rng.data(), run->rng.size()); !st.is_ok()) return st;
+  if (run->task == RunTask::induction) {
+    const InductionRunState& n = run->induction;
+    c.settings_.task = n.task;  // as written (Reset fits the task to the sizes; the CLI's run keeps its own)
+    TorchGenerator held_out(0x5eed);
+    induction_batch(n.task, next.batch_size, held_out, c.eval_in_, c.eval_out_);
+    c.probe_ = induction_probe(n.task, induction_probe_repeat(n.task), n.task.tokens / 3, 7919u);
+    if (Status st = c.data_.set_state(n.data_rng.data(), n.data_rng.size()); !st.is_ok()) return st;
+    c.steps_ = n.steps;
+    c.tokens_ = static_cast<std::int64_t>(n.steps) * next.batch_size * n.task.tokens;
+    c.run_first_induction_ = n.first_induction;
+  } else {
+    if (run->train_windows != c.train_.size() || run->val_windows != c.val_.size() ||
+        run->data_hash != run_data_hash(c.train_, c.val_))
+      return Status::fail(quote(dir) + "'s run was over other data (" + std::to_string(run->train_windows) +
+                          " training and " + std::to_string(run->val_windows) +
+                          " validation windows, against " + std::to_string(c.train_.size()) + " and " +
+                          std::to_string(c.val_.size()) +
+                          " in this text, or other tokens): give the Train panel the text it trained on");
+    const TrainPosition& p = run->position;
+    c.steps_ = p.global_step + 1;
+    c.tokens_ = p.tokens_seen;
+    if (p.batch > 0) c.loader_.resume(p.sampler_seed);  // the epoch it stopped in, its draws made
+    c.batch_in_epoch_ = p.batch > 0 ? p.batch : c.loader_.batches();  // 0: the next step begins an epoch
+  }
+  model.dropout_rng = run->dropout_rng;
+  *c.model_ = std::move(model);
+  c.opt_ = std::move(opt);
+  c.opt_.lr = next.lr, c.opt_.weight_decay = next.weight_decay;
+  c.continued_from_ = c.steps_;
+  c.continued_run_ = std::make_shared<const RunState>(*run);
+  c.snapshots_.clear();
+  if (Status st = c.snapshot(); !st.is_ok()) return st;  // the model as loaded
+  *this = std::move(c);
+  train_.ids = &train_ids_, val_.ids = &val_ids_;  // the windows cut this session's ids, not `c`'s
+  return Status::ok();
 }
 
 std::string TrainSession::loss_csv() const {

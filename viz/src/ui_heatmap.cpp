@@ -467,7 +467,14 @@ void* cached_texture(App& app, TextureHost& textures, int slot, const std::strin
   if (it != app.textures.end() && it->key == key) return it->id;
   std::vector<std::uint32_t> texels;
   colorize(m, o, shared, texels);
-  void* id = textures.upload(slot, m.cols, m.rows, texels.data());
+  return store_texture(app, textures, slot, key, m.cols, m.rows, texels);
+}
+
+void* store_texture(App& app, TextureHost& textures, int slot, const std::string& key, int cols, int rows,
+                    const std::vector<std::uint32_t>& texels) {
+  auto it = std::find_if(app.textures.begin(), app.textures.end(),
+                         [&](const App::TextureEntry& e) { return e.slot == slot; });
+  void* id = textures.upload(slot, cols, rows, texels.data());
   ++app.uploads;
   if (it == app.textures.end())
     app.textures.push_back({slot, key, id});

@@ -54,6 +54,9 @@ void* cached_texture(const App& app, int slot, const std::string& key);
 // A slot's texture, remade only when `key` (what its texels depend on) changed.
 void* cached_texture(App& app, TextureHost& textures, int slot, const std::string& key, const MatrixDesc& m,
                      const ColorOptions& o, const Range& shared);
+// Uploads `texels` (cols x rows, coloured already) as the slot's texture made from `key`.
+void* store_texture(App& app, TextureHost& textures, int slot, const std::string& key, int cols, int rows,
+                    const std::vector<std::uint32_t>& texels);
 
 // The model view: the grid of layers by heads with the next-token panel, or the opened layer's header.
 void draw_model_panel(App& app);

@@ -178,18 +178,32 @@ void draw_loss_plot(const TrainSession& s, float w, float h) {
 
 namespace attnviz::viz {
 
+namespace {
+
+// What training may take: what the host says is free (the page: its heap), else what the machine has.
+std::uint64_t training_budget(const App& app) {
+  return app.model.free_memory ? app.model.free_memory() : available_memory_bytes();
+}
+
+// The text recipes' text: a dropped text, else the text file's, else the sentence box's.
+Status training_text(const App& app, std::string& text) {
+  const TrainView& t = app.train;
+  text = app.session.text;
+  if (!t.text_name.empty())
+    text = t.text;
+  else if (!t.text_path.empty())
+    return read_untrusted_file(t.text_path, std::size_t{64} << 20, text);
+  return Status::ok();
+}
+
+}  // namespace
+
 Status reset_training(App& app) {
   TrainView& t = app.train;
   TrainSettings s = t.settings;
-  // what the host says is free (the page: its heap), else what the machine has
-  s.memory_budget = app.model.free_memory ? app.model.free_memory() : available_memory_bytes();
-  if (s.recipe != TrainRecipe::induction) {
-    s.text = app.session.text;
-    if (!t.text_name.empty())
-      s.text = t.text;
-    else if (!t.text_path.empty())
-      if (Status st = read_untrusted_file(t.text_path, std::size_t{64} << 20, s.text); !st.is_ok()) return st;
-  }
+  s.memory_budget = training_budget(app);
+  if (s.recipe != TrainRecipe::induction)
+    if (Status st = training_text(app, s.text); !st.is_ok()) return st;
   auto session = std::make_shared<TrainSession>();
   if (Status st = session->reset(
           s, [&app](const std::string& text, std::vector<int>& ids) { return ui::tokenize(app, text, ids); });
@@ -198,6 +212,36 @@ Status reset_training(App& app) {
   t.session = std::move(session);
   t.snapshot = -1;
   ++t.resets;
+  return Status::ok();
+}
+
+Status continue_training(App& app, const std::string& dir) {
+  TrainView& t = app.train;
+  const auto refuse = [&t](const std::string& why) {
+    t.error = why;
+    return Status::fail(why);
+  };
+  TrainSettings s = t.settings;
+  s.memory_budget = training_budget(app);
+  // a book run's text, as Reset would take it (an induction run reads none: a failure matters only to a book)
+  const Status text = training_text(app, s.text);
+  if (!text.is_ok()) s.text.clear();
+  auto session = std::make_shared<TrainSession>();
+  if (Status st = session->continue_from(
+          dir, s, [&app](const std::string& x, std::vector<int>& ids) { return ui::tokenize(app, x, ids); });
+      !st.is_ok())
+    return refuse(text.is_ok() ? st.error : st.error + " (the text file: " + text.error + ")");
+  t.session = std::move(session);
+  t.settings = t.session->settings();  // what Reset starts from now: the run's recipe and settings
+  t.settings.text.clear(), t.settings.memory_budget = 0;
+  t.running = false;
+  t.show = true;
+  t.snapshot = -1;
+  ++t.resets;
+  t.error.clear();
+  app.message = "continued " + quote(dir) + " (" + to_string(t.settings.recipe) + ") from step " +
+                std::to_string(t.session->continued_from()) +
+                ": its loss curve starts there (a checkpoint keeps none); press Start";
   return Status::ok();
 }
 
@@ -440,6 +484,13 @@ void draw_train_panel(App& app) {
     t.error.clear();
     t.running = false;
     if (Status st = reset(app); !st.is_ok()) fail(app, st);
+  }
+  // a run's checkpoint folder (Save model's, or attnviz-cli train --out's) goes on where it stopped
+  ImGui::InputTextWithHint("##checkpoint", "checkpoint folder (empty: Save model's)", &t.continue_path);
+  if (noted(app, "continue", ImGui::Button("Continue from checkpoint"))) {
+    t.running = false;
+    (void)continue_training(app,
+                            t.continue_path.empty() ? app.export_dir + "/trained-model" : t.continue_path);
   }
   if (t.session) {
     ImGui::SameLine();

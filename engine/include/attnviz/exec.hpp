@@ -1,6 +1,7 @@
 // How to compute (not what): which kernels and how many threads. Results are identical for any thread count.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -33,5 +34,11 @@ const std::vector<Isa>& available_isas();
 Isa resolve(Isa requested);
 // The thread count `threads` resolves to (0: hardware concurrency; 1 without thread support).
 int resolve_threads(int threads);
+
+// Calls fn(task) for every task in [0, tasks) over `how`'s threads, in the passes' own pool (the scalar ISA,
+// or one thread, runs them in order here), and returns when all are done. Each task must write only its own
+// outputs, so that nothing depends on the thread count. For the hosts' work between passes (scoring heads,
+// pooling thumbnails); not reentrant, and not while a pass runs on another thread.
+void run_tasks(int tasks, const std::function<void(int task)>& fn, const Exec& how);
 
 }  // namespace attnviz

@@ -33,6 +33,7 @@
 
 #include <cstddef>
 
+#include "attnviz/exec.hpp"
 #include "attnviz/tensor.hpp"
 
 namespace attnviz {
@@ -92,6 +93,20 @@ struct HeadSums {
 // be those the sums were made from; a default HeadSums sums every row). The scores equal score_head's bit for
 // bit. A sums.rows beyond T, or a weights view score_head refuses, starts over from row 0.
 HeadScores score_head(const WeightsView& weights, const std::vector<int>& ids, HeadSums& sums);
+
+// One head of many to score: its weights, its running sums (continued as score_head(weights, ids, *sums)
+// does; a default HeadSums sums every row) and where its scores go.
+struct HeadTask {
+  WeightsView weights;
+  HeadSums* sums = nullptr;
+  HeadScores* out = nullptr;
+};
+
+// score_head for every task over the same ids, the heads spread over `how`'s threads (the scalar ISA runs
+// them on one, as the passes do). Each task writes only its own sums and scores, so the results are those of
+// one score_head after another, bit for bit, on any thread count. Not to be called while a pass runs on
+// another thread: it uses the passes' thread pool.
+void score_heads(const std::vector<HeadTask>& tasks, const std::vector<int>& ids, const Exec& how);
 
 // The label of a set of scores (s.kind), by the rule above: for scores combined from several matrices.
 HeadKind label_of(const HeadScores& s);

@@ -14,7 +14,8 @@
 //
 // A run's checkpoint (the book's, or the induction task's) also carries its run state (RunState) in
 // optimizer.safetensors' __metadata__, under "run.*" keys, so that --resume continues the run exactly; a
-// checkpoint without them (an older one, the Train panel's) restarts the data and dropout stream.
+// checkpoint without them (an older one) restarts the data and dropout stream. The Train panel writes the
+// same run state (viz TrainSession::run_state).
 #pragma once
 
 #include <cstdint>

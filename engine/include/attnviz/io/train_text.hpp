@@ -18,7 +18,10 @@ int endoftext_id(const Bpe& bpe);
 
 // Every "<|endoftext|>" in `text` (leftmost first, not overlapping) becomes endoftext_id(bpe), and the text
 // between is encoded on its own with Bpe::encode, as tiktoken encodes the pieces around an allowed special
-// token. A vocabulary without the token encodes the whole text with Bpe::encode.
+// token. A vocabulary without the token encodes the whole text with Bpe::encode. No special token is added
+// around the text (no BOS from a tokenizer.json's post-processor), with or without "<|endoftext|>" in the
+// vocabulary: tiktoken's encode adds none, and the training and validation parts, each encoded on its own,
+// would otherwise each start with one.
 Status encode_training_text(const Bpe& bpe, std::string_view text, std::vector<int>& ids);
 
 }  // namespace attnviz

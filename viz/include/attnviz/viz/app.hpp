@@ -152,11 +152,13 @@ struct TrainView {
   // text_path and the sentence box until forgotten (text_name empty)
   std::string text_name, text;
   std::uint64_t text_size = 0;
+  // Continue from checkpoint: the folder (empty: Save model's, export_dir/trained-model)
+  std::string continue_path;
   std::string error;  // why the last action failed
   int resets = 0;     // bumps on every Reset (texture keys)
   // The last frame's rectangles of the panel's controls in screen pixels ("header", "start" (Start or
-  // Pause), "step", "reset", "open", "save", "csv", "png", "slider", "latest"), for tests that click them;
-  // visible: wholly inside its scrolled window.
+  // Pause), "step", "reset", "open", "save", "csv", "png", "continue", "slider", "latest"), for tests that
+  // click them; visible: wholly inside its scrolled window.
   struct Control {
     std::string name;
     float x0, y0, x1, y1;
@@ -257,6 +259,12 @@ Status reset_training(App& app);
 // The outcome is app.message, or app.train.error.
 enum class TrainAction { save, csv, png, open };
 void train_action(App& app, TrainAction a);
+
+// The Train panel's Continue from checkpoint: a session that goes on with the run a checkpoint folder holds
+// (TrainSession::continue_from; a book run with the text Reset would use), paused, its settings becoming the
+// panel's. On a refusal (no run state, another text, a bad file) the current session stays and the one-line
+// reason is returned (and shown in the panel).
+Status continue_training(App& app, const std::string& dir);
 
 // Makes a text from outside (the file `name`, `size` bytes; check_train_text) the book recipe's text and
 // resets training on it, paused; the induction recipe gives way to the book's. On any refusal (not UTF-8,

@@ -14,6 +14,10 @@
 #include "attnviz/status.hpp"
 #include "attnviz/train.hpp"
 
+namespace attnviz {
+struct RunState;  // attnviz/io/checkpoint.hpp
+}
+
 namespace attnviz::viz {
 
 enum class TrainRecipe {
@@ -30,6 +34,10 @@ struct TrainSettings {
   int batch_size = 32, eval_freq = 50, snapshot_freq = 50, eval_iter = 5;
   double lr = 1e-3, weight_decay = 0.0;
   std::uint64_t seed = 123;
+  // induction: the run's length a checkpoint records (run.total_steps, what attnviz-cli train --task
+  // induction --resume continues to): the recipe's 5,000 steps, the CLI's --steps default. The panel itself
+  // trains on past it; a checkpoint written later records the steps taken.
+  int total_steps = 5000;
   std::string text;  // book and custom: the text trained on (its first 90% of characters) and validated on
   // The bytes training may take (parameters, gradients, both AdamW moments, a step's activations:
   // train_memory), checked before anything is allocated; 0: no limit.
@@ -117,9 +125,29 @@ class TrainSession {
 
   // The model as the model view runs it (GPT-2 blocks only: not the attention-only variant).
   Status weights(std::shared_ptr<GptWeights>& out) const;
-  // A checkpoint folder (checkpoint.hpp), the loss log as CSV (step,tokens,loss,val_loss,in_context).
+  // A checkpoint folder (checkpoint.hpp) with the run state (run_state), the loss log as CSV
+  // (step,tokens,loss,val_loss,in_context).
   Status write_checkpoint(const std::string& dir) const;
   std::string loss_csv() const;
+
+  // The run state a checkpoint carries (checkpoint.hpp's RunState, the one attnviz-cli train writes), so that
+  // `attnviz-cli train --resume` and continue_from() go on draw for draw: where the run stands after its last
+  // whole step, its evaluation included, whatever half step is in progress (the parameters are that step's
+  // too). The induction recipe's is the CLI's induction run (run.eval_freq: the snapshot interval, the steps
+  // whose heads are labelled; run.total_steps: TrainSettings::total_steps, or the steps taken if more);
+  // the text recipes' is the CLI's book run over the same windows. Fails before the first step.
+  Status run_state(RunState& out) const;
+  // Continues the run a checkpoint folder holds (this panel's Save model, or attnviz-cli train --out): its
+  // model, AdamW's moments and step count, the generators, the step count and the run's settings from its run
+  // state; the loss curve starts empty at that step (a checkpoint keeps no curve) and the first snapshot is
+  // the model as loaded. A book run needs the text it trained on (`s.text`, tokenized by `tokenize`: the same
+  // windows, checked by their hash); `s` also gives the memory budget and, for a text recipe, the evaluation
+  // settings. A folder without run state, or whose run does not fit (another text, a batch the panel
+  // refuses), is refused in one line; on any failure nothing changes.
+  Status continue_from(const std::string& dir, const TrainSettings& s,
+                       const std::function<Status(const std::string&, std::vector<int>&)>& tokenize);
+  // The step a continued session started from (0: a session from Reset).
+  int continued_from() const { return continued_from_; }
 
  private:
   // The evaluation's batches, drawn when it begins (what in_context_score or loader_loss would run).
@@ -158,6 +186,9 @@ class TrainSession {
   bool snapshot_due_ = false;
   std::vector<EvalBatch> eval_batches_;
   std::size_t eval_batch_ = 0;
+  // run_state() ran the model on other inputs (the probes): an evaluation batch's forward stages in progress
+  // are gone
+  mutable bool forward_interrupted_ = false;
   double eval_sum_[2] = {0.0, 0.0};
   int eval_count_[2] = {0, 0};
   double step_ms_ = 0.0;  // the step in progress's pieces so far
@@ -168,6 +199,16 @@ class TrainSession {
   std::vector<double> slice_ms_;
   std::vector<TrainPoint> points_;
   std::vector<TrainSnapshot> snapshots_;
+
+  // What a checkpoint's run state needs while a step is half done (run_state): the generators and the
+  // loader's place as the step in progress found them, kept when it begins.
+  void keep_step_start();
+  TorchGenerator start_g_, start_data_;
+  std::uint64_t start_sampler_seed_ = 0;
+  // A continued session: the step it continued from, its checkpoint's run state, and that run's first step
+  // with an induction head (-1: none before it).
+  int continued_from_ = 0, run_first_induction_ = -1;
+  std::shared_ptr<const RunState> continued_run_;
 };
 
 }  // namespace attnviz::viz
