@@ -1,5 +1,6 @@
 // The synthetic induction task (train.hpp): repeated random segments, probes, and the in-context score.
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -129,15 +130,20 @@ Status in_context_score(TrainModel& m, const std::vector<int>& inputs, const std
   TorchGenerator unused;
   float loss = 0.0f;
   if (Status st = m.loss(inputs, targets, batch, tokens, false, unused, loss, false); !st.is_ok()) return st;
-  const std::vector<double> per = m.position_losses();
+  out = in_context_of(m.position_losses());
+  return Status::ok();
+}
+
+double in_context_of(const std::vector<double>& per) {
+  const int tokens = static_cast<int>(per.size());
+  if (tokens == 0) return std::numeric_limits<double>::quiet_NaN();
   const int q = std::max(1, tokens / 4);
   double early = 0.0, late = 0.0;
   for (int i = 0; i < q; ++i) {
     early += per[static_cast<std::size_t>(i)];
     late += per[static_cast<std::size_t>(tokens - q + i)];
   }
-  out = (late - early) / q;
-  return Status::ok();
+  return (late - early) / q;
 }
 
 }  // namespace attnviz

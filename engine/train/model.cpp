@@ -216,6 +216,26 @@ TrainMemory train_memory(const TrainConfig& c, int batch, int tokens) {
 // --- Forward and backward
 // ---------------------------------------------------------------------------------------
 
+namespace {
+
+// The head's pieces: rows of its logits (with their cross-entropy) and of its weight's gradient, about
+// `macs` multiply-adds each (at least a row, and 64 rows of the gradient).
+int head_rows(int rows, int V, int d, double macs) {
+  const double fit = std::floor(macs / (static_cast<double>(V) * d));
+  return fit >= rows ? rows : fit >= 1.0 ? static_cast<int>(fit) : 1;
+}
+
+int head_band(int rows, int V, int d, double macs) {
+  const double fit = std::floor(macs / (static_cast<double>(rows) * d) / 64.0) * 64.0;
+  return fit >= V ? V : fit >= 64.0 ? static_cast<int>(fit) : std::min(64, V);
+}
+
+int pieces(int n, int each) {
+  return (n + each - 1) / each;
+}
+
+}  // namespace
+
 struct TrainModel::Activations {
   struct Layer {
     std::vector<float> x_in, ln1, ln1_hat, rstd1, q, k, v, weights, ctx, x_mid;
@@ -223,17 +243,24 @@ struct TrainModel::Activations {
     std::vector<std::uint8_t> keep_att, keep_att_out, keep_ff_out;
   };
   int batch = 0, tokens = 0;
-  bool train = false, ready = false;
-  int next_stage = 0;  // backward_stage's next
+  bool train = false, keep = false;      // keep: for backward
+  bool started = false, done = false;    // a forward pass begun by start_loss(), and finished
+  bool ready = false;                    // a finished forward pass kept for backward, not yet gone back over
+  int next_forward = 0, next_stage = 0;  // forward_stage's and backward_stage's next
+  int rows_each = 1, band = 1;           // the head's pieces: rows of logits, rows of its weight's gradient
   std::vector<int> inputs, targets;
   std::vector<std::uint8_t> keep_emb;
   std::vector<Layer> layers;
   std::vector<float> x_final, lnf, lnf_hat, rstd_f, probs;
-  std::vector<double> row_losses;
+  std::vector<double> row_losses, chunk_losses;
   std::vector<float> t1;  // a working buffer
   // the backward pass's gradients, kept so that a step allocates (and faults in) nothing new
   std::vector<float> dlnf, dx, branch, dq, dk, dv, dctx, dln, dh;
+  AlignedFloats head_pack;  // the head's weight packed for its pieces (forward, then backward)
   std::unique_ptr<train::Kernels> kernels;  // kept: its packing buffers are reused from step to step
+
+  int rows() const { return batch * tokens; }
+  int head_pieces() const { return pieces(rows(), rows_each); }
 
   train::Kernels& kernels_for(const Exec& how) {
     const Isa isa = resolve(how.isa);
@@ -246,6 +273,14 @@ struct TrainModel::Activations {
 
 Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& targets, int batch,
                         int tokens, bool train, TorchGenerator& g, float& out, bool for_backward) {
+  if (Status st = start_loss(inputs, targets, batch, tokens, train, for_backward); !st.is_ok()) return st;
+  for (int stage = 0; stage < forward_stages(); ++stage)
+    if (Status st = forward_stage(stage, g, out); !st.is_ok()) return st;
+  return Status::ok();
+}
+
+Status TrainModel::start_loss(const std::vector<int>& inputs, const std::vector<int>& targets, int batch,
+                              int tokens, bool train, bool for_backward) {
   const GptConfig& c = config_.gpt;
   const std::size_t N = static_cast<std::size_t>(batch) * static_cast<std::size_t>(tokens);
   if (batch < 1 || tokens < 1 || inputs.size() != N || targets.size() != N)
@@ -260,33 +295,96 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
           " is outside the vocabulary (0.." + std::to_string(c.vocab_size - 1) + ")");
   if (!acts_) acts_ = std::make_shared<Activations>();
   Activations& a = *acts_;
-  a.ready = false;
-  a.batch = batch, a.tokens = tokens, a.train = train;
+  a.ready = false, a.done = false, a.started = true;
+  a.next_forward = 0, a.next_stage = 0;
+  a.batch = batch, a.tokens = tokens, a.train = train, a.keep = for_backward;
   a.inputs = inputs, a.targets = targets;
+  a.rows_each = head_rows(a.rows(), c.vocab_size, c.d_model, head_piece_macs);
+  a.band = head_band(a.rows(), c.vocab_size, c.d_model, head_piece_macs);
+  return Status::ok();
+}
+
+int TrainModel::forward_stages() const {
+  if (!acts_ || !acts_->started) return 0;
+  return static_cast<int>(params_.blocks.size()) + 2 + acts_->head_pieces();
+}
+
+int TrainModel::backward_stages() const {
+  if (!acts_ || !acts_->started || !acts_->keep) return 0;
+  const Activations& a = *acts_;
+  const int per_block = config_.gpt.attention_only ? 1 : 2;
+  return 1 + a.head_pieces() + pieces(config_.gpt.vocab_size, a.band) +
+         per_block * static_cast<int>(params_.blocks.size()) + 1;
+}
+
+std::string TrainModel::forward_stage_name(int stage) const {
+  const int L = static_cast<int>(params_.blocks.size());
+  if (stage == 0) return "embeddings";
+  if (stage <= L) return "block " + std::to_string(stage);
+  if (stage == L + 1) return "final norm, head packed";
+  if (!acts_) return "head";
+  const int r0 = (stage - L - 2) * acts_->rows_each, r1 = std::min(acts_->rows(), r0 + acts_->rows_each);
+  return "head rows " + std::to_string(r0) + "-" + std::to_string(r1);
+}
+
+std::string TrainModel::backward_stage_name(int stage) const {
+  if (!acts_) return "";
+  const Activations& a = *acts_;
+  const int chunks = a.head_pieces(), V = config_.gpt.vocab_size;
+  const int head = 1 + chunks + pieces(V, a.band), per_block = config_.gpt.attention_only ? 1 : 2;
+  if (stage == 0) return "head packed";
+  if (stage <= chunks) {
+    const int r0 = (stage - 1) * a.rows_each;
+    return "head dx rows " + std::to_string(r0) + "-" + std::to_string(std::min(a.rows(), r0 + a.rows_each));
+  }
+  if (stage < head) {
+    const int n0 = (stage - 1 - chunks) * a.band;
+    return "head dW rows " + std::to_string(n0) + "-" + std::to_string(std::min(V, n0 + a.band));
+  }
+  if (stage == backward_stages() - 1) return "embeddings";
+  const int i = stage - head, block = static_cast<int>(params_.blocks.size()) - i / per_block;
+  return "block " + std::to_string(block) + (per_block == 1 ? "" : i % 2 == 0 ? " ff" : " attention");
+}
+
+Status TrainModel::forward_stage(int stage, TorchGenerator& g, float& out) {
+  if (!acts_ || !acts_->started) return Status::fail("forward_stage() needs a start_loss()");
+  Activations& a = *acts_;
+  if (a.done) return Status::fail("the forward pass is finished: start_loss() begins the next");
+  if (stage != a.next_forward)
+    return Status::fail("forward stage " + std::to_string(stage) +
+                        " out of order (next: " + std::to_string(a.next_forward) + ")");
+  const GptConfig& c = config_.gpt;
+  const int batch = a.batch, tokens = a.tokens;
+  const std::size_t N = static_cast<std::size_t>(a.rows());
   const int d = c.d_model, H = c.n_heads, hd = d / H, V = c.vocab_size, F = 4 * d;
   const std::size_t nd = N * static_cast<std::size_t>(d);
-  const bool drop = train && c.drop_rate > 0.0;
+  const bool drop = a.train && c.drop_rate > 0.0;
   const float s = dropout_scale(c.drop_rate);
-  const int rows = static_cast<int>(N);
+  const int rows = static_cast<int>(N), L = static_cast<int>(params_.blocks.size());
   train::Kernels& k = a.kernels_for(exec);
-
-  // embeddings and drop_emb; x, the residual stream, ends as the final norm's input
+  // x, the residual stream, ends as the final norm's input
   std::vector<float>& x = a.x_final;
-  x.resize(nd);
-  for (std::size_t n = 0; n < N; ++n) {
-    const float* te = params_.tok_emb.ptr() + static_cast<std::size_t>(inputs[n]) * d;
-    const float* pe = params_.pos_emb.ptr() + (n % static_cast<std::size_t>(tokens)) * d;
-    for (int j = 0; j < d; ++j) x[n * d + j] = te[j] + pe[j];
-  }
-  a.keep_emb.clear();
-  if (drop) {
-    a.keep_emb = torch_dropout_mask(g, nd, c.drop_rate, dropout_rng);
-    train::dropout(k, x.data(), a.keep_emb.data(), nd, s);
+
+  if (stage == 0) {  // embeddings and drop_emb
+    x.resize(nd);
+    for (std::size_t n = 0; n < N; ++n) {
+      const float* te = params_.tok_emb.ptr() + static_cast<std::size_t>(a.inputs[n]) * d;
+      const float* pe = params_.pos_emb.ptr() + (n % static_cast<std::size_t>(tokens)) * d;
+      for (int j = 0; j < d; ++j) x[n * d + j] = te[j] + pe[j];
+    }
+    a.keep_emb.clear();
+    if (drop) {
+      a.keep_emb = torch_dropout_mask(g, nd, c.drop_rate, dropout_rng);
+      train::dropout(k, x.data(), a.keep_emb.data(), nd, s);
+    }
+    a.layers.resize(params_.blocks.size());
+    ++a.next_forward;
+    return Status::ok();
   }
 
-  a.layers.resize(params_.blocks.size());
-  train::Attention att{batch, tokens, H, hd, static_cast<float>(std::sqrt(static_cast<double>(hd))), s, &k};
-  for (std::size_t l = 0; l < params_.blocks.size(); ++l) {
+  if (stage <= L) {  // one block
+    const std::size_t l = static_cast<std::size_t>(stage - 1);
+    train::Attention att{batch, tokens, H, hd, static_cast<float>(std::sqrt(static_cast<double>(hd))), s, &k};
     const GptTensors::Block& b = params_.blocks[l];
     Activations::Layer& al = a.layers[l];
     al.x_in = x;
@@ -313,7 +411,8 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
       train::dropout(k, branch.data(), al.keep_att_out.data(), nd, s);
     }
     train::add(k, x.data(), branch.data(), nd);
-    if (config_.gpt.attention_only) continue;
+    ++a.next_forward;
+    if (config_.gpt.attention_only) return Status::ok();
     al.x_mid = x;
     al.ln2.resize(nd), al.ln2_hat.resize(nd), al.rstd2.resize(N);
     train::layer_norm(k, x.data(), b.norm2_scale.ptr(), b.norm2_shift.ptr(), al.ln2.data(), al.ln2_hat.data(),
@@ -328,23 +427,45 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
       train::dropout(k, branch.data(), al.keep_ff_out.data(), nd, s);
     }
     train::add(k, x.data(), branch.data(), nd);
+    return Status::ok();
   }
-  a.lnf.resize(nd), a.lnf_hat.resize(nd), a.rstd_f.resize(N);
-  train::layer_norm(k, a.x_final.data(), params_.final_scale.ptr(), params_.final_shift.ptr(), a.lnf.data(),
-                    a.lnf_hat.data(), a.rstd_f.data(), rows, d);
-  a.probs.resize(N * static_cast<std::size_t>(V));
-  k.linear(a.lnf.data(), params_.out_head.ptr(), nullptr, a.probs.data(), rows, d, V);
-  const double mean = train::cross_entropy(k, a.probs.data(), targets.data(), rows, V, &a.row_losses);
+
+  if (stage == L + 1) {  // the final norm, and the head's weight packed for its pieces (25 MB for GPT-2's)
+    a.lnf.resize(nd), a.lnf_hat.resize(nd), a.rstd_f.resize(N);
+    train::layer_norm(k, a.x_final.data(), params_.final_scale.ptr(), params_.final_shift.ptr(), a.lnf.data(),
+                      a.lnf_hat.data(), a.rstd_f.data(), rows, d);
+    a.probs.resize(N * static_cast<std::size_t>(V));
+    a.row_losses.assign(N, 0.0);
+    k.pack_linear(params_.out_head.ptr(), d, V, a.head_pack);
+    ++a.next_forward;
+    return Status::ok();
+  }
+
+  // the head's rows [r0, r1): their logits and cross-entropy
+  const int piece = stage - L - 2, r0 = piece * a.rows_each, r1 = std::min(rows, r0 + a.rows_each);
+  float* logits = a.probs.data() + static_cast<std::size_t>(r0) * V;
+  k.linear_rows(a.lnf.data(), params_.out_head.ptr(), a.head_pack, a.probs.data(), r0, r1, d, V);
+  train::cross_entropy(k, logits, a.targets.data() + r0, r1 - r0, V, &a.chunk_losses);
+  std::copy(a.chunk_losses.begin(), a.chunk_losses.end(), a.row_losses.begin() + r0);
+  ++a.next_forward;
+  if (r1 < rows) return Status::ok();
+  // the mean as cross_entropy takes it: the rows' losses summed in order
+  double total = 0.0;
+  for (double v : a.row_losses) total += v;
+  const double mean = total / rows;
+  a.done = true;
   if (!std::isfinite(mean))
     return Status::fail("the loss is not finite: the parameters have overflowed float32");
   out = static_cast<float>(mean);
-  a.ready = for_backward;
+  a.ready = a.keep;
   a.next_stage = 0;
   return Status::ok();
 }
 
 Status TrainModel::backward() {
-  for (int stage = 0; stage < backward_stages(); ++stage)
+  const int stages = backward_stages();
+  if (stages == 0 || !acts_->ready) return Status::fail("backward() needs a loss() kept for it");
+  for (int stage = 0; stage < stages; ++stage)
     if (Status st = backward_stage(stage); !st.is_ok()) return st;
   return Status::ok();
 }
@@ -361,20 +482,34 @@ Status TrainModel::backward_stage(int stage) {
   ++a.next_stage;
   const GptConfig& c = config_.gpt;
   const int d = c.d_model, H = c.n_heads, hd = d / H, V = c.vocab_size, F = 4 * d;
-  const std::size_t N = static_cast<std::size_t>(a.batch) * a.tokens, nd = N * d;
+  const std::size_t N = static_cast<std::size_t>(a.rows()), nd = N * d;
   const int rows = static_cast<int>(N);
   const bool drop = a.train && c.drop_rate > 0.0;
   const float s = dropout_scale(c.drop_rate);
   train::Kernels& k = a.kernels_for(exec);
   std::vector<float>&dlnf = a.dlnf, &dx = a.dx;
+  const int chunks = a.head_pieces(), head = 1 + chunks + pieces(V, a.band);
 
-  if (stage == 0) {  // the head and the final norm
-    train::cross_entropy_backward(k, a.probs.data(), a.targets.data(), rows, V);
-    k.linear_dw(a.probs.data(), a.lnf.data(), grads_.out_head.ptr(), nullptr, rows, d, V);
+  if (stage == 0) {  // the head's weight packed for its dx pieces
     dlnf.resize(nd), dx.resize(nd);
-    k.linear_dx(a.probs.data(), params_.out_head.ptr(), dlnf.data(), rows, d, V, false);
-    train::layer_norm_backward(k, dlnf.data(), a.lnf_hat.data(), a.rstd_f.data(), params_.final_scale.ptr(),
-                               dx.data(), grads_.final_scale.ptr(), grads_.final_shift.ptr(), rows, d, false);
+    k.pack_linear_dx(params_.out_head.ptr(), d, V, a.head_pack);
+    return Status::ok();
+  }
+  if (stage <=
+      chunks) {  // the head's dx and the cross-entropy's gradient by rows; the final norm's with the last
+    const int r0 = (stage - 1) * a.rows_each, r1 = std::min(rows, r0 + a.rows_each);
+    train::cross_entropy_backward(k, a.probs.data() + static_cast<std::size_t>(r0) * V, a.targets.data() + r0,
+                                  r1 - r0, V, rows);
+    k.linear_dx_rows(a.probs.data(), params_.out_head.ptr(), a.head_pack, dlnf.data(), r0, r1, d, V);
+    if (r1 == rows)
+      train::layer_norm_backward(k, dlnf.data(), a.lnf_hat.data(), a.rstd_f.data(), params_.final_scale.ptr(),
+                                 dx.data(), grads_.final_scale.ptr(), grads_.final_shift.ptr(), rows, d,
+                                 false);
+    return Status::ok();
+  }
+  if (stage < head) {  // the head's weight gradient, by vocabulary rows
+    const int n0 = (stage - 1 - chunks) * a.band, n1 = std::min(V, n0 + a.band);
+    k.linear_dw_rows(a.probs.data(), a.lnf.data(), grads_.out_head.ptr(), nullptr, rows, d, V, n0, n1);
     return Status::ok();
   }
   if (stage == last) {  // drop_emb, then the two embeddings
@@ -390,17 +525,16 @@ Status TrainModel::backward_stage(int stage) {
     return Status::ok();
   }
 
-  // one block, the last first
+  // one block, the last first: its feed-forward half, then its attention half (one stage each)
   std::vector<float>&branch = a.branch, &dq = a.dq, &dk = a.dk, &dv = a.dv, &dctx = a.dctx, &dln = a.dln,
   &dh = a.dh;
   for (std::vector<float>* buf : {&branch, &dq, &dk, &dv, &dctx, &dln}) buf->resize(nd);
-  train::Attention att{a.batch, a.tokens, H, hd, static_cast<float>(std::sqrt(static_cast<double>(hd))),
-                       s,       &k};
-  const std::size_t li = params_.blocks.size() - static_cast<std::size_t>(stage);
+  const int per_block = config_.gpt.attention_only ? 1 : 2, i = stage - head;
+  const std::size_t li = params_.blocks.size() - 1 - static_cast<std::size_t>(i / per_block);
   const GptTensors::Block& b = params_.blocks[li];
   GptTensors::Block& gb = grads_.blocks[li];
   Activations::Layer& al = a.layers[li];
-  if (!config_.gpt.attention_only) {
+  if (per_block == 2 && i % 2 == 0) {
     // x = x_mid + drop(proj(gelu(fc(norm2(x_mid)))))
     branch = dx;
     if (drop) train::dropout(k, branch.data(), al.keep_ff_out.data(), nd, s);
@@ -412,8 +546,11 @@ Status TrainModel::backward_stage(int stage) {
     k.linear_dx(dh.data(), b.fc_w.ptr(), dln.data(), rows, d, F, false);
     train::layer_norm_backward(k, dln.data(), al.ln2_hat.data(), al.rstd2.data(), b.norm2_scale.ptr(),
                                dx.data(), gb.norm2_scale.ptr(), gb.norm2_shift.ptr(), rows, d, true);
+    return Status::ok();
   }
   // x = x_in + drop(out_proj(attention(q, k, v of norm1(x_in))))
+  train::Attention att{a.batch, a.tokens, H, hd, static_cast<float>(std::sqrt(static_cast<double>(hd))),
+                       s,       &k};
   branch = dx;
   if (drop) train::dropout(k, branch.data(), al.keep_att_out.data(), nd, s);
   k.linear_dw(branch.data(), al.ctx.data(), gb.out_w.ptr(), gb.out_b.ptr(), rows, d, d);
@@ -440,7 +577,11 @@ Status TrainModel::attention_maps(const std::vector<int>& ids,
   TorchGenerator unused;
   const std::vector<int> targets(ids.size(), 0);
   float loss_unused = 0.0f;
-  if (Status st = loss(ids, targets, 1, T, false, unused, loss_unused, false); !st.is_ok()) return st;
+  if (Status st = start_loss(ids, targets, 1, T, false, false); !st.is_ok()) return st;
+  // the embeddings and the blocks: the head after them changes no attention weight
+  const int L = static_cast<int>(params_.blocks.size());
+  for (int stage = 0; stage <= L; ++stage)
+    if (Status st = forward_stage(stage, unused, loss_unused); !st.is_ok()) return st;
   const int H = config_.gpt.n_heads;
   const std::size_t tt = static_cast<std::size_t>(T) * T;
   out.assign(acts_->layers.size(), {});
@@ -454,7 +595,7 @@ Status TrainModel::attention_maps(const std::vector<int>& ids,
 
 std::vector<double> TrainModel::position_losses() const {
   std::vector<double> out;
-  if (!acts_ || acts_->row_losses.empty()) return out;
+  if (!acts_ || !acts_->done || acts_->row_losses.empty()) return out;
   const Activations& a = *acts_;
   out.assign(static_cast<std::size_t>(a.tokens), 0.0);
   for (int b = 0; b < a.batch; ++b)

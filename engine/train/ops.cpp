@@ -87,16 +87,35 @@ Kernels::Kernels(const Exec& exec) : isa(resolve(exec.isa)) {
   workers.resize(static_cast<std::size_t>(threads));
 }
 
+namespace {
+
+// The reference products over output rows [m0, m1) (linear, linear_dx) or [n0, n1) (linear_dw), summing in
+// double.
+void linear_reference(const float* x, const float* w, const float* b, float* y, int m0, int m1, int K,
+                      int N) {
+  for (int m = m0; m < m1; ++m)
+    for (int n = 0; n < N; ++n) {
+      double acc = b ? b[n] : 0.0;
+      for (int k = 0; k < K; ++k) acc += static_cast<double>(x[at(m, K, k)]) * w[at(n, K, k)];
+      y[at(m, N, n)] = static_cast<float>(acc);
+    }
+}
+
+void linear_dx_reference(const float* dy, const float* w, float* dx, int m0, int m1, int K, int N,
+                         bool accumulate) {
+  for (int m = m0; m < m1; ++m)
+    for (int k = 0; k < K; ++k) {
+      double acc = 0.0;
+      for (int n = 0; n < N; ++n) acc += static_cast<double>(dy[at(m, N, n)]) * w[at(n, K, k)];
+      float& out = dx[at(m, K, k)];
+      out = accumulate ? out + static_cast<float>(acc) : static_cast<float>(acc);
+    }
+}
+
+}  // namespace
+
 void Kernels::linear(const float* x, const float* w, const float* b, float* y, int M, int K, int N) {
-  if (isa == Isa::scalar) {
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) {
-        double acc = b ? b[n] : 0.0;
-        for (int k = 0; k < K; ++k) acc += static_cast<double>(x[at(m, K, k)]) * w[at(n, K, k)];
-        y[at(m, N, n)] = static_cast<float>(acc);
-      }
-    return;
-  }
+  if (isa == Isa::scalar) return linear_reference(x, w, b, y, 0, M, K, N);
   const int nr = simd::panel_width(isa);
   ensure(packed, simd::panel_floats(N, K, nr));
   pack_nk_parallel(*pool, w, N, K, K, nr, packed.data());  // B (K x N) = w^T
@@ -108,16 +127,7 @@ void Kernels::linear(const float* x, const float* w, const float* b, float* y, i
 }
 
 void Kernels::linear_dx(const float* dy, const float* w, float* dx, int M, int K, int N, bool accumulate) {
-  if (isa == Isa::scalar) {
-    for (int m = 0; m < M; ++m)
-      for (int k = 0; k < K; ++k) {
-        double acc = 0.0;
-        for (int n = 0; n < N; ++n) acc += static_cast<double>(dy[at(m, N, n)]) * w[at(n, K, k)];
-        float& out = dx[at(m, K, k)];
-        out = accumulate ? out + static_cast<float>(acc) : static_cast<float>(acc);
-      }
-    return;
-  }
+  if (isa == Isa::scalar) return linear_dx_reference(dy, w, dx, 0, M, K, N, accumulate);
   const int nr = simd::panel_width(isa);
   ensure(packed, simd::panel_floats(K, N, nr));
   pack_kn_parallel(*pool, w, N, K, K, nr, packed.data());  // B (N x K) = w as stored
@@ -133,14 +143,49 @@ void Kernels::linear_dx(const float* dy, const float* w, float* dx, int M, int K
 }
 
 void Kernels::linear_dw(const float* dy, const float* x, float* dw, float* db, int M, int K, int N) {
+  linear_dw_rows(dy, x, dw, db, M, K, N, 0, N);
+}
+
+// The panel GEMM sums each output element over k in order, in a chain of its own (blocking over K reloads
+// the partial sum, a float either way): an element's value depends neither on the rows nor on the panels
+// computed with it, which is what lets a product run in pieces of rows.
+void Kernels::pack_linear(const float* w, int K, int N, AlignedFloats& into) {
+  if (isa == Isa::scalar) return;
+  const int nr = simd::panel_width(isa);
+  ensure(into, simd::panel_floats(N, K, nr));
+  pack_nk_parallel(*pool, w, N, K, K, nr, into.data());
+}
+
+void Kernels::pack_linear_dx(const float* w, int K, int N, AlignedFloats& into) {
+  if (isa == Isa::scalar) return;
+  const int nr = simd::panel_width(isa);
+  ensure(into, simd::panel_floats(K, N, nr));
+  pack_kn_parallel(*pool, w, N, K, K, nr, into.data());
+}
+
+void Kernels::linear_rows(const float* x, const float* w, const AlignedFloats& packed_w, float* y, int m0,
+                          int m1, int K, int N) {
+  if (isa == Isa::scalar) return linear_reference(x, w, nullptr, y, m0, m1, K, N);
+  simd::run_gemm(isa, m1 - m0, N, K, x + at(m0, K, 0), packed_w.data(), y + at(m0, N, 0), *pool);
+}
+
+void Kernels::linear_dx_rows(const float* dy, const float* w, const AlignedFloats& packed_w, float* dx,
+                             int m0, int m1, int K, int N) {
+  if (isa == Isa::scalar) return linear_dx_reference(dy, w, dx, m0, m1, K, N, false);
+  simd::run_gemm(isa, m1 - m0, K, N, dy + at(m0, N, 0), packed_w.data(), dx + at(m0, K, 0), *pool);
+}
+
+void Kernels::linear_dw_rows(const float* dy, const float* x, float* dw, float* db, int M, int K, int N,
+                             int n0, int n1) {
+  const int rows = n1 - n0;
   if (db) {  // summed in double, then added once: the biases' gradients are sums that cancel
-    std::vector<double> sums(static_cast<std::size_t>(N), 0.0);
+    std::vector<double> sums(static_cast<std::size_t>(rows), 0.0);
     for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) sums[static_cast<std::size_t>(n)] += dy[at(m, N, n)];
-    for (int n = 0; n < N; ++n) db[n] += static_cast<float>(sums[static_cast<std::size_t>(n)]);
+      for (int n = n0; n < n1; ++n) sums[static_cast<std::size_t>(n - n0)] += dy[at(m, N, n)];
+    for (int n = n0; n < n1; ++n) db[n] += static_cast<float>(sums[static_cast<std::size_t>(n - n0)]);
   }
   if (isa == Isa::scalar) {
-    for (int n = 0; n < N; ++n)
+    for (int n = n0; n < n1; ++n)
       for (int k = 0; k < K; ++k) {
         double acc = 0.0;
         for (int m = 0; m < M; ++m) acc += static_cast<double>(dy[at(m, N, n)]) * x[at(m, K, k)];
@@ -148,23 +193,24 @@ void Kernels::linear_dw(const float* dy, const float* x, float* dw, float* db, i
       }
     return;
   }
-  // dw = A B with A = dy^T (N x M) and B = x (M x K) in panels.
+  // dw rows = A B with A = the rows' columns of dy, transposed (rows x M), and B = x (M x K) in panels.
   const int nr = simd::panel_width(isa);
-  ensure(transposed, static_cast<std::size_t>(N) * M);
+  ensure(transposed, static_cast<std::size_t>(rows) * M);
   ensure(packed, simd::panel_floats(K, M, nr));
-  ensure(product, static_cast<std::size_t>(N) * K);
+  ensure(product, static_cast<std::size_t>(rows) * K);
   // the transpose, a band of 64 columns of dy per task
   constexpr int kBand = 64;
-  chunked(*pool, (N + kBand - 1) / kBand, 1, [&](std::size_t t0, std::size_t) {
-    const int n0 = static_cast<int>(t0) * kBand, n1 = std::min(N, n0 + kBand);
-    transpose(fast, dy + n0, static_cast<std::size_t>(N), M, n1 - n0, transposed.data() + at(n0, M, 0),
+  chunked(*pool, (rows + kBand - 1) / kBand, 1, [&](std::size_t t0, std::size_t) {
+    const int b0 = static_cast<int>(t0) * kBand, b1 = std::min(rows, b0 + kBand);
+    transpose(fast, dy + n0 + b0, static_cast<std::size_t>(N), M, b1 - b0, transposed.data() + at(b0, M, 0),
               static_cast<std::size_t>(M));
   });
   pack_kn_parallel(*pool, x, M, K, K, nr, packed.data());
-  simd::run_gemm(isa, N, K, M, transposed.data(), packed.data(), product.data(), *pool);
-  const std::size_t total = static_cast<std::size_t>(N) * K;
+  simd::run_gemm(isa, rows, K, M, transposed.data(), packed.data(), product.data(), *pool);
+  const std::size_t total = static_cast<std::size_t>(rows) * K;
+  float* out = dw + at(n0, K, 0);
   chunked(*pool, total, 1 << 16,
-          [&](std::size_t i0, std::size_t i1) { fast->add(dw + i0, product.data() + i0, i1 - i0); });
+          [&](std::size_t i0, std::size_t i1) { fast->add(out + i0, product.data() + i0, i1 - i0); });
 }
 
 void chunked(ThreadPool& pool, std::size_t n, std::size_t chunk,
@@ -544,8 +590,9 @@ double cross_entropy(Kernels& k, float* logits, const int* targets, int rows, in
   return total / rows;
 }
 
-void cross_entropy_backward(Kernels& k, float* probs, const int* targets, int rows, int vocab) {
-  const double inv = 1.0 / rows;
+void cross_entropy_backward(Kernels& k, float* probs, const int* targets, int rows, int vocab,
+                            int mean_over) {
+  const double inv = 1.0 / (mean_over > 0 ? mean_over : rows);
   chunked(*k.pool, rows, 2, [&](std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {
       float* p = probs + at(r, vocab, 0);

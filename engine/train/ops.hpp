@@ -40,6 +40,23 @@ struct Kernels {
   void linear_dx(const float* dy, const float* w, float* dx, int M, int K, int N, bool accumulate);
   // dw (N, K) += dy^T (N, M) x (M, K); db (N) += the column sums of dy (when db is not null).
   void linear_dw(const float* dy, const float* x, float* dw, float* db, int M, int K, int N);
+
+  // The same products in pieces, for a matrix too large for one frame (the head over GPT-2's vocabulary).
+  // Each output element is the same sum over k in the same order as the whole product's, so the pieces
+  // together give the whole product's numbers bit for bit. `packed` holds w for the pieces of one product
+  // (filled by pack_linear or pack_linear_dx; left empty on the reference, which reads w).
+  // pack_linear: w (N, K) for linear_rows; pack_linear_dx: w (N, K) for linear_dx_rows.
+  void pack_linear(const float* w, int K, int N, AlignedFloats& packed);
+  void pack_linear_dx(const float* w, int K, int N, AlignedFloats& packed);
+  // y rows [m0, m1) of linear(x, w, null, y, M, K, N) (no bias).
+  void linear_rows(const float* x, const float* w, const AlignedFloats& packed, float* y, int m0, int m1,
+                   int K, int N);
+  // dx rows [m0, m1) of linear_dx(dy, w, dx, M, K, N, false).
+  void linear_dx_rows(const float* dy, const float* w, const AlignedFloats& packed, float* dx, int m0, int m1,
+                      int K, int N);
+  // dw rows [n0, n1) (and db[n0, n1)) of linear_dw(dy, x, dw, db, M, K, N).
+  void linear_dw_rows(const float* dy, const float* x, float* dw, float* db, int M, int K, int N, int n0,
+                      int n1);
 };
 
 // LayerNorm forward over rows: y = (x - mean) / sqrt(var + 1e-5) * scale + shift (biased variance); keeps
@@ -87,7 +104,9 @@ void chunked(ThreadPool& pool, std::size_t n, std::size_t chunk,
 // in place (what the backward pass needs). Returns the mean in double.
 double cross_entropy(Kernels& k, float* logits_to_probs, const int* targets, int rows, int vocab,
                      std::vector<double>* row_losses = nullptr);
-// dlogits = (probs - onehot(target)) / rows, in place over probs.
-void cross_entropy_backward(Kernels& k, float* probs_to_grad, const int* targets, int rows, int vocab);
+// dlogits = (probs - onehot(target)) / mean_over (rows when 0: the mean's count of rows, for a caller that
+// passes the rows in pieces), in place over probs.
+void cross_entropy_backward(Kernels& k, float* probs_to_grad, const int* targets, int rows, int vocab,
+                            int mean_over = 0);
 
 }  // namespace attnviz::train

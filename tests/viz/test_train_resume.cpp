@@ -208,7 +208,7 @@ TEST_CASE("panel run: the book recipe's checkpoint resumes in the CLI to the str
     if (half) {
       while (s.steps_done() < 25) REQUIRE(s.step().is_ok());
       int pieces = 0;
-      // the forward pass, 4 backward stages, the update: then step 26's evaluation is due
+      // the forward and backward stages, the update: then step 26's evaluation is due
       while (s.steps_done() < 26) REQUIRE((++pieces < 20 && s.advance(0.0).is_ok()));
       REQUIRE(s.mid_step());
     }
@@ -244,7 +244,8 @@ TEST_CASE("panel run: the book recipe's checkpoint resumes in the CLI to the str
     check_same_files(piece, b.steps_done() == 25 ? at25 : at26,
                      {"model.safetensors", "optimizer.safetensors"});
   }
-  CHECK(pieces == 8);  // forward, 4 backward stages, update, evaluation, snapshot
+  // 5 forward stages, 8 backward stages, the update, 10 evaluation batches of 5 forward stages, the snapshot
+  CHECK(pieces == 5 + 8 + 1 + 10 * 5 + 1);
   for (const fs::path& p : {whole, panel, piece, at25, at26}) fs::remove_all(p);
 }
 

@@ -208,18 +208,19 @@ TEST_CASE("train session: frames run the training while it runs, and draw its vi
   CHECK(uploads >= 8);  // every head's attention on the probe
   app.train.running = true;
   app.train.budget_ms = 0.0;
-  // a frame with no time to spare runs one piece of a step: the forward pass, the backward stages (the head,
-  // two blocks, the embeddings), the update, then the first step's evaluation and (every step here) snapshot
-  for (int i = 0; i < 6; ++i) ui.frame(app);
+  // a frame with no time to spare runs one piece of a step: the forward stages (the embeddings, two blocks,
+  // the final norm with the head packed, the head), the backward stages (the head packed, its dx, its
+  // weight's gradient, two blocks, the embeddings), the update, then the first step's evaluation (its batch's
+  // forward stages) and (every step here) snapshot
+  for (int i = 0; i < 12; ++i) ui.frame(app);
   CHECK(app.train.session->steps_done() == 1);
   CHECK(app.train.session->mid_step());
-  ui.frame(app);
-  ui.frame(app);
+  for (int i = 0; i < 6; ++i) ui.frame(app);
   CHECK_FALSE(app.train.session->mid_step());
-  for (int i = 0; i < 7; ++i) ui.frame(app);  // the second step: no evaluation
+  for (int i = 0; i < 13; ++i) ui.frame(app);  // the second step: no evaluation
   CHECK(app.train.session->steps_done() == 2);
   CHECK_FALSE(app.train.session->mid_step());
-  CHECK(app.train.session->slice_ms().size() == 15);
+  CHECK(app.train.session->slice_ms().size() == 31);
   CHECK(app.uploads >= uploads + 16);  // the new snapshots' textures
   // the slider's snapshot: the view shows step 1's heads, and stays there as training goes on
   app.train.snapshot = 1;

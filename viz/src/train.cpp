@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <optional>
@@ -177,57 +178,81 @@ Status TrainSession::reset(const TrainSettings& s,
   batch_in_epoch_ = loader_.batches();  // the first step starts an epoch
   eval_in_ = std::move(eval_in), eval_out_ = std::move(eval_out), probe_ = std::move(probe);
   steps_ = 0, tokens_ = 0, ms_per_step_ = 0.0;
-  stage_ = 0, step_ms_ = 0.0;
-  stage_ms_.assign(static_cast<std::size_t>(model_->backward_stages()) + 4, -1.0);  // never run
+  phase_ = Phase::forward, index_ = 0, step_ms_ = 0.0;
+  eval_batches_.clear(), eval_batch_ = 0;
+  forward_ms_.clear(), backward_ms_.clear(), eval_ms_.clear();  // never run
+  forward_names_.clear(), backward_names_.clear(), eval_names_.clear();
+  update_ms_ = -1.0, snapshot_ms_ = -1.0;
   slice_ms_.clear();
   points_.clear(), snapshots_.clear();
   continued_from_ = 0, run_first_induction_ = -1, continued_run_.reset();
   return snapshot();  // step 0: the untrained heads
 }
 
-// The stages after the model's backward ones (B of them, at 1 .. B).
 namespace {
-int update_stage(int backward) {
-  return backward + 1;
+
+// A list of piece times grown to `n` pieces (new ones never run), with their names. The evaluation's last
+// batch may be smaller (fewer head pieces): its stages share the first ones' times and names.
+void fit(std::vector<double>& ms, std::vector<std::string>& names, int n,
+         const std::function<std::string(int)>& name) {
+  if (ms.size() >= static_cast<std::size_t>(n)) return;
+  ms.resize(static_cast<std::size_t>(n), -1.0);
+  names.clear();
+  for (int i = 0; i < n; ++i) names.push_back(name(i));
 }
-int evaluate_stage(int backward) {
-  return backward + 2;
+
+double at_or_unknown(const std::vector<double>& ms, int i) {
+  return i >= 0 && static_cast<std::size_t>(i) < ms.size() ? ms[static_cast<std::size_t>(i)] : -1.0;
 }
-int snapshot_stage(int backward) {
-  return backward + 3;
-}
+
 }  // namespace
 
 Status TrainSession::run_stage() {
   const double t0 = now_ms();
   const TrainSettings& s = settings_;
-  const int B = model_->backward_stages(), stage = stage_;
-  if (stage == 0) {  // the batch, zero_grad and the forward pass with its loss
-    keep_step_start();
-    std::vector<int> inputs, targets;
-    int batch = s.batch_size, tokens = s.config.gpt.context_length;
-    if (s.recipe == TrainRecipe::induction) {
-      induction_batch(s.task, batch, data_, inputs, targets);
-      tokens = s.task.tokens;
-    } else {
-      if (batch_in_epoch_ >= loader_.batches()) {
-        loader_.begin(g_);  // a new epoch: the loader's draws, as `for ... in train_loader` makes them
-        batch_in_epoch_ = 0;
+  // run_state() ran the model on the probes in the middle of an evaluation batch: that batch starts again
+  // (an evaluation draws nothing, so its numbers are the same)
+  if (phase_ == Phase::evaluate && forward_interrupted_) index_ = 0;
+  forward_interrupted_ = false;
+  const Phase phase = phase_;
+  const int index = index_;
+  double* timed = nullptr;  // where this piece's time goes
+  if (phase == Phase::forward) {
+    if (index == 0) {  // a new step: the batch, zero_grad, and the forward pass begun
+      keep_step_start();
+      std::vector<int> inputs, targets;
+      int batch = s.batch_size, tokens = s.config.gpt.context_length;
+      if (s.recipe == TrainRecipe::induction) {
+        induction_batch(s.task, batch, data_, inputs, targets);
+        tokens = s.task.tokens;
+      } else {
+        if (batch_in_epoch_ >= loader_.batches()) {
+          loader_.begin(g_);  // a new epoch: the loader's draws, as `for ... in train_loader` makes them
+          batch_in_epoch_ = 0;
+        }
+        const std::vector<int> indices = loader_.batch(batch_in_epoch_++);
+        gather_batch(train_, indices, inputs, targets);
+        batch = static_cast<int>(indices.size());
       }
-      const std::vector<int> indices = loader_.batch(batch_in_epoch_++);
-      gather_batch(train_, indices, inputs, targets);
-      batch = static_cast<int>(indices.size());
+      model_->zero_grad();
+      if (Status st = model_->start_loss(inputs, targets, batch, tokens, true); !st.is_ok()) return st;
+      pending_tokens_ = static_cast<std::int64_t>(inputs.size());
+      step_ms_ = 0.0;
+      fit(forward_ms_, forward_names_, model_->forward_stages(),
+          [&](int i) { return "forward " + model_->forward_stage_name(i); });
     }
-    model_->zero_grad();
-    if (Status st = model_->loss(inputs, targets, batch, tokens, true, g_, pending_loss_); !st.is_ok())
-      return st;
-    pending_tokens_ = static_cast<std::int64_t>(inputs.size());
-    step_ms_ = 0.0;
-    stage_ = 1;
-  } else if (stage <= B) {
-    if (Status st = model_->backward_stage(stage - 1); !st.is_ok()) return st;
-    ++stage_;
-  } else if (stage == update_stage(B)) {
+    if (Status st = model_->forward_stage(index, g_, pending_loss_); !st.is_ok()) return st;
+    timed = &forward_ms_[static_cast<std::size_t>(index)];
+    if (++index_ == model_->forward_stages()) {
+      phase_ = Phase::backward, index_ = 0;
+      fit(backward_ms_, backward_names_, model_->backward_stages(),
+          [&](int i) { return "backward " + model_->backward_stage_name(i); });
+    }
+  } else if (phase == Phase::backward) {
+    if (Status st = model_->backward_stage(index); !st.is_ok()) return st;
+    timed = &backward_ms_[static_cast<std::size_t>(index)];
+    if (++index_ == model_->backward_stages()) phase_ = Phase::update, index_ = 0;
+  } else if (phase == Phase::update) {
     opt_.step(model_->params(), model_->grads());
     ++steps_;
     tokens_ += pending_tokens_;
@@ -236,27 +261,64 @@ Status TrainSession::run_stage() {
     // the (eval_freq + 1)th, ...)
     const bool evaluate_due = (steps_ - 1) % s.eval_freq == 0;
     snapshot_due_ = steps_ % s.snapshot_freq == 0;
-    stage_ = evaluate_due ? evaluate_stage(B) : snapshot_due_ ? snapshot_stage(B) : 0;
-  } else if (stage == evaluate_stage(B)) {
-    if (Status st = evaluate(); !st.is_ok()) return st;
-    stage_ = snapshot_due_ ? snapshot_stage(B) : 0;
+    phase_ = evaluate_due ? Phase::evaluate : snapshot_due_ ? Phase::snapshot : Phase::forward;
+    if (evaluate_due) begin_evaluation();
+    timed = &update_ms_;
+  } else if (phase == Phase::evaluate) {
+    if (Status st = evaluate_stage(); !st.is_ok()) return st;
+    timed = &eval_ms_[static_cast<std::size_t>(index)];
   } else {
     if (Status st = snapshot(); !st.is_ok()) return st;
-    stage_ = 0;
+    phase_ = Phase::forward, index_ = 0;
+    timed = &snapshot_ms_;
   }
   const double ms = now_ms() - t0;
-  stage_ms_[static_cast<std::size_t>(stage)] = ms;
-  if (stage <= update_stage(B)) step_ms_ += ms;
-  if (stage == update_stage(B))
+  *timed = ms;
+  if (phase == Phase::forward || phase == Phase::backward || phase == Phase::update) step_ms_ += ms;
+  if (phase == Phase::update)
     ms_per_step_ = ms_per_step_ == 0.0 ? step_ms_ : 0.9 * ms_per_step_ + 0.1 * step_ms_;
   return Status::ok();
+}
+
+double TrainSession::predicted_ms() const {
+  switch (phase_) {
+    case Phase::forward:
+      return at_or_unknown(forward_ms_, index_);
+    case Phase::backward:
+      return at_or_unknown(backward_ms_, index_);
+    case Phase::update:
+      return update_ms_;
+    case Phase::evaluate:
+      return at_or_unknown(eval_ms_, index_);
+    case Phase::snapshot:
+      return snapshot_ms_;
+  }
+  return -1.0;
+}
+
+std::vector<double> TrainSession::piece_ms() const {
+  std::vector<double> out = forward_ms_;
+  out.insert(out.end(), backward_ms_.begin(), backward_ms_.end());
+  out.push_back(update_ms_);
+  out.insert(out.end(), eval_ms_.begin(), eval_ms_.end());
+  out.push_back(snapshot_ms_);
+  return out;
+}
+
+std::vector<std::string> TrainSession::piece_names() const {
+  std::vector<std::string> out = forward_names_;
+  out.insert(out.end(), backward_names_.begin(), backward_names_.end());
+  out.push_back("update");
+  out.insert(out.end(), eval_names_.begin(), eval_names_.end());
+  out.push_back("snapshot");
+  return out;
 }
 
 Status TrainSession::step() {
   if (!model_) return Status::fail("nothing to train: reset first");
   do {
     if (Status st = run_stage(); !st.is_ok()) return st;
-  } while (stage_ != 0);
+  } while (mid_step());
   return Status::ok();
 }
 
@@ -267,22 +329,72 @@ Status TrainSession::advance(double budget_ms) {
   for (;;) {
     if (st = run_stage(); !st.is_ok()) break;
     // the next piece only if its last run says it fits (one never run yet waits for the next slice)
-    const double next = stage_ms_[static_cast<std::size_t>(stage_)];
+    const double next = predicted_ms();
     if (next < 0.0 || now_ms() + next >= until) break;
   }
   slice_ms_.push_back(now_ms() - t0);
   return st;
 }
 
-Status TrainSession::evaluate() {
-  TrainPoint& p = points_.back();
+void TrainSession::begin_evaluation() {
   const TrainSettings& s = settings_;
-  if (s.recipe == TrainRecipe::induction)
-    return in_context_score(*model_, eval_in_, eval_out_, s.batch_size, s.task.tokens, p.in_context);
-  double train_loss = 0.0;
-  if (Status st = loader_loss(*model_, train_, loader_, s.eval_iter, g_, train_loss); !st.is_ok()) return st;
-  Loader val(val_.size(), s.batch_size, false, false);
-  return loader_loss(*model_, val_, val, s.eval_iter, g_, p.val_loss);
+  eval_batches_.clear(), eval_batch_ = 0, index_ = 0;
+  eval_sum_[0] = eval_sum_[1] = 0.0, eval_count_[0] = eval_count_[1] = 0;
+  if (s.recipe == TrainRecipe::induction) {  // in_context_score on the held-out batch
+    eval_batches_.push_back({eval_in_, eval_out_, s.batch_size, 0});
+    return;
+  }
+  // loader_loss over the training loader (a new iteration of it), then over the validation one: their
+  // draws, in that order, are all an evaluation draws (eval mode draws no dropout)
+  const Loader val(val_.size(), s.batch_size, false, false);
+  int side = 0;
+  for (const auto& [w, of] : {std::pair<const Windows*, const Loader*>{&train_, &loader_}, {&val_, &val}}) {
+    Loader loader = *of;
+    const int len = loader.batches();
+    if (len > 0) {  // an empty loader's loss is NaN, with nothing drawn
+      const int n = s.eval_iter < 0 ? len : std::min(s.eval_iter, len);
+      loader.begin(g_);
+      for (int i = 0; i < n; ++i) {
+        EvalBatch b;
+        const std::vector<int> indices = loader.batch(i);
+        gather_batch(*w, indices, b.inputs, b.targets);
+        b.batch = static_cast<int>(indices.size()), b.side = side;
+        eval_batches_.push_back(std::move(b));
+      }
+    }
+    ++side;
+  }
+  if (eval_batches_.empty()) phase_ = snapshot_due_ ? Phase::snapshot : Phase::forward;
+}
+
+Status TrainSession::evaluate_stage() {
+  const TrainSettings& s = settings_;
+  const EvalBatch& b = eval_batches_[eval_batch_];
+  const int tokens = s.recipe == TrainRecipe::induction ? s.task.tokens : s.config.gpt.context_length;
+  if (index_ == 0) {
+    if (Status st = model_->start_loss(b.inputs, b.targets, b.batch, tokens, false, false); !st.is_ok())
+      return st;
+    fit(eval_ms_, eval_names_, model_->forward_stages(),
+        [&](int i) { return "evaluation " + model_->forward_stage_name(i); });
+  }
+  float loss = 0.0f;
+  if (Status st = model_->forward_stage(index_, g_, loss); !st.is_ok()) return st;
+  if (++index_ < model_->forward_stages()) return Status::ok();
+  // the batch's last stage
+  index_ = 0;
+  TrainPoint& p = points_.back();
+  if (s.recipe == TrainRecipe::induction) {
+    p.in_context = in_context_of(model_->position_losses());
+  } else {
+    eval_sum_[b.side] += static_cast<double>(loss);  // loss.item()
+    ++eval_count_[b.side];
+  }
+  if (++eval_batch_ < eval_batches_.size()) return Status::ok();
+  // the training side's loss (eval_sum_[0]) is the book's printed train loss; the panel plots the validation
+  if (s.recipe != TrainRecipe::induction) p.val_loss = eval_count_[1] ? eval_sum_[1] / eval_count_[1] : kNaN;
+  eval_batches_.clear(), eval_batch_ = 0;
+  phase_ = snapshot_due_ ? Phase::snapshot : Phase::forward;
+  return Status::ok();
 }
 
 Status TrainSession::snapshot() {
@@ -360,12 +472,12 @@ Status TrainSession::run_state(RunState& out) const {
     return Status::ok();
   }
   const TrainSettings& s = settings_;
-  const int B = model_->backward_stages();
-  // A half step before its update: the run stands where that step began. After the update, an evaluation
-  // still due is accounted for by its draws, and a snapshot still due by the step's heads.
-  const bool before_update = stage_ >= 1 && stage_ <= update_stage(B);
-  const bool evaluation_due = stage_ == evaluate_stage(B);
-  const bool snapshot_due = stage_ == snapshot_stage(B) || (evaluation_due && snapshot_due_);
+  // A half step before its update: the run stands where that step began. After the update, the evaluation
+  // due has made its draws (when it begins, in the update's piece), and a snapshot still due is accounted for
+  // by the step's heads.
+  const bool before_update =
+      mid_step() && (phase_ == Phase::forward || phase_ == Phase::backward || phase_ == Phase::update);
+  const bool snapshot_due = phase_ == Phase::snapshot || (phase_ == Phase::evaluate && snapshot_due_);
   TorchGenerator g = before_update ? start_g_ : g_;
   RunState r;
   r.dropout_rng = model_->dropout_rng;
@@ -385,16 +497,13 @@ Status TrainSession::run_state(RunState& out) const {
       if (has_induction_head(snapshots_[i].heads)) n.first_induction = snapshots_[i].step;
     if (n.first_induction < 0 && snapshot_due) {
       std::vector<std::vector<HeadScores>> heads;  // what the snapshot still due will label
+      forward_interrupted_ = true;
       if (Status st = probe_heads(*model_, s.task, heads); !st.is_ok()) return st;
       if (has_induction_head(heads)) n.first_induction = steps_;
     }
     n.data_rng = (before_update ? start_data_ : data_).state();
   } else {
     // attnviz-cli train's book run over the same windows (the panel's stride is the context length)
-    if (evaluation_due) {
-      loader_loss_draws(loader_, g);
-      loader_loss_draws(Loader(val_.size(), s.batch_size, false, false), g);
-    }
     const int batches = loader_.batches();
     TrainPosition& p = r.position;
     p.epoch = (steps_ - 1) / batches;

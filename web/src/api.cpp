@@ -109,11 +109,13 @@ std::string status_json() {
     // the slices (one a frame while training runs): how long the page's frames spend training
     train["mid_step"] = ts.mid_step();
     std::vector<double> slices = ts.slice_ms();
-    nlohmann::json sl = {{"count", slices.size()},
-                         {"last_ms", nullptr},
-                         {"median_ms", nullptr},
-                         {"max_ms", nullptr},
-                         {"p99_ms", nullptr}};
+    nlohmann::json sl = {
+        {"count", slices.size()},
+        {"last_ms", nullptr},
+        {"median_ms", nullptr},
+        {"max_ms", nullptr},
+        {"p99_ms", nullptr},
+        {"over_50_ms", std::count_if(slices.begin(), slices.end(), [](double ms) { return ms > 50.0; })}};
     if (!slices.empty()) {
       sl["last_ms"] = slices.back();
       const auto mid = slices.begin() + static_cast<std::ptrdiff_t>(slices.size() / 2);
@@ -125,7 +127,10 @@ std::string status_json() {
       sl["p99_ms"] = *p99;
     }
     train["slices"] = sl;
-    train["pieces_ms"] = ts.piece_ms();  // forward, the backward stages, update, evaluation, snapshot
+    // each piece's last time: the forward stages, the backward stages, update, an evaluation batch's forward
+    // stages, snapshot (pieces: their names)
+    train["pieces_ms"] = ts.piece_ms();
+    train["pieces"] = ts.piece_names();
     train["losses"] = losses;
     train["snapshots"] = ts.snapshots().size();
     const int first = ts.first_induction();

@@ -85,7 +85,12 @@ test('the Train panel by mouse: start, pause, the slider, exports and Open in mo
   t.diagnostic(`a step of the induction recipe in the page: ${s.ms_per_step.toFixed(1)} ms (a figure, not a check)`);
   t.diagnostic(`its slices: ${s.slices.count}, median ${s.slices.median_ms.toFixed(1)} ms, slowest ` +
                `${s.slices.max_ms.toFixed(1)} ms (figures, not checks)`);
-  assert.equal(s.pieces_ms.length, 8, 'the forward pass, 4 backward stages, the update, evaluation, snapshot');
+  // the forward stages (embeddings, 2 blocks, the final norm with the head packed, the head), the backward
+  // stages (the head packed, its dx, its weight's gradient, 2 blocks, the embeddings), the update, the
+  // evaluation batch's forward stages, the snapshot
+  assert.equal(s.pieces_ms.length, 5 + 6 + 1 + 5 + 1);
+  assert.equal(s.pieces.length, s.pieces_ms.length);
+  assert.deepEqual([s.pieces[3], s.pieces[8], s.pieces[11]], ['forward final norm, head packed', 'backward block 2', 'update']);
 
   // The same recipe's losses as the native build's, step for step (SIMD128 against the machine's kernels).
   const cli = process.env.ATTNVIZ_CLI;

@@ -95,15 +95,32 @@ class TrainModel {
               bool train, TorchGenerator& g, float& out, bool for_backward = true);
   // loss.backward(): adds the gradient of the last loss(..., for_backward = true) to grads().
   Status backward();
-  // The same backward pass in stages, for a caller that spreads a step over several frames (the Train
-  // panel): backward_stage(0), (1), ... (backward_stages() - 1) in order compute exactly what backward()
-  // computes. Stage 0 is the head and the final norm, then one stage per block from the last, then the
-  // embeddings. A stage out of order, or after another loss(), is refused.
-  int backward_stages() const { return static_cast<int>(params_.blocks.size()) + 2; }
+
+  // The same passes in stages, for a caller that spreads a step over several frames (the Train panel); run
+  // in order, the stages compute exactly what loss() and backward() compute (loss() and backward() are
+  // these stages run in a row). start_loss() checks the batch and keeps it, drawing and computing nothing;
+  // forward_stage(0), (1), ... (forward_stages() - 1) then run the forward pass: the embeddings and
+  // drop_emb, one stage per block, the final norm with the head's weight packed, then the head and the
+  // cross-entropy in pieces of rows (one unless the vocabulary is large). Dropout is drawn from `g` in
+  // loss()'s order; the last stage sets `out`. After a forward pass kept for backward, backward_stage(0), ...
+  // (backward_stages() - 1): the head's weight packed, the head in pieces (its dx by rows, the final norm
+  // with the last, then its weight's gradient by vocabulary rows), then each block from the last (the
+  // feed-forward half, then the attention half), then the embeddings. A stage out of order, or after another
+  // start_loss(), is refused.
+  Status start_loss(const std::vector<int>& inputs, const std::vector<int>& targets, int batch, int tokens,
+                    bool train, bool for_backward = true);
+  int forward_stages() const;   // of the batch start_loss() kept (0 before any)
+  int backward_stages() const;  // of the last forward pass kept for backward (0 before any)
+  Status forward_stage(int stage, TorchGenerator& g, float& out);
   Status backward_stage(int stage);
+  // What a stage computes, for the Train panel's figures: "block 2", "head rows 0-40", "block 1 ff", ...
+  std::string forward_stage_name(int stage) const;
+  std::string backward_stage_name(int stage) const;
+
   // Every head's attention weights (eval mode, no dropout) on `ids`: out[layer][head], each (T, T) row-major.
   Status attention_maps(const std::vector<int>& ids, std::vector<std::vector<std::vector<float>>>& out);
-  // The loss of each position of the last loss() call, averaged over its batch.
+  // The loss of each position of the last loss() call, averaged over its batch (empty while that forward
+  // pass is unfinished).
   std::vector<double> position_losses() const;
   // softmax of the last position's logits for `ids` in eval mode (no dropout), what generate_text_simple
   // takes the argmax of.
@@ -114,6 +131,11 @@ class TrainModel {
 
   Exec exec;  // the kernels: Isa::scalar runs the readable reference (double sums), other ISAs the fast GEMMs
   DropoutRng dropout_rng = DropoutRng::cpu;
+  // The size of the head's pieces (forward_stage, backward_stage), in multiply-adds: with GPT-2's vocabulary
+  // at d_model 128 (the book recipe), 20 rows of logits or 8,192 rows of the weight's gradient, 10 to 15 ms
+  // each in the page on one thread. Any size gives the same numbers; a small vocabulary's head is one piece
+  // each way.
+  double head_piece_macs = 1 << 27;
 
  private:
   struct Activations;
@@ -293,6 +315,8 @@ int induction_probe_repeat(const InductionTask& t);
 // context (at the induction phase change).
 Status in_context_score(TrainModel& m, const std::vector<int>& inputs, const std::vector<int>& targets,
                         int batch, int tokens, double& out);
+// The same score from the losses of each position (TrainModel::position_losses).
+double in_context_of(const std::vector<double>& position_losses);
 
 // Each head's scores on the task's probes (induction_probe at several distances the task does not fix), the
 // scores averaged over the probes and labelled by label_of: heads[layer][head].

@@ -95,15 +95,16 @@ class TrainSession {
   // is finished instead.
   Status step();
   // One slice: the next pieces of work (at least one) that fit in `budget_ms`, each piece's time predicted
-  // from its last runs; what a host runs once a frame while training. A step is cut into pieces: the batch
-  // and the forward pass with the loss, each of the model's backward stages (the head, one per block, the
-  // embeddings), the AdamW update (which counts the step), then the evaluation and the snapshot it calls
-  // for. So a slice takes about one piece when a whole step would not fit the frame, and the results are
-  // those of whole steps, bit for bit. A paused session keeps its half step: Start or Step finishes it,
-  // Reset discards it; the parameters are always those of the last whole step.
+  // from its last runs; what a host runs once a frame while training. A step is cut into pieces: the model's
+  // forward stages (the batch with the embeddings, one per block, the head in pieces of rows), its backward
+  // stages (the head in pieces, each block's feed-forward and attention halves, the embeddings), the AdamW
+  // update (which counts the step), then the evaluation it calls for (each evaluation batch's forward
+  // stages, one a piece) and the snapshot. So a slice takes about one piece when a whole step would not fit
+  // the frame, and the results are those of whole steps, bit for bit. A paused session keeps its half step:
+  // Start or Step finishes it, Reset discards it; the parameters are always those of the last whole step.
   Status advance(double budget_ms);
   // Whether a step is half done (some of its pieces ran, the update not yet or its evaluation or snapshot).
-  bool mid_step() const { return stage_ != 0; }
+  bool mid_step() const { return phase_ != Phase::forward || index_ != 0; }
 
   int steps_done() const { return steps_; }
   // The last steps' time (a running mean), their forward, backward and update pieces added up: the time
@@ -111,9 +112,11 @@ class TrainSession {
   double ms_per_step() const { return ms_per_step_; }
   // Every advance() call's time since the reset, in order (a slice that failed included).
   const std::vector<double>& slice_ms() const { return slice_ms_; }
-  // Each piece's last time in ms (-1: not run yet): the forward pass, the model's backward stages, the
-  // update, the evaluation, the snapshot.
-  const std::vector<double>& piece_ms() const { return stage_ms_; }
+  // Each piece's last time in ms (-1: not run yet) and its name, in a step's order: the forward stages
+  // ("forward block 1"), the backward stages ("backward head dW rows 0-8192"), "update", one evaluation
+  // batch's forward stages ("evaluation head rows 0-20"), "snapshot".
+  std::vector<double> piece_ms() const;
+  std::vector<std::string> piece_names() const;
   const std::vector<TrainPoint>& points() const { return points_; }
   const std::vector<TrainSnapshot>& snapshots() const { return snapshots_; }
   const std::vector<int>& probe() const { return probe_; }
@@ -147,10 +150,19 @@ class TrainSession {
   int continued_from() const { return continued_from_; }
 
  private:
-  Status evaluate();
+  // The evaluation's batches, drawn when it begins (what in_context_score or loader_loss would run).
+  struct EvalBatch {
+    std::vector<int> inputs, targets;
+    int batch = 0, side = 0;  // side: 0 the training loader's, 1 the validation loader's (book and custom)
+  };
+  void begin_evaluation();
+  // Runs the evaluation's next forward stage (of batch eval_batch_), and what follows a batch's last.
+  Status evaluate_stage();
   Status snapshot();
-  // Runs the piece of the step in progress that `stage_` names (a new step's first at 0), then moves on.
+  // Runs the piece of the step in progress that phase_ and index_ name, then moves on.
   Status run_stage();
+  // The last time of the piece phase_ and index_ name (-1: not run yet).
+  double predicted_ms() const;
 
   TrainSettings settings_;
   std::unique_ptr<TrainModel> model_;
@@ -164,14 +176,26 @@ class TrainSession {
   int steps_ = 0;
   std::int64_t tokens_ = 0;
   double ms_per_step_ = 0.0;
-  // The step in progress: 0 (none: the next piece draws a batch and runs the forward pass), 1 + i (the
-  // model's backward stage i), then the update, the evaluation and the snapshot (stage_ numbers below).
-  int stage_ = 0;
+  // The next piece: phase_'s piece index_ (forward and backward: the model's stage; evaluate: the forward
+  // stage of eval_batch_). Forward 0 begins a new step.
+  enum class Phase { forward, backward, update, evaluate, snapshot };
+  Phase phase_ = Phase::forward;
+  int index_ = 0;
   float pending_loss_ = 0.0f;
   std::int64_t pending_tokens_ = 0;
   bool snapshot_due_ = false;
-  double step_ms_ = 0.0;          // the step in progress's pieces so far
-  std::vector<double> stage_ms_;  // each stage's last time (-1: never run), what advance() predicts from
+  std::vector<EvalBatch> eval_batches_;
+  std::size_t eval_batch_ = 0;
+  // run_state() ran the model on other inputs (the probes): an evaluation batch's forward stages in progress
+  // are gone
+  mutable bool forward_interrupted_ = false;
+  double eval_sum_[2] = {0.0, 0.0};
+  int eval_count_[2] = {0, 0};
+  double step_ms_ = 0.0;  // the step in progress's pieces so far
+  // each piece's last time (-1: never run), what advance() predicts from, and names, by phase
+  std::vector<double> forward_ms_, backward_ms_, eval_ms_;
+  double update_ms_ = -1.0, snapshot_ms_ = -1.0;
+  std::vector<std::string> forward_names_, backward_names_, eval_names_;
   std::vector<double> slice_ms_;
   std::vector<TrainPoint> points_;
   std::vector<TrainSnapshot> snapshots_;
