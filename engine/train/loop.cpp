@@ -35,11 +35,6 @@ Status loader_loss(TrainModel& m, const Windows& w, const Loader& of, int num_ba
   return Status::ok();
 }
 
-void loader_loss_draws(const Loader& of, TorchGenerator& g) {
-  Loader loader = of;
-  if (loader.batches() > 0) loader.begin(g);  // loader_loss's only draws: the model runs in eval mode
-}
-
 Status generate_greedy(TrainModel& m, std::vector<int> ids, int steps, std::vector<int>& out) {
   const int context = m.config().gpt.context_length;
   std::vector<float> probs;

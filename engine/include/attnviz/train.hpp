@@ -253,9 +253,6 @@ struct TrainPosition {
 // copy of `of` (a new iter(loader)), drawing as DataLoader does. NaN for an empty loader (nothing drawn).
 Status loader_loss(TrainModel& m, const Windows& w, const Loader& of, int num_batches, TorchGenerator& g,
                    double& out);
-// The draws loader_loss(..., of, ..., g, ...) makes, without the model (eval mode draws nothing): what a
-// checkpoint written before an evaluation due must account for (the Train panel's half step).
-void loader_loss_draws(const Loader& of, TorchGenerator& g);
 
 // train_model_simple (or, with run.use_schedule, the appendix-D loop's schedule and clipping) from the
 // generator state `g` (the one the model was built from, as after torch.manual_seed(seed); GPTModel(cfg)).
