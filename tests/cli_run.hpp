@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -32,6 +33,21 @@ inline void check_refused(const std::vector<std::string>& args, const std::strin
   CHECK(r.err.rfind("attnviz-cli: ", 0) == 0);
   CHECK(r.err.find(needle) != std::string::npos);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+// The "eval" events of `attnviz-cli train --json`'s output, each without its wall-clock "seconds" (a
+// "checkpoint: " line, which is not JSON, is passed over).
+inline std::vector<nlohmann::json> eval_events(const std::string& out) {
+  std::vector<nlohmann::json> v;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("checkpoint: ", 0) == 0) continue;
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j["event"] != "eval") continue;
+    j.erase("seconds");
+    v.push_back(j);
+  }
+  return v;
 }
 
 }  // namespace attnviz::test

@@ -361,18 +361,6 @@ std::vector<std::string> small_induction(std::vector<std::string> more, const st
   return a;
 }
 
-// The evaluation events, each without its wall-clock "seconds".
-std::vector<json> evaluations(const std::string& out) {
-  std::vector<json> v;
-  for (const std::string& line : lines_of(out)) {
-    json j = json::parse(line);
-    if (j["event"] != "eval") continue;
-    j.erase("seconds");
-    v.push_back(j);
-  }
-  return v;
-}
-
 json done_event(const std::string& out) {
   const std::vector<std::string> lines = lines_of(out);
   REQUIRE_FALSE(lines.empty());
@@ -406,8 +394,8 @@ TEST_CASE(
     REQUIRE(second.status == 0);
     CHECK(second.err.empty());
 
-    const std::vector<json> want = evaluations(straight.out), before = evaluations(first.out),
-                            after = evaluations(second.out);
+    const std::vector<json> want = test::eval_events(straight.out), before = test::eval_events(first.out),
+                            after = test::eval_events(second.out);
     REQUIRE(want.size() == 5);  // steps 0, 10, 20, 30, 40
     REQUIRE(before.size() == 3);
     REQUIRE(after.size() == 2);
@@ -433,7 +421,7 @@ TEST_CASE(
       const test::Run more = test::cli(small_induction({"--resume", whole.string(), "--steps", "50"}));
       CAPTURE(more.err);
       REQUIRE(more.status == 0);
-      const std::vector<json> tail = evaluations(more.out), full = evaluations(longer.out);
+      const std::vector<json> tail = test::eval_events(more.out), full = test::eval_events(longer.out);
       REQUIRE(tail.size() == 1);
       REQUIRE(full.size() == 6);
       CHECK(tail[0].dump() == full[5].dump());
@@ -458,7 +446,7 @@ TEST_CASE(
                                      "--lr", "2e-3", "--batch-size", "8", "--eval-freq", "1"}));
       CAPTURE(same.err);
       CHECK(same.status == 0);
-      CHECK(evaluations(same.out).size() == 1);
+      CHECK(test::eval_events(same.out).size() == 1);
 
       // a run state whose task does not fit the model is refused on reading
       TrainModel m;
@@ -489,11 +477,11 @@ TEST_CASE(
       CHECK(old.err.find("has no run state") != std::string::npos);
       CHECK(old.err.find("restarts from --seed at step 0") != std::string::npos);
       CHECK(std::count(old.err.begin(), old.err.end(), '\n') == 1);
-      const std::vector<json> again = evaluations(old.out);
+      const std::vector<json> again = test::eval_events(old.out);
       REQUIRE(again.size() == 2);
       CHECK(again[0]["step"] == 0);
       // step 0 shows the checkpoint's model (step 41 of the split run): the probes see the same heads
-      CHECK(again[0]["heads"].dump() == evaluations(same.out)[0]["heads"].dump());
+      CHECK(again[0]["heads"].dump() == test::eval_events(same.out)[0]["heads"].dump());
       CHECK(done_event(old.out)["resumed_run"] == false);
       CHECK(done_event(old.out)["resumed_optimizer"] == true);
     }

@@ -50,18 +50,6 @@ std::vector<std::string> lines_of(const std::string& s) {
   return v;
 }
 
-// The evaluation events of --json output, each without its wall-clock "seconds".
-std::vector<json> evaluations(const std::string& out) {
-  std::vector<json> v;
-  for (const std::string& line : lines_of(out)) {
-    json j = json::parse(line);
-    if (j["event"] != "eval") continue;
-    j.erase("seconds");
-    v.push_back(j);
-  }
-  return v;
-}
-
 void check_same_files(const fs::path& a, const fs::path& b, std::initializer_list<const char*> files) {
   for (const char* f : files) {
     INFO(f << ": " << a.string() << " against " << b.string());
@@ -148,7 +136,8 @@ TEST_CASE(
   const attnviz::test::Run more =
       cli_ok(small_induction({"--resume", panel.string(), "--out", panel.string()}));
   CHECK(more.err.empty());
-  const std::vector<json> want = evaluations(straight.out), after = evaluations(more.out);
+  const std::vector<json> want = attnviz::test::eval_events(straight.out),
+                          after = attnviz::test::eval_events(more.out);
   REQUIRE(want.size() == 5);  // steps 0, 10, 20, 30, 40
   REQUIRE(after.size() == 2);
   CHECK(after[0].dump() == want[3].dump());
@@ -359,28 +348,7 @@ TEST_CASE("panel run: Continue from checkpoint in the app, and a bad folder keep
   REQUIRE(reset_training(app).is_ok());  // a new run, from step 0
   REQUIRE(app.train.session->steps_done() == 0);
 
-  const auto find = [&app](const std::string& name) -> const TrainView::Control* {
-    for (const TrainView::Control& c : app.train.controls)
-      if (c.name == name) return &c;
-    return nullptr;
-  };
-  // scrolls the controls column until the control is wholly in view, then clicks its centre
-  const auto click = [&](const std::string& name) {
-    for (int i = 0; i < 40; ++i) {
-      ui.frame(app);
-      const TrainView::Control* c = find(name);
-      REQUIRE_MESSAGE(c != nullptr, name);
-      if (c->visible) {
-        ImGui::GetIO().MousePos = ImVec2(0.5f * (c->x0 + c->x1), 0.5f * (c->y0 + c->y1));
-        ui.frame(app);
-        ui.click(app);
-        return;
-      }
-      ImGui::GetIO().MousePos = ImVec2(c->x0 + 4.0f, 400.0f);
-      ImGui::GetIO().MouseWheel = c->y0 > 400.0f ? -1.0f : 1.0f;
-    }
-    FAIL("cannot scroll " << name << " into view");
-  };
+  const auto click = [&](const std::string& name) { ui.click_train(app, name); };
   ui.frame(app);
   click("header");
   click("continue");  // the folder left empty: Save model's

@@ -394,28 +394,8 @@ TEST_CASE("train panel: the controls' rectangles are where clicks land") {
   REQUIRE(start(app).is_ok());
   app.train.budget_ms = 0.0;  // one piece of a step a frame
   app.train.settings.snapshot_freq = 1;
-  const auto find = [&app](const std::string& name) -> const TrainView::Control* {
-    for (const TrainView::Control& c : app.train.controls)
-      if (c.name == name) return &c;
-    return nullptr;
-  };
-  // scrolls the controls column until the control is wholly in view, then clicks its centre
-  const auto click = [&](const std::string& name) {
-    for (int i = 0; i < 40; ++i) {
-      ui.frame(app);
-      const TrainView::Control* c = find(name);
-      REQUIRE_MESSAGE(c != nullptr, name);
-      if (c->visible) {
-        ImGui::GetIO().MousePos = ImVec2(0.5f * (c->x0 + c->x1), 0.5f * (c->y0 + c->y1));
-        ui.frame(app);
-        ui.click(app);
-        return;
-      }
-      ImGui::GetIO().MousePos = ImVec2(c->x0 + 4.0f, 400.0f);
-      ImGui::GetIO().MouseWheel = c->y0 > 400.0f ? -1.0f : 1.0f;
-    }
-    FAIL("cannot scroll " << name << " into view");
-  };
+  const auto find = [&app](const std::string& name) { return test::Ui::train_control(app, name); };
+  const auto click = [&](const std::string& name) { ui.click_train(app, name); };
   ui.frame(app);
   CHECK(find("start") == nullptr);  // the panel is closed
   click("header");

@@ -6,6 +6,7 @@
 #include <imgui.h>
 
 #include <cstdint>
+#include <string>
 
 #include "attnviz/viz/app.hpp"
 
@@ -54,6 +55,29 @@ struct Ui {
     frame(app);
     ImGui::GetIO().MouseDown[0] = false;
     frame(app);
+  }
+  // The Train panel's control `name` as the last frame laid it out (TrainView::controls), or null.
+  static const TrainView::Control* train_control(const App& app, const std::string& name) {
+    for (const TrainView::Control& c : app.train.controls)
+      if (c.name == name) return &c;
+    return nullptr;
+  }
+  // Scrolls the Train panel's controls column until the control is wholly in view, then clicks its centre.
+  void click_train(App& app, const std::string& name) {
+    for (int i = 0; i < 40; ++i) {
+      frame(app);
+      const TrainView::Control* c = train_control(app, name);
+      REQUIRE_MESSAGE(c != nullptr, name);
+      if (c->visible) {
+        ImGui::GetIO().MousePos = ImVec2(0.5f * (c->x0 + c->x1), 0.5f * (c->y0 + c->y1));
+        frame(app);
+        click(app);
+        return;
+      }
+      ImGui::GetIO().MousePos = ImVec2(c->x0 + 4.0f, 400.0f);
+      ImGui::GetIO().MouseWheel = c->y0 > 400.0f ? -1.0f : 1.0f;
+    }
+    FAIL("cannot scroll " << name << " into view");
   }
   static const HeatmapRect* rect(const App& app, int slot) {
     for (const HeatmapRect& r : app.layout)
