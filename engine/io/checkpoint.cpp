@@ -212,7 +212,8 @@ Status parse_run_state(const std::map<std::string, std::string>& meta, std::opti
     v = *x;
     return Status::ok();
   };
-  // a generator's state: the hex of the bytes TorchGenerator::state() writes, checked by set_state
+  // a generator's state: the hex of the bytes TorchGenerator::state() writes, checked by set_state and kept
+  // as state() writes it back (the bytes set_state ignores as zeros)
   const auto generator = [&](const char* key, std::vector<std::uint8_t>& bytes) -> Status {
     const std::string* s = nullptr;
     if (Status st = text(key, s); !st.is_ok()) return st;
@@ -225,6 +226,7 @@ Status parse_run_state(const std::map<std::string, std::string>& meta, std::opti
     TorchGenerator check;
     if (Status st = check.set_state(bytes.data(), bytes.size()); !st.is_ok())
       return Status::fail(std::string("its ") + key + ": " + st.error);
+    bytes = check.state();
     return Status::ok();
   };
   RunState r;

@@ -82,7 +82,9 @@ class TorchGenerator {
   std::vector<std::uint8_t> state() const;
   // torch.set_rng_state(): the bytes state() writes (or PyTorch's). Untrusted: the size, the position and
   // the flags are checked and a bad state is refused in one line, leaving the generator as it was. A
-  // cached float normal sample (which this generator never keeps) is refused.
+  // cached float normal sample (which this generator never keeps) is refused. The bytes PyTorch's own
+  // set_rng_state ignores (padding, the legacy normal_x and normal_rho, normal_y while normal_is_valid is 0,
+  // the float sample while its flag is 0) are ignored here too, so state() gives them back as zeros.
   Status set_state(const std::uint8_t* bytes, std::size_t n);
 
  private:
