@@ -43,7 +43,8 @@ TEST_CASE("train session: the book recipe is the book's loop (PyTorch's validati
   TrainSession session;
   REQUIRE(session.reset(s, [&](const std::string& t, std::vector<int>& ids) { return bpe.encode(t, ids); })
               .is_ok());
-  // the printed validation losses of the first two epochs (the fixture's lines, samples left out)
+  // the printed training and validation losses of the first two epochs (the fixture's lines, samples left
+  // out): the panel plots both, as the book's figure does
   std::vector<std::string> want;
   int samples = 0;
   for (const nlohmann::json& line : f["lines"]) {
@@ -52,16 +53,19 @@ TEST_CASE("train session: the book recipe is the book's loop (PyTorch's validati
       if (++samples == 2) break;
       continue;
     }
-    want.push_back(l.substr(l.find("Val loss ") + 9));
+    want.push_back(l.substr(l.find("Train loss ")));
   }
   REQUIRE(want.size() >= 10);
   std::vector<std::string> got;
   while (got.size() < want.size()) {
     REQUIRE(session.step().is_ok());
     const TrainPoint& p = session.points().back();
-    if (std::isnan(p.val_loss)) continue;
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3f", p.val_loss);
+    if (std::isnan(p.val_loss)) {
+      CHECK(std::isnan(p.eval_train_loss));
+      continue;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "Train loss %.3f, Val loss %.3f", p.eval_train_loss, p.val_loss);
     got.push_back(buf);
   }
   CHECK(got == want);
@@ -104,7 +108,7 @@ TEST_CASE("train session: induction recipe, slices between frames, snapshots and
   CHECK(a.steps_done() == before + 1);
   // exports: the loss CSV has a row per step; the model view gets the attention-only model's weights
   const std::string csv = a.loss_csv();
-  CHECK(csv.rfind("step,tokens,loss,val_loss,in_context\n1,2048,", 0) == 0);
+  CHECK(csv.rfind("step,tokens,loss,eval_train_loss,val_loss,in_context\n1,2048,", 0) == 0);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == a.steps_done() + 1);
   std::shared_ptr<GptWeights> w;
   REQUIRE(a.weights(w).is_ok());

@@ -38,7 +38,7 @@ Status bytes(const std::string& t, std::vector<int>& ids) {
 // What a run gave: each step's loss, the evaluations in order, and its parameters and AdamW's moments at the
 // end, as a checkpoint holds them.
 struct Run {
-  std::vector<double> losses, val_losses, in_context;
+  std::vector<double> losses, val_losses, in_context, train_evals;
   std::vector<std::vector<std::vector<HeadScores>>> heads;
   std::string files;
 };
@@ -85,7 +85,10 @@ Run book_oracle(const TrainSettings& s, int steps, const fs::path& dir) {
   run.new_tokens = 0, run.lr = s.lr, run.weight_decay = s.weight_decay;
   AdamW opt;
   TrainEvents ev;
-  ev.eval = [&](int, int, double, double val_loss, std::int64_t) { r.val_losses.push_back(val_loss); };
+  ev.eval = [&](int, int, double train_loss, double val_loss, std::int64_t) {
+    r.train_evals.push_back(train_loss);
+    r.val_losses.push_back(val_loss);
+  };
   ev.step = [&](int, int, double loss, std::int64_t) {
     r.losses.push_back(loss);
     return static_cast<int>(r.losses.size()) < steps;
@@ -143,6 +146,12 @@ void check_against(const TrainSession& t, const Run& want, const fs::path& dir) 
   const std::vector<double>& theirs = induction ? want.in_context : want.val_losses;
   REQUIRE(!got.empty());
   CHECK(got == theirs);
+  if (!induction) {  // the book's printed Train loss too
+    std::vector<double> train_evals;
+    for (const TrainPoint& p : t.points())
+      if (!std::isnan(p.eval_train_loss)) train_evals.push_back(p.eval_train_loss);
+    CHECK(train_evals == want.train_evals);
+  }
   if (induction)  // a snapshot after every step: probe_heads's scores, as train_induction reports them
     for (const TrainSnapshot& snap : t.snapshots()) {
       if (snap.step == 0) continue;

@@ -390,8 +390,11 @@ Status TrainSession::evaluate_stage() {
     ++eval_count_[b.side];
   }
   if (++eval_batch_ < eval_batches_.size()) return Status::ok();
-  // the training side's loss (eval_sum_[0]) is the book's printed train loss; the panel plots the validation
-  if (s.recipe != TrainRecipe::induction) p.val_loss = eval_count_[1] ? eval_sum_[1] / eval_count_[1] : kNaN;
+  // the book's printed Train loss and Val loss: the means over the training and validation batches
+  if (s.recipe != TrainRecipe::induction) {
+    p.eval_train_loss = eval_count_[0] ? eval_sum_[0] / eval_count_[0] : kNaN;
+    p.val_loss = eval_count_[1] ? eval_sum_[1] / eval_count_[1] : kNaN;
+  }
   eval_batches_.clear(), eval_batch_ = 0;
   phase_ = snapshot_due_ ? Phase::snapshot : Phase::forward;
   return Status::ok();
@@ -595,7 +598,7 @@ Status TrainSession::continue_from(
 }
 
 std::string TrainSession::loss_csv() const {
-  std::string csv = "step,tokens,loss,val_loss,in_context\n";
+  std::string csv = "step,tokens,loss,eval_train_loss,val_loss,in_context\n";
   char buf[160];
   const auto cell = [](double x) {
     char b[32];
@@ -605,7 +608,7 @@ std::string TrainSession::loss_csv() const {
   };
   for (const TrainPoint& p : points_) {
     std::snprintf(buf, sizeof buf, "%d,%lld,%.6f,", p.step, static_cast<long long>(p.tokens), p.loss);
-    csv += buf + cell(p.val_loss) + "," + cell(p.in_context) + "\n";
+    csv += buf + cell(p.eval_train_loss) + "," + cell(p.val_loss) + "," + cell(p.in_context) + "\n";
   }
   return csv;
 }

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
+#include <utility>
 
 #include "attnviz/io/bpe.hpp"
 #include "attnviz/io/files.hpp"
@@ -75,7 +77,8 @@ Status tokenize(const App& app, const std::string& text, std::vector<int>& ids) 
   return encode_training_text(gpt2, text, ids);
 }
 
-const ImU32 kTrainLine = IM_COL32(90, 160, 240, 255), kValLine = IM_COL32(240, 150, 60, 255);
+const ImU32 kTrainLine = IM_COL32(90, 160, 240, 255), kValLine = IM_COL32(240, 150, 60, 255),
+            kStepLine = IM_COL32(90, 160, 240, 110);
 
 // The loss plot as the book's figure draws it: training loss (and, for the text recipes, validation loss at
 // each evaluation) against steps, with a second axis of tokens seen along the top. Large labels carry to a
@@ -85,11 +88,16 @@ void draw_loss_plot(const TrainSession& s, float w, float h) {
   const bool val = s.settings().recipe != TrainRecipe::induction;
   ImGui::TextUnformatted("loss");
   ImGui::SameLine();
-  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kTrainLine), "training");
   if (val) {
+    // the book's figure: the evaluation's training and validation losses; each step's own loss behind them
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kTrainLine), "training");
     ImGui::SameLine();
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kValLine), "validation (every %d steps)",
                        s.settings().eval_freq);
+    ImGui::SameLine();
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kStepLine), "each step's batch");
+  } else {
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kTrainLine), "training");
   }
   ImGui::SameLine();
   ImGui::TextColored(kTrainDim, "against steps (below) and tokens seen (above)");
@@ -108,7 +116,7 @@ void draw_loss_plot(const TrainSession& s, float w, float h) {
 
   float lo = FLT_MAX, hi = -FLT_MAX;
   for (const TrainPoint& p : points)
-    for (double v : {p.loss, val ? p.val_loss : std::nan("")})
+    for (double v : {p.loss, val ? p.val_loss : std::nan(""), val ? p.eval_train_loss : std::nan("")})
       if (std::isfinite(v))
         lo = std::min(lo, static_cast<float>(v)), hi = std::max(hi, static_cast<float>(v));
   if (!(lo <= hi)) return;
@@ -150,13 +158,18 @@ void draw_loss_plot(const TrainSession& s, float w, float h) {
     curve.emplace_back(X(step / n), Y(sum / n));
   }
   dl->PushClipRect(p0, p1, true);
-  dl->AddPolyline(curve.data(), static_cast<int>(curve.size()), kTrainLine, 0, 2.0f);
+  dl->AddPolyline(curve.data(), static_cast<int>(curve.size()), val ? kStepLine : kTrainLine, 0,
+                  val ? 1.0f : 2.0f);
   if (val) {
-    curve.clear();
-    for (const TrainPoint& p : points)
-      if (!std::isnan(p.val_loss)) curve.emplace_back(X(p.step), Y(p.val_loss));
-    dl->AddPolyline(curve.data(), static_cast<int>(curve.size()), kValLine, 0, 2.0f);
-    for (const ImVec2& c : curve) dl->AddCircleFilled(c, 3.0f, kValLine);
+    // the evaluations, as the book plots them
+    for (const auto& [loss, colour] :
+         {std::pair{&TrainPoint::eval_train_loss, kTrainLine}, std::pair{&TrainPoint::val_loss, kValLine}}) {
+      curve.clear();
+      for (const TrainPoint& p : points)
+        if (!std::isnan(p.*loss)) curve.emplace_back(X(p.step), Y(p.*loss));
+      dl->AddPolyline(curve.data(), static_cast<int>(curve.size()), colour, 0, 2.0f);
+      for (const ImVec2& c : curve) dl->AddCircleFilled(c, 3.0f, colour);
+    }
   }
   dl->PopClipRect();
 
@@ -169,7 +182,15 @@ void draw_loss_plot(const TrainSession& s, float w, float h) {
     dl->AddLine(ImVec2(X(p.step), p0.y), ImVec2(X(p.step), p1.y), IM_COL32(255, 255, 255, 120));
     ImGui::BeginTooltip();
     ImGui::Text("step %d, %s tokens seen", p.step, short_count(p.tokens).c_str());
-    ImGui::Text("training loss %.3f", p.loss);
+    ImGui::Text("this step's batch: loss %.3f", p.loss);
+    if (val) {
+      // the last evaluation at or before the step, as the book prints it
+      const auto at = std::find_if(std::make_reverse_iterator(points.begin() + step), points.rend(),
+                                   [](const TrainPoint& q) { return !std::isnan(q.val_loss); });
+      if (at != points.rend())
+        ImGui::Text("evaluated at step %d: Train loss %.3f, Val loss %.3f", at->step, at->eval_train_loss,
+                    at->val_loss);
+    }
     ImGui::EndTooltip();
   }
 }

@@ -125,7 +125,7 @@ test('the Train panel by mouse: start, pause, the slider, exports and Open in mo
   let d = await downloadsOf(page, 'csv', 1);
   assert.deepEqual(d.map((x) => x.suggestedFilename()), ['train-loss.csv']);
   const rows = readFileSync(await d[0].path()).toString().trim().split('\n');
-  assert.equal(rows[0], 'step,tokens,loss,val_loss,in_context');
+  assert.equal(rows[0], 'step,tokens,loss,eval_train_loss,val_loss,in_context');
   assert.equal(rows.length, paused + 1);
   assert.equal(rows[1].split(',')[1], '2048', 'tokens seen after step 1: 32 sequences of 64');
   d = await downloadsOf(page, 'png', 1);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -54,6 +55,9 @@ struct TrainPoint {
   double loss = 0.0;        // the step's training loss
   double val_loss = 0.0;    // book/custom: the evaluation's validation loss (NaN between evaluations)
   double in_context = 0.0;  // the in-context score (NaN between evaluations)
+  // book/custom: the evaluation's training loss, the book's printed "Train loss" (over eval_iter training
+  // batches in eval mode; NaN between evaluations)
+  double eval_train_loss = std::numeric_limits<double>::quiet_NaN();
 };
 
 // What the probe showed at one step: every head's kind and scores, and its attention (T x T) on the probe.
@@ -126,7 +130,7 @@ class TrainSession {
   // The model as the model view runs it (GPT-2 blocks only: not the attention-only variant).
   Status weights(std::shared_ptr<GptWeights>& out) const;
   // A checkpoint folder (checkpoint.hpp) with the run state (run_state), the loss log as CSV
-  // (step,tokens,loss,val_loss,in_context).
+  // (step,tokens,loss,eval_train_loss,val_loss,in_context).
   Status write_checkpoint(const std::string& dir) const;
   std::string loss_csv() const;
 
