@@ -279,6 +279,15 @@ Status TrainModel::loss(const std::vector<int>& inputs, const std::vector<int>& 
   return Status::ok();
 }
 
+void TrainModel::reserve_step(int batch, int tokens) {
+  if (batch < 1 || tokens < 1) return;
+  if (!acts_) acts_ = std::make_shared<Activations>();
+  const std::size_t N = static_cast<std::size_t>(batch) * static_cast<std::size_t>(tokens);
+  std::vector<float>& probs = acts_->probs;
+  if (probs.size() < N * static_cast<std::size_t>(config_.gpt.vocab_size))
+    probs.assign(N * static_cast<std::size_t>(config_.gpt.vocab_size), 0.0f);
+}
+
 Status TrainModel::start_loss(const std::vector<int>& inputs, const std::vector<int>& targets, int batch,
                               int tokens, bool train, bool for_backward) {
   const GptConfig& c = config_.gpt;

@@ -109,6 +109,10 @@ class TrainModel {
   // start_loss(), is refused.
   Status start_loss(const std::vector<int>& inputs, const std::vector<int>& targets, int batch, int tokens,
                     bool train, bool for_backward = true);
+  // Allocates and writes the forward pass's largest buffer (the head's probabilities, batch x tokens x
+  // vocabulary) for batches of this size, so that the first step's head stage costs what later ones do
+  // (computes nothing, changes no result).
+  void reserve_step(int batch, int tokens);
   int forward_stages() const;   // of the batch start_loss() kept (0 before any)
   int backward_stages() const;  // of the last forward pass kept for backward (0 before any)
   Status forward_stage(int stage, TorchGenerator& g, float& out);
