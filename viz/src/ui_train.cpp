@@ -507,11 +507,15 @@ void draw_train_panel(App& app) {
     if (Status st = reset(app); !st.is_ok()) fail(app, st);
   }
   // a run's checkpoint folder (Save model's, or attnviz-cli train --out's) goes on where it stopped
-  ImGui::InputTextWithHint("##checkpoint", "checkpoint folder (empty: Save model's)", &t.continue_path);
-  if (noted(app, "continue", ImGui::Button("Continue from checkpoint"))) {
-    t.running = false;
-    (void)continue_training(app,
-                            t.continue_path.empty() ? app.export_dir + "/trained-model" : t.continue_path);
+  if (t.choose_checkpoint) {
+    if (noted(app, "continue", ImGui::Button("Continue from a folder..."))) t.choose_checkpoint();
+  } else {
+    ImGui::InputTextWithHint("##checkpoint", "checkpoint folder (empty: Save model's)", &t.continue_path);
+    if (noted(app, "continue", ImGui::Button("Continue from checkpoint"))) {
+      t.running = false;
+      (void)continue_training(app,
+                              t.continue_path.empty() ? app.export_dir + "/trained-model" : t.continue_path);
+    }
   }
   if (t.session) {
     ImGui::SameLine();

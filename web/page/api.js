@@ -27,8 +27,10 @@
 //   attnviz.loads           what the model loads did: [{name, loaded, total, visible}] per piece read
 //   attnviz.train(c)        what the Train panel's controls do: {action: 'reset' (with recipe: 'induction' |
 //                           'book' | 'custom') | 'start' | 'pause' | 'step' | 'snapshot' (with snapshot: N, -1 the
-//                           latest) | 'save' | 'csv' | 'png' | 'open'}; returns '' or why not. status().train says where
-//                           it stands: steps, losses, snapshots, the shown snapshot's step and head kinds, the
+//                           latest) | 'save' | 'csv' | 'png' | 'open' | 'continue' (with path: a checkpoint folder in
+//                           the module's file system, name: what the message calls it)}; returns '' or why not.
+//                           status().train says where it stands: steps, losses and in-context scores (from step
+//                           continued_from + 1), snapshots, the shown snapshot's step and head kinds, the
 //                           dropped text ({name, size, max}), and the panel's controls as the last frame drew
 //                           them ({start: {x, y, w, h, visible}, ...}) for tests that click them
 import { call, heapF32, needModule, wellFormed } from './module.js';

@@ -116,6 +116,10 @@ function start() {
       chooseModelFiles(folder) {
         $(folder ? 'model-folder' : 'model-files').click();
       },
+      // The Train panel's "Continue from a folder...": a checkpoint folder (model-files.js continues it).
+      chooseCheckpoint() {
+        $('checkpoint-folder').click();
+      },
       openModel(json) {
         openModel(JSON.parse(json)).then((error) => { if (error) console.warn('attnviz: ' + error); });
       },

@@ -180,6 +180,74 @@ export async function loadModelFiles(files, folder) {
     return error;
   });
 }
+// A training run's checkpoint folder (Save model's, or attnviz-cli train --out's: model.safetensors,
+// optimizer.safetensors with the run state, config.json), chosen with the Train panel's "Continue from a
+// folder..." or given as any folder is (the Model panel's chooser, a drop) when it holds optimizer.safetensors:
+// its files are copied into /checkpoints/NAME in the module's file system and the Train panel continues from
+// there (continue_training: paused, the message says from which step; its refusals are one line and keep the
+// session it had). A book run's text is the one the panel would train on: a dropped text file, else the
+// sentence box. The copy is removed once read: the session holds what it needs.
+const CHECKPOINT_FILES = new Map([['model.safetensors', 0], ['optimizer.safetensors', 0], ['config.json', 1 << 20],
+                                  ['vocab.json', 64 << 20], ['merges.txt', 64 << 20]]);
+export const isCheckpoint = (files) => files.some((f) => f.name === 'optimizer.safetensors');
+export async function loadCheckpointFiles(files, folder) {
+  needModule();
+  return serially(async () => {
+    // the folder's own files (a chosen folder lists its subfolders' too)
+    const list = Array.from(files || []).filter((f) => CHECKPOINT_FILES.has(f.name) &&
+      (f.webkitRelativePath || 'x/').split('/').length === 2);
+    const name = (folder || 'checkpoint').replace(/[\/\0]/g, '_');
+    const fail = (why) => {
+      call('attnviz_set_message', why);
+      wake();
+      return why;
+    };
+    for (const f of list)
+      if (CHECKPOINT_FILES.get(f.name) && f.size > CHECKPOINT_FILES.get(f.name))
+        return fail(`${name}: ${f.name} is larger than the ${formatBytes(CHECKPOINT_FILES.get(f.name))} it should be`);
+    // The weights and the optimizer's two moments, read whole, then unpacked as float32: refused before
+    // anything is read when that cannot fit.
+    const bytes = list.reduce((n, f) => n + f.size, 0), free = attnviz.status().memory.free;
+    if (!(2 * bytes <= free))
+      return fail(`${name}'s checkpoint is ${formatBytes(bytes)}, which needs ${formatBytes(2 * bytes)} to continue: ` +
+                  `the page can hold ${formatBytes(free)}; use the desktop app (attnviz)`);
+    await ensureVocab().catch(() => {});  // a book run tokenizes its text with GPT-2's vocabulary
+    const dir = '/checkpoints/' + name, FS = Module.FS;
+    const remove = () => {
+      try {
+        for (const entry of FS.readdir(dir)) if (entry !== '.' && entry !== '..') FS.unlink(dir + '/' + entry);
+        FS.rmdir(dir);
+      } catch (e) { /* nothing there */ }
+    };
+    remove();
+    try { FS.mkdir('/checkpoints'); } catch (e) { /* there already */ }
+    let error;
+    try {
+      FS.mkdir(dir);
+      for (const f of list) {
+        showBusy(`Reading ${name}/${f.name} (${formatBytes(f.size)})…`, null, false);
+        await painted();
+        FS.writeFile(dir + '/' + f.name, new Uint8Array(await f.arrayBuffer()));
+      }
+      showBusy(`Continuing ${name}…`, null, false);
+      await painted();
+      error = call('attnviz_train', JSON.stringify({ action: 'continue', path: dir, name }));
+    } catch (e) {
+      error = `reading ${name} failed: ${e.message}`;
+    } finally {
+      remove();
+      hideBusy();
+    }
+    // The message line says it either way (the Train panel says a refusal too).
+    if (error) return fail(error);
+    wake();
+    return '';
+  });
+}
+// A chosen folder or dropped files: a checkpoint's go to the Train panel, any other to the model view.
+export const loadFiles = (files, folder) =>
+  isCheckpoint(files) ? loadCheckpointFiles(files, folder) : loadModelFiles(files, folder);
+
 export function refuse(why) {
   call('attnviz_set_message', why);
   wake();
@@ -193,14 +261,16 @@ export function askForWanted() {
   $('ask').hidden = !wanted;
 }
 $('ask-choose').addEventListener('click', () => $('model-files').click());
-for (const id of ['model-files', 'model-folder'])
+for (const id of ['model-files', 'model-folder', 'checkpoint-folder'])
   $(id).addEventListener('change', async (e) => {
     const input = e.target;
     const files = Array.from(input.files);
     const rel = files[0] && files[0].webkitRelativePath;
     const folder = rel && rel.includes('/') ? rel.slice(0, rel.indexOf('/')) : '';
     input.value = '';
-    await loadModelFiles(files, folder);
+    // the Train panel's chooser continues whatever the folder holds (a folder with no run state is refused)
+    if (id === 'checkpoint-folder') await loadCheckpointFiles(files, folder);
+    else await loadFiles(files, folder);
   });
 // A dropped text file (one file, named .txt, .md or .text, or of a text/* type, and no model's file such as
 // merges.txt) is the book recipe's text in the Train panel; the module checks it (UTF-8, not empty, at most
@@ -228,7 +298,8 @@ export async function loadTrainText(file) {
   });
 }
 
-// Drag and drop: files, or a folder (its files, one level down); one text file goes to the Train panel.
+// Drag and drop: files, or a folder (its files, one level down); one text file, or a checkpoint's files, go to the
+// Train panel.
 window.addEventListener('dragover', (e) => e.preventDefault());
 window.addEventListener('drop', async (e) => {
   e.preventDefault();
@@ -239,10 +310,10 @@ window.addEventListener('drop', async (e) => {
   if (dirEntry) {
     const children = await new Promise((resolve, reject) => dirEntry.createReader().readEntries(resolve, reject));
     const files = await Promise.all(children.filter((c) => c.isFile).map((c) => new Promise((res, rej) => c.file(res, rej))));
-    await loadModelFiles(files, dirEntry.name);
+    await loadFiles(files, dirEntry.name);
   } else {
     const files = Array.from(e.dataTransfer.files || []);
     if (isTrainText(files)) await loadTrainText(files[0]);
-    else await loadModelFiles(files, '');
+    else await loadFiles(files, '');
   }
 });

@@ -5,6 +5,7 @@
 #include <emscripten/heap.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -132,6 +133,14 @@ std::string status_json() {
     train["pieces_ms"] = ts.piece_ms();
     train["pieces"] = ts.piece_names();
     train["losses"] = losses;
+    // each step's in-context score (null between evaluations); losses[i] and in_context[i] are step
+    // continued_from + 1 + i (0 for a run the page began)
+    nlohmann::json in_context = nlohmann::json::array();
+    for (const attnviz::viz::TrainPoint& pt : ts.points())
+      in_context.push_back(std::isfinite(pt.in_context) ? nlohmann::json(pt.in_context)
+                                                        : nlohmann::json(nullptr));
+    train["in_context"] = in_context;
+    train["continued_from"] = ts.continued_from();
     train["snapshots"] = ts.snapshots().size();
     const int first = ts.first_induction();
     train["first_induction_step"] =
@@ -299,9 +308,10 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_open_model(const char* json) {
 }
 
 // What the Train panel's controls do: {"action": "reset" | "start" | "pause" | "step" | "snapshot" | "save" |
-// "csv" | "png" | "open", "recipe": "induction" | "book" | "custom" (reset), "snapshot": N (-1: the latest)}.
-// Returns
-// "" or why not (also shown in the panel).
+// "csv" | "png" | "open" | "continue", "recipe": "induction" | "book" | "custom" (reset), "snapshot": N (-1:
+// the latest), "path": a checkpoint folder in the module's file system and "name": what the message calls it
+// (continue; the page has copied a chosen or dropped folder there, model-files.js)}. Returns "" or why not
+// (also shown in the panel).
 EMSCRIPTEN_KEEPALIVE const char* attnviz_train(const char* json) {
   return guarded([&]() -> std::string {
     using attnviz::viz::TrainRecipe;
@@ -310,9 +320,30 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_train(const char* json) {
     wake();
     const nlohmann::json j = nlohmann::json::parse(text_arg(json), nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.value("action", nlohmann::json()).is_string())
-      return "the training call is not {action: reset | start | pause | step | snapshot | save | csv | open}";
+      return "the training call is not {action: reset | start | pause | step | snapshot | save | csv | open "
+             "| "
+             "continue}";
     const std::string action = j["action"].get<std::string>();
     t.error.clear();
+    if (action == "continue") {
+      if (!j.value("path", nlohmann::json()).is_string()) return "continue takes {action, path, name}";
+      const std::string path = j["path"].get<std::string>();
+      const std::string name =
+          j.value("name", nlohmann::json()).is_string() ? j["name"].get<std::string>() : path;
+      t.running = false;
+      if (Status st = attnviz::viz::continue_training(app, path); !st.is_ok()) {
+        // the folder as the visitor named it, not the module's copy of it
+        std::string why = st.error;
+        for (std::size_t at = 0; !name.empty() && (at = why.find(path, at)) != std::string::npos;
+             at += name.size())
+          why.replace(at, path.size(), name);
+        return t.error = why;
+      }
+      const std::string from = attnviz::quote(path);
+      if (const std::size_t at = app.message.find(from); at != std::string::npos)
+        app.message.replace(at, from.size(), attnviz::quote(name));
+      return std::string();
+    }
     if (action == "reset") {
       const std::string recipe = j.value("recipe", std::string("induction"));
       const TrainRecipe r = recipe == "book"     ? TrainRecipe::book

@@ -18,6 +18,7 @@ EM_JS(char*, page_download, (const char* paths_json), {
 EM_JS(void, page_copy, (const char* text), { Module.attnvizHooks.copy(UTF8ToString(text)); });
 EM_JS(void, page_compute_later, (), { Module.attnvizHooks.computeLater(); });
 EM_JS(void, page_choose_model_files, (int folder), { Module.attnvizHooks.chooseModelFiles(folder); });
+EM_JS(void, page_choose_checkpoint, (), { Module.attnvizHooks.chooseCheckpoint(); });
 EM_JS(void, page_open_model, (const char* json), { Module.attnvizHooks.openModel(UTF8ToString(json)); });
 EM_JS(void, page_fetch_hub, (const char* repo), { Module.attnvizHooks.fetchHub(UTF8ToString(repo)); });
 EM_JS(int, page_canvas_width, (), { return Module.canvas.clientWidth | 0; });
@@ -60,6 +61,9 @@ void compute_later() {
 }
 void choose_model_files(bool folder) {
   page_choose_model_files(folder ? 1 : 0);
+}
+void choose_checkpoint() {
+  page_choose_checkpoint();
 }
 void open_model(const std::string& choice_json) {
   page_open_model(choice_json.c_str());

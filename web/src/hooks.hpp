@@ -16,6 +16,7 @@ std::string download(const std::string& paths_json);
 void copy(const std::string& text);
 void compute_later();  // attnviz_compute_pending, in a task after the keys queued meanwhile
 void choose_model_files(bool folder);
+void choose_checkpoint();  // the Train panel's continue button: a checkpoint folder, continued
 void open_model(const std::string& choice_json);  // after the page fetched what the model needs
 void fetch_hub(const std::string& repo);          // the Model panel's hub list: fetch and open ORG/NAME
 // The canvas's box on the page, in CSS pixels.

@@ -220,6 +220,8 @@ void start_page() {
   };
   // The Model panel's hub list (filled by the page script, attnviz_set_hub): a click fetches the model.
   app.model_view.fetch_hub = [](const std::string& repo) { hooks::fetch_hub(repo); };
+  // The Train panel's continue button: a folder from the visitor's disk (model-files.js copies it in).
+  app.train.choose_checkpoint = [] { hooks::choose_checkpoint(); };
   app.downloads = true;
   app.export_dir = "/attnviz-export";
   app.session.offload = &page->gpu;

@@ -154,6 +154,9 @@ struct TrainView {
   std::uint64_t text_size = 0;
   // Continue from checkpoint: the folder (empty: Save model's, export_dir/trained-model)
   std::string continue_path;
+  // Set by a host whose folders are not paths (the browser page): the panel's continue button asks it for a
+  // folder (it copies the folder in and calls continue_training), and the path field is not drawn.
+  std::function<void()> choose_checkpoint;
   std::string error;  // why the last action failed
   int resets = 0;     // bumps on every Reset (texture keys)
   // The last frame's rectangles of the panel's controls in screen pixels ("header", "start" (Start or
