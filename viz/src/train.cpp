@@ -257,8 +257,8 @@ Status TrainSession::run_stage() {
     timed = &backward_ms_[static_cast<std::size_t>(index)];
     if (++index_ == model_->backward_stages()) phase_ = Phase::update, index_ = 0;
   } else if (phase == Phase::update) {
-    if (use_schedule_) {  // train_book's appendix-D update: the lr at this 0-based step, clipping after
-                          // warmup
+    // train_book's appendix-D update: the schedule's lr at this 0-based step, clipping after the warmup
+    if (use_schedule_) {
       opt_.lr = schedule_.lr(steps_, epochs_ * loader_.batches(), s.lr);
       if (schedule_.max_norm > 0.0 && steps_ > schedule_.warmup_steps)
         clip_grad_norm(model_->grads(), schedule_.max_norm);
