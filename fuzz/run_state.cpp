@@ -2,9 +2,11 @@
 // --resume continues from) and the generator states inside it. The input, split at NUL bytes, is read as key,
 // value, key, value, ... over the union of a valid book run state's metadata and a valid induction run
 // state's (their shared keys agree, so "run.task" "induction" alone gives a valid induction state, and most
-// inputs reach the deeper checks of either); the raw bytes also go to TorchGenerator::set_state. Invariants:
+// inputs reach the deeper checks of either; the book's is version 2, with its settings and schedule, and
+// "run.version" "1" gives the older form); the raw bytes also go to TorchGenerator::set_state. Invariants:
 // no exception; a refusal is one non-empty line and leaves the output empty (and the generator as it was); an
-// accepted state writes back to metadata that parses to the same state, and its generator state reads back
+// accepted state writes back to metadata that parses to the same state (a book run's settings within range
+// and consistent with its position), and its generator state reads back
 // byte for byte except the bytes PyTorch's set_rng_state ignores too, which read back as zeros.
 #include <cstdint>
 #include <cstdlib>
@@ -51,6 +53,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   base.position.epoch = 1, base.position.batch = 1, base.position.global_step = 3;
   base.position.tokens_seen = 4 * 2 * 8, base.batch_size = 2, base.train_windows = 6, base.val_windows = 1;
   base.rng = attnviz::TorchGenerator(123).state();
+  // version 2's settings, agreeing with the induction state's shared keys (eval_freq, lr, weight_decay)
+  attnviz::BookRunSettings settings;
+  settings.epochs = 3, settings.eval_freq = 10, settings.eval_iter = 2, settings.lr = 2e-3;
+  settings.weight_decay = 0.0, settings.use_schedule = true, settings.schedule.warmup_steps = 2;
+  settings.schedule.initial_lr = 1e-4, settings.schedule.min_lr = 1e-5, settings.schedule.max_norm = 1.0;
+  base.settings = settings;
   std::map<std::string, std::string> meta = attnviz::run_state_metadata(base);
   attnviz::RunState induction = base;  // the same steps (4), batch size, generator and dropout flavour
   induction.task = attnviz::RunTask::induction;
@@ -58,6 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   induction.induction.task.vocab = 16, induction.induction.task.tokens = 16;
   induction.induction.task.max_repeat = 8, induction.induction.first_induction = 2;
   induction.induction.data_rng = attnviz::TorchGenerator(124).state();
+  induction.settings.reset();
   meta.merge(attnviz::run_state_metadata(induction));
   meta.erase("run.task");
   const std::vector<std::string> parts = attnviz::fuzz::split_at_nul(data, size);
@@ -79,6 +88,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (again->data_hash != out->data_hash || again->position.global_step != out->position.global_step ||
        again->position.sampler_seed != out->position.sampler_seed))
     std::abort();
+  // a book run's settings: read back the same, and consistent (its steps and warmup within its total)
+  if (out->task == attnviz::RunTask::book && out->settings.has_value() != again->settings.has_value())
+    std::abort();
+  if (out->task == attnviz::RunTask::book && out->settings) {
+    const attnviz::BookRunSettings &x = *out->settings, &y = *again->settings;
+    if (x.epochs != y.epochs || x.eval_freq != y.eval_freq || x.eval_iter != y.eval_iter || x.lr != y.lr ||
+        x.weight_decay != y.weight_decay || x.use_schedule != y.use_schedule ||
+        x.schedule.warmup_steps != y.schedule.warmup_steps ||
+        x.schedule.initial_lr != y.schedule.initial_lr || x.schedule.min_lr != y.schedule.min_lr ||
+        x.schedule.max_norm != y.schedule.max_norm)
+      std::abort();
+    const std::int64_t total = static_cast<std::int64_t>(x.epochs) * (out->train_windows / out->batch_size);
+    if (x.epochs < 1 || x.eval_freq < 1 || x.eval_iter < 1 || !(x.lr > 0) || !(x.weight_decay >= 0) ||
+        total > 0x7FFFFFFF || out->position.global_step + 1 > total ||
+        (x.use_schedule && (x.schedule.warmup_steps > total || !(x.schedule.initial_lr >= 0) ||
+                            !(x.schedule.min_lr >= 0) || !(x.schedule.max_norm >= 0))))
+      std::abort();
+    if (!x.use_schedule && (x.schedule.warmup_steps != 0 || x.schedule.max_norm != 0)) std::abort();
+  }
   const attnviz::InductionRunState &a = again->induction, &b = out->induction;
   if (out->task == attnviz::RunTask::induction &&
       (a.steps != b.steps || a.total_steps != b.total_steps || a.eval_freq != b.eval_freq || a.lr != b.lr ||

@@ -443,11 +443,11 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
       ->transform(decimal_number());
   app.add_option("--out", a.out_dir,
                  "write the trained model here (a folder --model opens, and --resume reads)");
-  app.add_option(
-      "--resume", a.resume,
-      "continue from this checkpoint folder: its model, AdamW state and, when it has one, its run "
-      "(the generators and where the run stands; --task induction: also its settings, which flags "
-      "left out keep, and --batch-size, --lr, --weight-decay and --fixed-distance may not change)");
+  app.add_option("--resume", a.resume,
+                 "continue from this checkpoint folder: its model, AdamW state and, when it has one, its run "
+                 "(the generators, where the run stands and its settings, which flags left out keep: --lr, "
+                 "--weight-decay, the schedule's flags, --eval-freq and --fixed-distance may not change, nor "
+                 "--epochs under a schedule; a book run given another --batch-size restarts its stream)");
   app.add_option("--stop-after", a.stop_after,
                  "stop after this step of the run (counted from its start), as Ctrl-C does, writing --out")
       ->transform(decimal_int());
@@ -508,6 +508,8 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
   if (!(a.max_norm >= 0 && std::isfinite(a.max_norm)))
     return fail(Status::fail("--max-norm must be 0 or more"));
   if (a.warmup_steps && *a.warmup_steps < 0) return fail(Status::fail("--warmup-steps must be 0 or more"));
+  for (auto [flag, v] : {std::pair{"--initial-lr", a.initial_lr}, {"--min-lr", a.min_lr}})
+    if (!(v >= 0 && std::isfinite(v))) return fail(Status::fail(std::string(flag) + " must be 0 or more"));
   if (a.stop_after && *a.stop_after < 1) return fail(Status::fail("--stop-after must be at least 1"));
   if (a.file.empty() && !app.count("--text"))
     return fail(Status::fail("give a text file to train on (or --text)"));
@@ -548,11 +550,15 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
   AdamW opt;
   bool resumed_optimizer = false;
   std::optional<RunState> resumed;
+  int batch_size = a.batch_size;
   if (!a.resume.empty()) {
     if (Status st = read_checkpoint(a.resume, model, opt, resumed_optimizer, resumed); !st.is_ok())
       return fail(st);
     cfg = model.config();
-    if (Status st = check_train_memory(cfg, a.batch_size, exec_args.memory_budget); !st.is_ok())
+    // a book run's batch size, unless given (another one is other data: the stream restarts, below)
+    if (resumed && resumed->task == RunTask::book && !app.count("--batch-size"))
+      batch_size = resumed->batch_size;
+    if (Status st = check_train_memory(cfg, batch_size, exec_args.memory_budget); !st.is_ok())
       return fail(st);
   }
   const int ctx = cfg.gpt.context_length, stride = a.stride.value_or(ctx);
@@ -565,9 +571,9 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
                                  std::to_string(cfg.gpt.vocab_size)));
   if (start_ids.empty() && a.new_tokens > 0) return fail(Status::fail("--start-context is empty"));
   const Windows train = make_windows(train_ids, ctx, stride), val = make_windows(val_ids, ctx, stride);
-  if (train.size() < a.batch_size)
+  if (train.size() < batch_size)
     return fail(Status::fail("the training text (" + std::to_string(train_ids.size()) +
-                             " tokens) is too short for one batch of " + std::to_string(a.batch_size) +
+                             " tokens) is too short for one batch of " + std::to_string(batch_size) +
                              " windows of " + std::to_string(ctx + 1) +
                              " tokens: give more text, or a smaller --context-length or --batch-size"));
   if (val.size() == 0)
@@ -592,26 +598,23 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
                     : " has no run state (an older checkpoint)")
         << ": its model and optimizer go on, the data and dropout stream restarts from --seed at epoch 1\n";
     resumed.reset();
-  } else if (resumed->batch_size != a.batch_size || resumed->train_windows != train.size() ||
+  } else if (resumed->batch_size != batch_size || resumed->train_windows != train.size() ||
              resumed->val_windows != val.size() || resumed->data_hash != data_hash) {
     err << "attnviz-cli train: " << quote(a.resume) << "'s run was over other data ("
         << resumed->train_windows << " training windows of batch " << resumed->batch_size << ", against "
-        << train.size() << " of " << a.batch_size
+        << train.size() << " of " << batch_size
         << " now, or other tokens): the data and dropout stream restarts from --seed at epoch 1\n";
     resumed.reset();
   } else {
-    if (resumed->position.epoch >= a.epochs)
-      return fail(Status::fail(quote(a.resume) + "'s run has done " +
-                               std::to_string(resumed->position.epoch) +
-                               " epochs: --epochs (the run's total) must be more"));
     if (Status st = g.set_state(resumed->rng.data(), resumed->rng.size()); !st.is_ok()) return fail(st);
     position = resumed->position;
     if (!app.count("--dropout-rng")) model.dropout_rng = resumed->dropout_rng;
   }
   model.exec = exec;
 
+  // The run: from the flags, or the checkpoint's run as it was (below).
   TrainRun run;
-  run.batch_size = a.batch_size, run.epochs = a.epochs, run.eval_freq = a.eval_freq,
+  run.batch_size = batch_size, run.epochs = a.epochs, run.eval_freq = a.eval_freq,
   run.eval_iter = a.eval_iter;
   run.new_tokens = a.new_tokens, run.lr = a.lr, run.weight_decay = a.weight_decay, run.start_ids = start_ids;
   if (a.warmup_steps || a.max_norm > 0) {
@@ -620,7 +623,65 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
     run.schedule.initial_lr = a.initial_lr, run.schedule.min_lr = a.min_lr,
     run.schedule.max_norm = a.max_norm;
   }
-  const int total_steps = a.epochs * (train.size() / a.batch_size);
+  const int batches = train.size() / batch_size;
+  if (resumed && resumed->settings) {
+    // A resumed run goes on as it was, as the induction task's does: the flags not given take its values,
+    // and one given with another value is refused. --epochs, the run's total, may change only while no
+    // schedule is over it; --eval-iter only changes the printed losses (--eval-freq also changes the
+    // generator's draws: an evaluation begins a new iteration of each loader).
+    const BookRunSettings& b = *resumed->settings;
+    const auto same = [&](const char* flag, const std::string& given, const std::string& was,
+                          const std::string& why = "") {
+      if (app.count(flag) == 0 || given == was) return Status::ok();
+      return Status::fail(std::string(flag) + " " + given + " is not the run's " + was + " in " +
+                          quote(a.resume) + ": " + (why.empty() ? "--resume continues the same run" : why) +
+                          " (leave " + flag + " out to keep its value)");
+    };
+    const std::string schedule_why = "its learning rate decays over the run's " + std::to_string(b.epochs) +
+                                     " epochs (" + std::to_string(b.epochs * batches) +
+                                     " steps), so --resume keeps the total";
+    std::vector<Status> checks = {
+        same("--lr", shortest_decimal(a.lr), shortest_decimal(b.lr)),
+        same("--weight-decay", shortest_decimal(a.weight_decay), shortest_decimal(b.weight_decay)),
+        same("--eval-freq", std::to_string(a.eval_freq), std::to_string(b.eval_freq),
+             "an evaluation draws from the generator, so --resume continues the same run")};
+    if (b.use_schedule) {
+      checks.push_back(same("--epochs", std::to_string(a.epochs), std::to_string(b.epochs), schedule_why));
+      checks.push_back(same("--warmup-steps", std::to_string(a.warmup_steps.value_or(0)),
+                            std::to_string(b.schedule.warmup_steps)));
+      checks.push_back(
+          same("--initial-lr", shortest_decimal(a.initial_lr), shortest_decimal(b.schedule.initial_lr)));
+      checks.push_back(same("--min-lr", shortest_decimal(a.min_lr), shortest_decimal(b.schedule.min_lr)));
+      checks.push_back(
+          same("--max-norm", shortest_decimal(a.max_norm), shortest_decimal(b.schedule.max_norm)));
+    } else {
+      for (const char* flag : {"--warmup-steps", "--initial-lr", "--min-lr", "--max-norm"})
+        if (app.count(flag) > 0)
+          checks.push_back(Status::fail(std::string(flag) + " does not apply to " + quote(a.resume) +
+                                        ": its run's learning rate is constant, and --resume continues the "
+                                        "same run"));
+    }
+    for (const Status& st : checks)
+      if (!st.is_ok()) return fail(st);
+    run.lr = b.lr, run.weight_decay = b.weight_decay, run.eval_freq = b.eval_freq;
+    run.use_schedule = b.use_schedule, run.schedule = b.schedule;
+    if (!app.count("--epochs")) run.epochs = b.epochs;
+    if (!app.count("--eval-iter")) run.eval_iter = b.eval_iter;
+  } else if (resumed) {
+    err << "attnviz-cli train: " << quote(a.resume)
+        << "'s run state does not record its learning rate, weight decay or schedule (written before they "
+           "were): it goes on with the flags given\n";
+  }
+  if (resumed && resumed->position.epoch >= run.epochs)
+    return fail(Status::fail(quote(a.resume) + "'s run has done " + std::to_string(resumed->position.epoch) +
+                             " epochs: --epochs (the run's total) must be more"));
+  if (static_cast<std::int64_t>(run.epochs) * batches > 0x7FFFFFFF)
+    return fail(Status::fail("--epochs " + std::to_string(run.epochs) + " of " + std::to_string(batches) +
+                             " batches is more than 2147483647 steps"));
+  const int total_steps = run.epochs * batches;
+  if (run.use_schedule && run.schedule.warmup_steps > total_steps)
+    return fail(Status::fail("--warmup-steps " + std::to_string(run.schedule.warmup_steps) +
+                             " is more than the run's " + std::to_string(total_steps) + " steps"));
   const int first_step = position.global_step + 1;
   TrainProgress progress(err, control.progress && !a.json, total_steps, first_step, position.tokens_seen);
   bool stopped = false;
@@ -670,8 +731,10 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
   state.position = position;
   state.rng = g.state();
   state.dropout_rng = model.dropout_rng;
-  state.batch_size = a.batch_size, state.train_windows = train.size(), state.val_windows = val.size();
+  state.batch_size = batch_size, state.train_windows = train.size(), state.val_windows = val.size();
   state.data_hash = data_hash;
+  state.settings = BookRunSettings{run.epochs,       run.eval_freq,    run.eval_iter, run.lr,
+                                   run.weight_decay, run.use_schedule, run.schedule};
   if (!a.out_dir.empty())
     if (Status w = write_checkpoint(a.out_dir, model, opt, vocab_dir, &state); !w.is_ok()) return fail(w);
   if (a.json) {

@@ -647,7 +647,7 @@ TEST_CASE("train: a checkpoint's run state is untrusted: each bad value is one l
   const auto refused = [&good](const std::string& key, const std::string& value, const std::string& error) {
     test::check_run_state_refused(good, key, value, error);
   };
-  refused("run.version", "2", "its run state is version '2', not 1");
+  refused("run.version", "3", "its run state is version '3', not 1 or 2");
   refused("run.epoch", "(none)", "its run state has no run.epoch");
   refused("run.epoch", "-1", "its run.epoch is '-1', not a whole number up to 2147483647");
   refused("run.batch", "01", "its run.batch is '01', not a whole number up to 2147483647");

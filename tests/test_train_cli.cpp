@@ -276,11 +276,12 @@ std::string file_bytes(const fs::path& p) {
   return s.str();
 }
 
-// A tiny run on the story with shuffling and dropout on (both flavours' masks, the schedule and clipping).
+// A tiny run on the story with shuffling and dropout on (both flavours' masks, the schedule and clipping:
+// at a norm of 0.2 the clipping changes the run, where 1 would leave it as it is).
 std::vector<std::string> tiny(const std::string& flavour, std::vector<std::string> more) {
   std::vector<std::string> a = {"train",         kStory,  "--vocab",        kVocab, "--epochs",     "2",
                                 "--eval-freq",   "4",     "--eval-iter",    "2",    "--new-tokens", "6",
-                                "--dropout-rng", flavour, "--warmup-steps", "10",   "--max-norm",   "1",
+                                "--dropout-rng", flavour, "--warmup-steps", "10",   "--max-norm",   "0.2",
                                 "--lr",          "3e-3"};
   if (std::find(more.begin(), more.end(), "--resume") == more.end())  // a checkpoint has its sizes
     a.insert(a.end(), {"--vocab-size", "512", "--context-length", "16", "--emb-dim", "16", "--heads", "2",
@@ -570,4 +571,160 @@ TEST_CASE("train cli: an induction run state is untrusted: each bad value is one
   const Status st = parse_run_state(m, out);
   CHECK(st.error.rfind("its run.data_rng_state: ", 0) == 0);
   CHECK_FALSE(out.has_value());
+}
+
+TEST_CASE("train cli: a run's settings are in its checkpoint: --resume without them is the straight run") {
+  const fs::path whole = temp_dir("sched_whole"), half = temp_dir("sched_half"), old = temp_dir("sched_old");
+  const test::Run straight = test::cli(tiny("cpu", {"--out", whole.string()}));
+  CAPTURE(straight.err);
+  REQUIRE(straight.status == 0);
+  const test::Run first = test::cli(tiny("cpu", {"--out", half.string(), "--stop-after", "58"}));
+  REQUIRE(first.status == 0);
+  // the v1 form of the same checkpoint (no settings), for the older checkpoints' note below
+  {
+    TrainModel m;
+    AdamW opt;
+    bool has_optimizer = false;
+    std::optional<RunState> run;
+    REQUIRE(read_checkpoint(half.string(), m, opt, has_optimizer, run).is_ok());
+    REQUIRE(run.has_value());
+    REQUIRE(run->settings.has_value());
+    const BookRunSettings& b = *run->settings;
+    CHECK(b.epochs == 2);
+    CHECK(b.eval_freq == 4);
+    CHECK(b.eval_iter == 2);
+    CHECK(b.lr == 3e-3);
+    CHECK(b.weight_decay == 0.1);
+    CHECK(b.use_schedule);
+    CHECK(b.schedule.warmup_steps == 10);
+    CHECK(b.schedule.initial_lr == 3e-5);
+    CHECK(b.schedule.min_lr == 1e-6);
+    CHECK(b.schedule.max_norm == 0.2);
+    run->settings.reset();
+    REQUIRE(write_checkpoint(old.string(), m, opt, "", &*run).is_ok());
+  }
+  // no flag but the text, the tokenizer and the sample's length (not part of the run): the schedule,
+  // clipping, lr, epochs, evaluations and dropout flavour are the checkpoint's
+  const test::Run second = test::cli({"train", kStory, "--vocab", kVocab, "--resume", half.string(), "--out",
+                                      half.string(), "--new-tokens", "6"});
+  CAPTURE(second.err);
+  REQUIRE(second.status == 0);
+  CHECK(second.err.empty());
+  std::vector<std::string> joined = without_checkpoint_line(first.out);
+  for (const std::string& l : without_checkpoint_line(second.out)) joined.push_back(l);
+  CHECK(joined == without_checkpoint_line(straight.out));
+  CHECK(file_bytes(half / "model.safetensors") == file_bytes(whole / "model.safetensors"));
+  CHECK(file_bytes(half / "optimizer.safetensors") == file_bytes(whole / "optimizer.safetensors"));
+
+  // an older (version 1) checkpoint goes on with the flags given, and says so
+  const test::Run v1 = test::cli(tiny("cpu", {"--resume", old.string(), "--out", old.string()}));
+  CAPTURE(v1.err);
+  REQUIRE(v1.status == 0);
+  CHECK(v1.err ==
+        "attnviz-cli train: '" + old.string() +
+            "''s run state does not record its learning rate, weight decay or schedule (written before they "
+            "were): it goes on with the flags given\n");
+  CHECK(file_bytes(old / "model.safetensors") == file_bytes(whole / "model.safetensors"));
+
+  // a flag given with another value is refused by name (the finished run's checkpoint: these come first)
+  const auto refused = [&](std::vector<std::string> more, const std::string& needle) {
+    std::vector<std::string> a = {"train", kStory, "--vocab", kVocab, "--resume", whole.string()};
+    a.insert(a.end(), more.begin(), more.end());
+    check_refused(a, needle);
+  };
+  const std::string in = " in '" + whole.string() + "': ";
+  refused({"--lr", "2e-3"}, "--lr 0.002 is not the run's 0.003" + in +
+                                "--resume continues the same run (leave --lr out to keep its value)");
+  refused({"--weight-decay", "0"}, "--weight-decay 0 is not the run's 0.1" + in);
+  refused({"--max-norm", "1"}, "--max-norm 1 is not the run's 0.2" + in);
+  refused({"--warmup-steps", "5"}, "--warmup-steps 5 is not the run's 10" + in);
+  refused({"--initial-lr", "0"}, "--initial-lr 0 is not the run's 3e-05" + in);
+  refused({"--min-lr", "1e-5"}, "--min-lr 1e-05 is not the run's 1e-06" + in);
+  refused({"--eval-freq", "5"},
+          "--eval-freq 5 is not the run's 4" + in +
+              "an evaluation draws from the generator, so --resume continues the same run");
+  refused({"--epochs", "3"}, "--epochs 3 is not the run's 2" + in +
+                                 "its learning rate decays over the run's 2 epochs (168 steps), so --resume "
+                                 "keeps the total (leave --epochs out to keep its value)");
+  // the same values are accepted; the finished run is then refused as before
+  refused({"--lr", "3e-3", "--max-norm", "0.2", "--epochs", "2"},
+          "'s run has done 2 epochs: --epochs (the run's total) must be more");
+
+  // a run at a constant learning rate: no schedule flag applies, and its total may grow
+  const fs::path flat = temp_dir("sched_flat");
+  REQUIRE(test::cli(reduced({"--epochs", "1", "--stop-after", "3", "--out", flat.string()})).status == 0);
+  check_refused({"train", kStory, "--vocab", kVocab, "--resume", flat.string(), "--max-norm", "1"},
+                "--max-norm does not apply to '" + flat.string() +
+                    "': its run's learning rate is constant, and --resume continues the same run");
+  // a new run's warmup must fit in it, and the schedule's rates may not be negative
+  check_refused(reduced({"--epochs", "1", "--warmup-steps", "43"}),
+                "--warmup-steps 43 is more than the run's 42 steps");
+  check_refused(tiny("cpu", {"--min-lr", "-1"}), "--min-lr must be 0 or more");
+  for (const fs::path& p : {whole, half, old, flat}) fs::remove_all(p);
+}
+
+TEST_CASE("train cli: a book run's settings are untrusted: each bad value is one line") {
+  RunState r;
+  r.position.epoch = 1, r.position.batch = 2, r.position.global_step = 6, r.position.tokens_seen = 7 * 2 * 16;
+  r.batch_size = 2, r.train_windows = 10, r.val_windows = 1, r.rng = TorchGenerator(3).state();
+  BookRunSettings b;
+  b.epochs = 3, b.eval_freq = 4, b.eval_iter = 2, b.lr = 3e-3, b.weight_decay = 0.05, b.use_schedule = true;
+  b.schedule.warmup_steps = 10, b.schedule.initial_lr = 1e-4, b.schedule.min_lr = 0, b.schedule.max_norm = 1;
+  r.settings = b;
+  const std::map<std::string, std::string> good = run_state_metadata(r);
+  CHECK(good.at("run.version") == "2");
+  CHECK(good.at("run.schedule") == "warmup_cosine");
+  std::optional<RunState> out;
+  REQUIRE(parse_run_state(good, out).is_ok());
+  REQUIRE(out.has_value());
+  REQUIRE(out->settings.has_value());
+  const BookRunSettings& o = *out->settings;
+  CHECK(o.epochs == 3);
+  CHECK(o.eval_freq == 4);
+  CHECK(o.eval_iter == 2);
+  CHECK(o.lr == 3e-3);
+  CHECK(o.weight_decay == 0.05);
+  CHECK(o.use_schedule);
+  CHECK(o.schedule.warmup_steps == 10);
+  CHECK(o.schedule.initial_lr == 1e-4);
+  CHECK(o.schedule.min_lr == 0.0);
+  CHECK(o.schedule.max_norm == 1.0);
+  // a constant learning rate writes no schedule keys, and reads back without a schedule
+  RunState flat = r;
+  flat.settings->use_schedule = false;
+  std::map<std::string, std::string> fm = run_state_metadata(flat);
+  CHECK(fm.count("run.warmup_steps") == 0);
+  REQUIRE(parse_run_state(fm, out).is_ok());
+  CHECK_FALSE(out->settings->use_schedule);
+  fm["run.max_norm"] = "1";
+  test::check_run_state_refused(fm, "run.max_norm", "1",
+                                "its run state has run.max_norm but a constant learning rate");
+  // version 1 (no settings) reads as before, without them
+  RunState v1 = r;
+  v1.settings.reset();
+  REQUIRE(parse_run_state(run_state_metadata(v1), out).is_ok());
+  CHECK_FALSE(out->settings.has_value());
+
+  const auto refused = [&good](const std::string& key, const std::string& value, const std::string& error) {
+    test::check_run_state_refused(good, key, value, error);
+  };
+  refused("run.version", "3", "its run state is version '3', not 1 or 2");
+  refused("run.epochs", "(none)", "its run state has no run.epochs");
+  refused("run.epochs", "0",
+          "its run state's epochs, evaluation frequency and evaluation batches must be at least 1");
+  refused("run.eval_iter", "0",
+          "its run state's epochs, evaluation frequency and evaluation batches must be at least 1");
+  refused("run.epochs", "1", "its run state has taken 7 steps, more than its 1 epochs of 5 batches");
+  refused("run.epochs", "2147483647",
+          "its run state's 2147483647 epochs of 5 batches are more than 2147483647 steps");
+  refused("run.lr", "0", "its run.lr is '0', not a positive number");
+  refused("run.lr", "nan", "its run.lr is 'nan', not a positive number");
+  refused("run.weight_decay", "-1", "its run.weight_decay is '-1', not a number of 0 or more");
+  refused("run.schedule", "cosine", "its run.schedule is 'cosine', not constant or warmup_cosine");
+  refused("run.schedule", "(none)", "its run state has no run.schedule");
+  refused("run.warmup_steps", "16", "its run.warmup_steps 16 is more than the run's 15 steps");
+  refused("run.warmup_steps", "-1", "its run.warmup_steps is '-1', not a whole number up to 2147483647");
+  refused("run.initial_lr", "-1e-4", "its run.initial_lr is '-1e-4', not a number of 0 or more");
+  refused("run.min_lr", "inf", "its run.min_lr is 'inf', not a number of 0 or more");
+  refused("run.max_norm", "(none)", "its run state has no run.max_norm");
 }

@@ -176,26 +176,41 @@ std::map<std::string, std::string> run_state_metadata(const RunState& r) {
   char hash[20];
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(r.data_hash));
   const TrainPosition& p = r.position;
-  return {{"run.version", "1"},
-          {"run.epoch", std::to_string(p.epoch)},
-          {"run.batch", std::to_string(p.batch)},
-          {"run.global_step", std::to_string(p.global_step + 1)},  // steps taken: never negative
-          {"run.tokens_seen", std::to_string(p.tokens_seen)},
-          {"run.sampler_seed", std::to_string(p.sampler_seed)},
-          {"run.batch_size", std::to_string(r.batch_size)},
-          {"run.train_windows", std::to_string(r.train_windows)},
-          {"run.val_windows", std::to_string(r.val_windows)},
-          {"run.data_hash", hash},
-          {"run.dropout_rng", to_string(r.dropout_rng)},
-          {"run.rng_state", hex_of(r.rng)}};
+  std::map<std::string, std::string> m = {
+      {"run.version", r.settings ? "2" : "1"},
+      {"run.epoch", std::to_string(p.epoch)},
+      {"run.batch", std::to_string(p.batch)},
+      {"run.global_step", std::to_string(p.global_step + 1)},  // steps taken: never negative
+      {"run.tokens_seen", std::to_string(p.tokens_seen)},
+      {"run.sampler_seed", std::to_string(p.sampler_seed)},
+      {"run.batch_size", std::to_string(r.batch_size)},
+      {"run.train_windows", std::to_string(r.train_windows)},
+      {"run.val_windows", std::to_string(r.val_windows)},
+      {"run.data_hash", hash},
+      {"run.dropout_rng", to_string(r.dropout_rng)},
+      {"run.rng_state", hex_of(r.rng)}};
+  if (const std::optional<BookRunSettings>& b = r.settings) {
+    m.insert({{"run.epochs", std::to_string(b->epochs)},
+              {"run.eval_freq", std::to_string(b->eval_freq)},
+              {"run.eval_iter", std::to_string(b->eval_iter)},
+              {"run.lr", number(b->lr)},
+              {"run.weight_decay", number(b->weight_decay)},
+              {"run.schedule", b->use_schedule ? "warmup_cosine" : "constant"}});
+    if (b->use_schedule)
+      m.insert({{"run.warmup_steps", std::to_string(b->schedule.warmup_steps)},
+                {"run.initial_lr", number(b->schedule.initial_lr)},
+                {"run.min_lr", number(b->schedule.min_lr)},
+                {"run.max_norm", number(b->schedule.max_norm)}});
+  }
+  return m;
 }
 
 Status parse_run_state(const std::map<std::string, std::string>& meta, std::optional<RunState>& out) {
   out.reset();
   const auto version = meta.find("run.version");
   if (version == meta.end()) return Status::ok();
-  if (version->second != "1")
-    return Status::fail("its run state is version " + quote(version->second) + ", not 1");
+  if (version->second != "1" && version->second != "2")
+    return Status::fail("its run state is version " + quote(version->second) + ", not 1 or 2");
   const auto text = [&](const char* key, const std::string*& v) -> Status {
     const auto it = meta.find(key);
     if (it == meta.end()) return Status::fail(std::string("its run state has no ") + key);
@@ -227,6 +242,24 @@ Status parse_run_state(const std::map<std::string, std::string>& meta, std::opti
     if (Status st = check.set_state(bytes.data(), bytes.size()); !st.is_ok())
       return Status::fail(std::string("its ") + key + ": " + st.error);
     bytes = check.state();
+    return Status::ok();
+  };
+  const auto positive_real = [&](const char* key, double& v) -> Status {
+    const std::string* s = nullptr;
+    if (Status st = text(key, s); !st.is_ok()) return st;
+    const std::optional<double> x = real(*s);
+    if (!x || !(*x > 0))
+      return Status::fail(std::string("its ") + key + " is " + brief(*s) + ", not a positive number");
+    v = *x;
+    return Status::ok();
+  };
+  const auto nonnegative_real = [&](const char* key, double& v) -> Status {
+    const std::string* s = nullptr;
+    if (Status st = text(key, s); !st.is_ok()) return st;
+    const std::optional<double> x = real(*s);
+    if (!x || !(*x >= 0))
+      return Status::fail(std::string("its ") + key + " is " + brief(*s) + ", not a number of 0 or more");
+    v = *x;
     return Status::ok();
   };
   RunState r;
@@ -270,15 +303,8 @@ Status parse_run_state(const std::map<std::string, std::string>& meta, std::opti
     n.steps = static_cast<int>(steps), n.total_steps = static_cast<int>(total);
     n.eval_freq = static_cast<int>(eval_freq);
     r.batch_size = static_cast<int>(batch_size);
-    if (Status st = text("run.lr", s); !st.is_ok()) return st;
-    const std::optional<double> lr = real(*s);
-    if (!lr || !(*lr > 0)) return Status::fail("its run.lr is " + brief(*s) + ", not a positive number");
-    n.lr = *lr;
-    if (Status st = text("run.weight_decay", s); !st.is_ok()) return st;
-    const std::optional<double> wd = real(*s);
-    if (!wd || !(*wd >= 0))
-      return Status::fail("its run.weight_decay is " + brief(*s) + ", not a number of 0 or more");
-    n.weight_decay = *wd;
+    if (Status st = positive_real("run.lr", n.lr); !st.is_ok()) return st;
+    if (Status st = nonnegative_real("run.weight_decay", n.weight_decay); !st.is_ok()) return st;
     if (Status st = text("run.first_induction", s); !st.is_ok()) return st;
     if (*s != "none") {
       const std::optional<std::uint64_t> first = decimal(*s, steps);
@@ -325,6 +351,51 @@ Status parse_run_state(const std::map<std::string, std::string>& meta, std::opti
   r.batch_size = static_cast<int>(batch_size);
   r.train_windows = static_cast<int>(train_windows);
   r.val_windows = static_cast<int>(val_windows);
+  if (version->second == "2") {  // the run's settings: what makes the rest of it
+    BookRunSettings b;
+    std::uint64_t epochs = 0, eval_freq = 0, eval_iter = 0;
+    for (auto [key, into] :
+         {std::pair{"run.epochs", &epochs}, {"run.eval_freq", &eval_freq}, {"run.eval_iter", &eval_iter}})
+      if (Status st = whole(key, kInt, *into); !st.is_ok()) return st;
+    if (epochs < 1 || eval_freq < 1 || eval_iter < 1)
+      return Status::fail(
+          "its run state's epochs, evaluation frequency and evaluation batches must be at least 1");
+    const std::uint64_t total = epochs * batches;  // both below 2^31: no overflow
+    if (total > kInt)
+      return Status::fail("its run state's " + std::to_string(epochs) + " epochs of " +
+                          std::to_string(batches) + " batches are more than " + std::to_string(kInt) +
+                          " steps");
+    if (steps > total)
+      return Status::fail("its run state has taken " + std::to_string(steps) + " steps, more than its " +
+                          std::to_string(epochs) + " epochs of " + std::to_string(batches) + " batches");
+    b.epochs = static_cast<int>(epochs), b.eval_freq = static_cast<int>(eval_freq);
+    b.eval_iter = static_cast<int>(eval_iter);
+    if (Status st = positive_real("run.lr", b.lr); !st.is_ok()) return st;
+    if (Status st = nonnegative_real("run.weight_decay", b.weight_decay); !st.is_ok()) return st;
+    if (Status st = text("run.schedule", s); !st.is_ok()) return st;
+    if (*s != "constant" && *s != "warmup_cosine")
+      return Status::fail("its run.schedule is " + brief(*s) + ", not constant or warmup_cosine");
+    b.use_schedule = *s == "warmup_cosine";
+    constexpr const char* kScheduleKeys[] = {"run.warmup_steps", "run.initial_lr", "run.min_lr",
+                                             "run.max_norm"};
+    if (!b.use_schedule) {
+      for (const char* key : kScheduleKeys)
+        if (meta.count(key))
+          return Status::fail(std::string("its run state has ") + key + " but a constant learning rate");
+    } else {
+      std::uint64_t warmup = 0;
+      if (Status st = whole("run.warmup_steps", kInt, warmup); !st.is_ok()) return st;
+      if (warmup > total)
+        return Status::fail("its run.warmup_steps " + std::to_string(warmup) + " is more than the run's " +
+                            std::to_string(total) + " steps");
+      b.schedule.warmup_steps = static_cast<int>(warmup);
+      for (auto [key, into] : {std::pair{"run.initial_lr", &b.schedule.initial_lr},
+                               {"run.min_lr", &b.schedule.min_lr},
+                               {"run.max_norm", &b.schedule.max_norm}})
+        if (Status st = nonnegative_real(key, *into); !st.is_ok()) return st;
+    }
+    r.settings = b;
+  }
   out = std::move(r);
   return Status::ok();
 }

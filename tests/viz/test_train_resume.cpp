@@ -377,3 +377,51 @@ TEST_CASE("panel run: Continue from checkpoint in the app, and a bad folder keep
   ui.frame(app);
   fs::remove_all(dir);
 }
+
+TEST_CASE("panel run: a scheduled CLI checkpoint continues in the panel to the CLI's straight run's bits") {
+  // the appendix-D schedule over the epoch's 42 steps: warmup over 10, cosine after, clipping after warmup
+  const std::vector<std::string> schedule = {"--warmup-steps", "10",   "--max-norm", "0.2",
+                                             "--initial-lr",   "1e-4", "--min-lr",   "1e-5"};
+  const auto scheduled = [&](std::vector<std::string> more) {
+    more.insert(more.end(), schedule.begin(), schedule.end());
+    return reduced_book(more);
+  };
+  const fs::path whole = temp_dir("sched_whole"), at30 = temp_dir("sched_30"), half = temp_dir("sched_7"),
+                 out = temp_dir("sched_out");
+  const attnviz::test::Run straight = cli_ok(scheduled({"--out", whole.string()}));
+  (void)cli_ok(scheduled({"--out", at30.string(), "--stop-after", "30"}));
+  (void)cli_ok(scheduled({"--out", half.string(), "--stop-after", "7"}));
+
+  // CLI 7 steps (inside the warmup), then the panel: its evaluation settings and schedule are the run's
+  TrainSession c;
+  TrainSettings given = recipe_settings(TrainRecipe::book);
+  given.text = reduced_book_settings().text;
+  given.eval_freq = 7, given.eval_iter = 3;  // the run's own (5 and 5) replace these
+  REQUIRE(c.continue_from(half.string(), given, book_tokens).is_ok());
+  CHECK(c.settings().eval_freq == 5);
+  CHECK(c.settings().eval_iter == 5);
+  CHECK(c.settings().lr == 2e-3);
+  // before any step, its checkpoint is the one it continued (the optimizer's last lr included)
+  REQUIRE(c.write_checkpoint(out.string()).is_ok());
+  check_same_files(out, half, {"model.safetensors", "optimizer.safetensors"});
+  while (c.steps_done() < 30) REQUIRE(c.step().is_ok());
+  REQUIRE(c.write_checkpoint(out.string()).is_ok());
+  check_same_files(out, at30, {"model.safetensors", "optimizer.safetensors", "config.json"});
+
+  // the panel's checkpoint records the schedule: the CLI resumes it with no schedule flags at all, to the
+  // straight run's lines and bits
+  const attnviz::test::Run more =
+      cli_ok({"train", kStory, "--vocab", kVocab, "--resume", out.string(), "--out", out.string()});
+  CAPTURE(more.err);
+  CHECK(more.err.empty());
+  const std::vector<std::string> want = lines_of(straight.out), got = lines_of(more.out);
+  REQUIRE(got.size() == 4);  // the evaluations at 0-based steps 30, 35 and 40, the epoch's sample
+  CHECK(std::equal(got.begin(), got.end(), want.end() - 4));
+  check_same_files(out, whole, {"model.safetensors", "optimizer.safetensors"});
+
+  // the panel stops where the schedule ends
+  while (c.steps_done() < 42) REQUIRE(c.step().is_ok());
+  const Status done = c.step();
+  CHECK(done.error == "the run is done: its learning-rate schedule ends after its 1 epochs (42 steps)");
+  for (const fs::path& p : {whole, at30, half, out}) fs::remove_all(p);
+}

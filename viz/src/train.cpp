@@ -194,6 +194,7 @@ Status TrainSession::reset(const TrainSettings& s,
   slice_ms_.clear();
   points_.clear(), snapshots_.clear();
   continued_from_ = 0, run_first_induction_ = -1, continued_run_.reset();
+  epochs_ = 10, use_schedule_ = false, schedule_ = LrSchedule{};
   return snapshot();  // step 0: the untrained heads
 }
 
@@ -227,6 +228,9 @@ Status TrainSession::run_stage() {
   double* timed = nullptr;  // where this piece's time goes
   if (phase == Phase::forward) {
     if (index == 0) {  // a new step: the batch, zero_grad, and the forward pass begun
+      if (use_schedule_ && steps_ >= epochs_ * loader_.batches())
+        return Status::fail("the run is done: its learning-rate schedule ends after its " +
+                            std::to_string(epochs_) + " epochs (" + std::to_string(steps_) + " steps)");
       keep_step_start();
       std::vector<int> inputs, targets;
       int batch = s.batch_size, tokens = s.config.gpt.context_length;
@@ -261,6 +265,12 @@ Status TrainSession::run_stage() {
     timed = &backward_ms_[static_cast<std::size_t>(index)];
     if (++index_ == model_->backward_stages()) phase_ = Phase::update, index_ = 0;
   } else if (phase == Phase::update) {
+    // train_book's appendix-D update: the schedule's lr at this 0-based step, clipping after the warmup
+    if (use_schedule_) {
+      opt_.lr = schedule_.lr(steps_, epochs_ * loader_.batches(), s.lr);
+      if (schedule_.max_norm > 0.0 && steps_ > schedule_.warmup_steps)
+        clip_grad_norm(model_->grads(), schedule_.max_norm);
+    }
     opt_.step(model_->params(), model_->grads());
     ++steps_;
     tokens_ += pending_tokens_;
@@ -524,6 +534,10 @@ Status TrainSession::run_state(RunState& out) const {
     p.sampler_seed = before_update ? start_sampler_seed_ : loader_.sampler_seed();
     r.train_windows = train_.size(), r.val_windows = val_.size();
     r.data_hash = run_data_hash(train_, val_);
+    // the run's total: a schedule's, or the panel's (which trains on past it) grown to the steps taken
+    const int epochs = use_schedule_ ? epochs_ : std::max(epochs_, (steps_ + batches - 1) / batches);
+    r.settings =
+        BookRunSettings{epochs, s.eval_freq, s.eval_iter, s.lr, s.weight_decay, use_schedule_, schedule_};
   }
   r.rng = g.state();
   out = std::move(r);
@@ -562,6 +576,10 @@ Status TrainSession::continue_from(
     if (s.recipe == TrainRecipe::induction)
       next.eval_freq = book.eval_freq, next.snapshot_freq = book.snapshot_freq,
       next.eval_iter = book.eval_iter;
+    if (const std::optional<BookRunSettings>& b = run->settings) {  // version 2: the run's own
+      next.lr = b->lr, next.weight_decay = b->weight_decay;
+      next.eval_freq = b->eval_freq, next.eval_iter = b->eval_iter;
+    }
   }
   // A session as Reset makes it (the text's windows and probe, or the task's held-out batch; the memory
   // check), then the checkpoint's model, optimizer, generators and place in the run.
@@ -591,11 +609,15 @@ Status TrainSession::continue_from(
     c.tokens_ = p.tokens_seen;
     if (p.batch > 0) c.loader_.resume(p.sampler_seed);  // the epoch it stopped in, its draws made
     c.batch_in_epoch_ = p.batch > 0 ? p.batch : c.loader_.batches();  // 0: the next step begins an epoch
+    if (const std::optional<BookRunSettings>& b = run->settings)
+      c.epochs_ = b->epochs, c.use_schedule_ = b->use_schedule, c.schedule_ = b->schedule;
   }
   model.dropout_rng = run->dropout_rng;
   *c.model_ = std::move(model);
   c.opt_ = std::move(opt);
-  c.opt_.lr = next.lr, c.opt_.weight_decay = next.weight_decay;
+  // a schedule's optimizer keeps the last step's lr, as the CLI's does; the next step sets its own
+  if (!c.use_schedule_) c.opt_.lr = next.lr;
+  c.opt_.weight_decay = next.weight_decay;
   c.continued_from_ = c.steps_;
   c.continued_run_ = std::make_shared<const RunState>(*run);
   c.snapshots_.clear();

@@ -45,6 +45,16 @@ struct InductionRunState {
   std::vector<std::uint8_t> data_rng;  // the task's batches' generator (TorchGenerator::state())
 };
 
+// What makes the rest of a book run (train_book's TrainRun, less the sample's text): run.version 2 records
+// it; a version-1 checkpoint (written before) has none, and its resume takes the flags given.
+struct BookRunSettings {
+  int epochs = 10;                   // the run's total (--epochs): the schedule's total is epochs x batches
+  int eval_freq = 5, eval_iter = 5;  // an evaluation draws from the generator: eval_freq is part of the run
+  double lr = 4e-4, weight_decay = 0.1;
+  bool use_schedule = false;  // the appendix-D warmup + cosine and clipping (TrainRun::use_schedule)
+  LrSchedule schedule;
+};
+
 // Where a run stands, its generators' states and what the run was over, so that a resumed run can continue
 // it draw for draw and check it is given the same data.
 struct RunState {
@@ -56,7 +66,8 @@ struct RunState {
   // the book's run (task == book)
   TrainPosition position;
   int train_windows = 0, val_windows = 0;
-  std::uint64_t data_hash = 0;  // run_data_hash of the run's windows
+  std::uint64_t data_hash = 0;              // run_data_hash of the run's windows
+  std::optional<BookRunSettings> settings;  // its lr, weight decay, schedule, total (none: version 1)
   // the induction task's run (task == induction)
   InductionRunState induction;
 };
@@ -69,8 +80,10 @@ std::uint64_t run_data_hash(const Windows& train, const Windows& val);
 // is strict decimal in range, every real number (an induction run's lr and weight decay) a plain finite
 // decimal, each generator state a hex string TorchGenerator::set_state accepts, the book's position
 // consistent (global_step + 1 == epoch * batches + batch), the induction task one validate() accepts and its
-// steps within the run's total; anything else is one line. No "run.version" key: `out` stays empty (an older
-// checkpoint).
+// steps within the run's total; a book run's settings (version 2) within range and consistent (its steps
+// and warmup within epochs x batches, the schedule's keys only with a schedule); anything else is one line.
+// No "run.version" key: `out` stays empty (an older checkpoint). A book run with settings writes version 2,
+// any other run version 1 (its keys are what version 1 had).
 std::map<std::string, std::string> run_state_metadata(const RunState& r);
 Status parse_run_state(const std::map<std::string, std::string>& meta, std::optional<RunState>& out);
 

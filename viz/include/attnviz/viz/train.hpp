@@ -146,8 +146,10 @@ class TrainSession {
   // state; the loss curve starts empty at that step (a checkpoint keeps no curve) and the first snapshot is
   // the model as loaded. A book run needs the text it trained on (`s.text`, tokenized by `tokenize`: the same
   // windows, checked by their hash); `s` also gives the memory budget and, for a text recipe, the evaluation
-  // settings. A folder without run state, or whose run does not fit (another text, a batch the panel
-  // refuses), is refused in one line; on any failure nothing changes.
+  // settings (a book run's own, when its run state records them: its lr, weight decay, evaluations and
+  // appendix-D schedule, which the steps then follow, to the end of its epochs). A folder without run state,
+  // or whose run does not fit (another text, a batch the panel refuses), is refused in one line; on any
+  // failure nothing changes.
   Status continue_from(const std::string& dir, const TrainSettings& s,
                        const std::function<Status(const std::string&, std::vector<int>&)>& tokenize);
   // The step a continued session started from (0: a session from Reset).
@@ -213,6 +215,12 @@ class TrainSession {
   // with an induction head (-1: none before it).
   int continued_from_ = 0, run_first_induction_ = -1;
   std::shared_ptr<const RunState> continued_run_;
+  // A text recipe's run as its checkpoint records it (RunState::settings): its total in epochs (the CLI's
+  // --epochs default for the panel's own runs, grown to the steps taken), and a continued CLI run's
+  // appendix-D schedule, which the update follows as train_book does (the panel's own runs have none).
+  int epochs_ = 10;
+  bool use_schedule_ = false;
+  LrSchedule schedule_;
 };
 
 }  // namespace attnviz::viz
