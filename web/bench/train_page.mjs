@@ -57,7 +57,8 @@ try {
   }
   const sl = s.slices;
   console.log(`slices: ${sl.count} over ${s.steps} steps; median ${sl.median_ms.toFixed(1)} ms, ` +
-              `99th percentile ${sl.p99_ms.toFixed(1)} ms, slowest ${sl.max_ms.toFixed(1)} ms; ${sl.over_50_ms} over 50 ms`);
+              `99th percentile ${sl.p99_ms.toFixed(1)} ms, slowest ${sl.max_ms.toFixed(1)} ms; ${sl.over_50_ms} over 50 ms` +
+              (sl.over_50_ms ? ` (slices ${sl.over_50_ms_at.join(', ')} of ${sl.count})` : ''));
   // each piece's last time, in a step's order: forward stages, backward stages, update, an evaluation
   // batch's forward stages, snapshot
   console.log('pieces (ms):');

@@ -119,6 +119,11 @@ std::string status_json() {
         {"over_50_ms", std::count_if(slices.begin(), slices.end(), [](double ms) { return ms > 50.0; })}};
     if (!slices.empty()) {
       sl["last_ms"] = slices.back();
+      // which slices ran over 50 ms (their 0-based places in the run), to tell a start-up cost from jitter
+      nlohmann::json over = nlohmann::json::array();
+      for (std::size_t i = 0; i < slices.size(); ++i)
+        if (slices[i] > 50.0) over.push_back(i);
+      sl["over_50_ms_at"] = over;
       const auto mid = slices.begin() + static_cast<std::ptrdiff_t>(slices.size() / 2);
       std::nth_element(slices.begin(), mid, slices.end());
       sl["median_ms"] = *mid;
