@@ -573,6 +573,24 @@ TEST_CASE("train cli: an induction run state is untrusted: each bad value is one
   CHECK_FALSE(out.has_value());
 }
 
+namespace {
+
+// A book run's settings read back field by field.
+void check_settings(const BookRunSettings& got, const BookRunSettings& want) {
+  CHECK(got.epochs == want.epochs);
+  CHECK(got.eval_freq == want.eval_freq);
+  CHECK(got.eval_iter == want.eval_iter);
+  CHECK(got.lr == want.lr);
+  CHECK(got.weight_decay == want.weight_decay);
+  CHECK(got.use_schedule == want.use_schedule);
+  CHECK(got.schedule.warmup_steps == want.schedule.warmup_steps);
+  CHECK(got.schedule.initial_lr == want.schedule.initial_lr);
+  CHECK(got.schedule.min_lr == want.schedule.min_lr);
+  CHECK(got.schedule.max_norm == want.schedule.max_norm);
+}
+
+}  // namespace
+
 TEST_CASE("train cli: a run's settings are in its checkpoint: --resume without them is the straight run") {
   const fs::path whole = temp_dir("sched_whole"), half = temp_dir("sched_half"), old = temp_dir("sched_old");
   const test::Run straight = test::cli(tiny("cpu", {"--out", whole.string()}));
@@ -589,17 +607,11 @@ TEST_CASE("train cli: a run's settings are in its checkpoint: --resume without t
     REQUIRE(read_checkpoint(half.string(), m, opt, has_optimizer, run).is_ok());
     REQUIRE(run.has_value());
     REQUIRE(run->settings.has_value());
-    const BookRunSettings& b = *run->settings;
-    CHECK(b.epochs == 2);
-    CHECK(b.eval_freq == 4);
-    CHECK(b.eval_iter == 2);
-    CHECK(b.lr == 3e-3);
-    CHECK(b.weight_decay == 0.1);
-    CHECK(b.use_schedule);
-    CHECK(b.schedule.warmup_steps == 10);
-    CHECK(b.schedule.initial_lr == 3e-5);
-    CHECK(b.schedule.min_lr == 1e-6);
-    CHECK(b.schedule.max_norm == 0.2);
+    BookRunSettings want;  // tiny()'s flags
+    want.epochs = 2, want.eval_freq = 4, want.eval_iter = 2, want.lr = 3e-3, want.weight_decay = 0.1;
+    want.use_schedule = true, want.schedule.warmup_steps = 10, want.schedule.initial_lr = 3e-5;
+    want.schedule.min_lr = 1e-6, want.schedule.max_norm = 0.2;
+    check_settings(*run->settings, want);
     run->settings.reset();
     REQUIRE(write_checkpoint(old.string(), m, opt, "", &*run).is_ok());
   }
@@ -678,17 +690,7 @@ TEST_CASE("train cli: a book run's settings are untrusted: each bad value is one
   REQUIRE(parse_run_state(good, out).is_ok());
   REQUIRE(out.has_value());
   REQUIRE(out->settings.has_value());
-  const BookRunSettings& o = *out->settings;
-  CHECK(o.epochs == 3);
-  CHECK(o.eval_freq == 4);
-  CHECK(o.eval_iter == 2);
-  CHECK(o.lr == 3e-3);
-  CHECK(o.weight_decay == 0.05);
-  CHECK(o.use_schedule);
-  CHECK(o.schedule.warmup_steps == 10);
-  CHECK(o.schedule.initial_lr == 1e-4);
-  CHECK(o.schedule.min_lr == 0.0);
-  CHECK(o.schedule.max_norm == 1.0);
+  check_settings(*out->settings, b);
   // a constant learning rate writes no schedule keys, and reads back without a schedule
   RunState flat = r;
   flat.settings->use_schedule = false;

@@ -86,8 +86,8 @@ export const loads = [];
 // read: a tokenizer (tokenizer.json, which the engine prefers, else GPT-2's two files) and config.json.
 const SIDE_FILES = new Map([['tokenizer.json', 64 << 20], ['vocab.json', 64 << 20], ['merges.txt', 64 << 20],
                             ['encoder.json', 64 << 20], ['vocab.bpe', 64 << 20], ['config.json', 1 << 20]]);
-// An empty folder `dir` under /models in the module's file system (what an earlier open left there removed);
-// returns the function that removes it again.
+// An empty folder `dir` one level under a top folder (/models, /checkpoints) in the module's file system (what
+// an earlier open left there removed); returns the function that removes it again.
 export function freshModelDir(dir) {
   const FS = Module.FS;
   const remove = () => {
@@ -97,7 +97,7 @@ export function freshModelDir(dir) {
     } catch (e) { /* nothing there */ }
   };
   remove();
-  try { FS.mkdir('/models'); } catch (e) { /* there already */ }
+  try { FS.mkdir(dir.slice(0, dir.lastIndexOf('/'))); } catch (e) { /* there already */ }
   FS.mkdir(dir);
   return remove;
 }
@@ -213,17 +213,9 @@ export async function loadCheckpointFiles(files, folder) {
                   `the page can hold ${formatBytes(free)}; use the desktop app (attnviz)`);
     await ensureVocab().catch(() => {});  // a book run tokenizes its text with GPT-2's vocabulary
     const dir = '/checkpoints/' + name, FS = Module.FS;
-    const remove = () => {
-      try {
-        for (const entry of FS.readdir(dir)) if (entry !== '.' && entry !== '..') FS.unlink(dir + '/' + entry);
-        FS.rmdir(dir);
-      } catch (e) { /* nothing there */ }
-    };
-    remove();
-    try { FS.mkdir('/checkpoints'); } catch (e) { /* there already */ }
-    let error;
+    let error, remove = () => {};
     try {
-      FS.mkdir(dir);
+      remove = freshModelDir(dir);
       for (const f of list) {
         showBusy(`Reading ${name}/${f.name} (${formatBytes(f.size)})…`, null, false);
         await painted();

@@ -14,6 +14,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { start, openPage, load, clean, repo } from './harness.mjs';
+import { act, click, train } from './train_ui.mjs';
 
 let env, tmp;
 before(async () => {
@@ -25,37 +26,7 @@ after(async () => {
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
-const train = (page) => page.evaluate(() => attnviz.status().train);
-const act = (page, c) => page.evaluate((x) => attnviz.train(x), c);
 const message = (page) => page.evaluate(() => attnviz.status().message);
-
-// A control's rectangle once a frame has drawn it wholly in view (train.test.mjs has the same).
-async function control(page, name) {
-  for (let i = 0; i < 60; ++i) {
-    const frames = await page.evaluate(() => attnviz.status().frames);
-    const c = (await train(page)).controls[name];
-    if (c && c.visible) return c;
-    if (c) {
-      await page.mouse.move(c.x + 4, 400);
-      await page.mouse.wheel(0, c.y > 400 ? 120 : -120);
-    } else {
-      await page.mouse.move(20, 20 + (i % 2));
-    }
-    await page.waitForFunction((f) => attnviz.status().frames > f, frames);
-  }
-  throw new Error(`the Train panel's ${name} control never came into view`);
-}
-async function mouse(page, event) {
-  const frames = await page.evaluate(() => attnviz.status().frames);
-  await event();
-  await page.waitForFunction((f) => attnviz.status().frames > f, frames);
-}
-async function click(page, name) {
-  const c = await control(page, name);
-  await mouse(page, () => page.mouse.move(c.x + c.w / 2, c.y + c.h / 2));
-  await mouse(page, () => page.mouse.down());
-  await mouse(page, () => page.mouse.up());
-}
 
 // The Train panel's "Continue from a folder...", clicked, and the folder given to the chooser it opens.
 async function continueFromChooser(page, dir) {

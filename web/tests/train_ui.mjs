@@ -1,0 +1,35 @@
+// The Train panel driven as a visitor drives it, for the training tests: its status, its script actions, and
+// its controls found and clicked with the mouse.
+export const train = (page) => page.evaluate(() => attnviz.status().train);
+export const act = (page, c) => page.evaluate((x) => attnviz.train(x), c);
+
+// A control's rectangle once a frame has drawn it wholly in view: the controls column is scrolled with the
+// mouse wheel until it is.
+export async function control(page, name) {
+  for (let i = 0; i < 60; ++i) {
+    const frames = await page.evaluate(() => attnviz.status().frames);
+    const c = (await train(page)).controls[name];
+    if (c && c.visible) return c;
+    if (c) {
+      await page.mouse.move(c.x + 4, 400);
+      await page.mouse.wheel(0, c.y > 400 ? 120 : -120);
+    } else {
+      await page.mouse.move(20, 20 + (i % 2));  // a frame, to draw the control
+    }
+    await page.waitForFunction((f) => attnviz.status().frames > f, frames);
+  }
+  throw new Error(`the Train panel's ${name} control never came into view`);
+}
+// Each mouse event in a frame of its own: Dear ImGui 1.86 sees the button and the pointer once a frame, and
+// a button fires on a release over it.
+export async function mouse(page, event) {
+  const frames = await page.evaluate(() => attnviz.status().frames);
+  await event();
+  await page.waitForFunction((f) => attnviz.status().frames > f, frames);
+}
+export async function click(page, name) {
+  const c = await control(page, name);
+  await mouse(page, () => page.mouse.move(c.x + c.w / 2, c.y + c.h / 2));
+  await mouse(page, () => page.mouse.down());
+  await mouse(page, () => page.mouse.up());
+}
