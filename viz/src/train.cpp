@@ -172,7 +172,8 @@ Status TrainSession::reset(const TrainSettings& s,
   opt_.lr = s.lr, opt_.weight_decay = s.weight_decay;
   // AdamW's moments, the zeros its first step would make: allocated and written here, not in the first
   // update's slice (which took 80 ms for the book recipe's 6.5 million parameters)
-  opt_.exp_avg = model_->params().zeros_like(), opt_.exp_avg_sq = model_->params().zeros_like();
+  if (moments_at_reset_)
+    opt_.exp_avg = model_->params().zeros_like(), opt_.exp_avg_sq = model_->params().zeros_like();
   // and the head's probabilities (51 MB for the book recipe's batches), which its first forward pass
   // allocated
   model_->reserve_step(settings_.batch_size, settings_.recipe == TrainRecipe::induction
@@ -584,7 +585,9 @@ Status TrainSession::continue_from(
   // A session as Reset makes it (the text's windows and probe, or the task's held-out batch; the memory
   // check), then the checkpoint's model, optimizer, generators and place in the run.
   TrainSession c;
+  c.moments_at_reset_ = false;
   if (Status st = c.reset(next, tokenize); !st.is_ok()) return Status::fail(quote(dir) + ": " + st.error);
+  c.moments_at_reset_ = true;  // a later Reset of the continued session starts a run of its own
   if (Status st = c.g_.set_state(run->rng.data(), run->rng.size()); !st.is_ok()) return st;
   if (run->task == RunTask::induction) {
     const InductionRunState& n = run->induction;

@@ -215,6 +215,9 @@ class TrainSession {
   // with an induction head (-1: none before it).
   int continued_from_ = 0, run_first_induction_ = -1;
   std::shared_ptr<const RunState> continued_run_;
+  // reset() makes AdamW's zero moments (continue_from's session, which takes its checkpoint's, does not: a
+  // third copy of the moments would raise the peak of continuing a large model)
+  bool moments_at_reset_ = true;
   // A text recipe's run as its checkpoint records it (RunState::settings): its total in epochs (the CLI's
   // --epochs default for the panel's own runs, grown to the steps taken), and a continued CLI run's
   // appendix-D schedule, which the update follows as train_book does (the panel's own runs have none).
