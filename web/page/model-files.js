@@ -86,6 +86,9 @@ export const loads = [];
 // read: a tokenizer (tokenizer.json, which the engine prefers, else GPT-2's two files) and config.json.
 const SIDE_FILES = new Map([['tokenizer.json', 64 << 20], ['vocab.json', 64 << 20], ['merges.txt', 64 << 20],
                             ['encoder.json', 64 << 20], ['vocab.bpe', 64 << 20], ['config.json', 1 << 20]]);
+// A folder's or file's name as one path component of the module's file system: no '/' or NUL, and never '.' or
+// '..' (which would name the folder above).
+const safeName = (n) => n.replace(/[\/\0]/g, '_').replace(/^\.\.?$/, '_');
 // An empty folder `dir` one level under a top folder (/models, /checkpoints) in the module's file system (what
 // an earlier open left there removed); returns the function that removes it again.
 export function freshModelDir(dir) {
@@ -110,7 +113,7 @@ export async function loadModelFiles(files, folder) {
     if (weights.length !== 1)
       return refuse(`give one .safetensors file (with its tokenizer files, or a folder): got ${weights.length}`);
     const file = weights[0];
-    const name = (folder || file.name).replace(/[\/\0]/g, '_');
+    const name = safeName(folder || file.name);
     // The header first: u64 N, then N bytes of JSON. Too large is refused before anything is read.
     if (file.size < 8) return refuse(`${name} is not a safetensors file: ${file.size} bytes`);
     const n = Number(new DataView(await file.slice(0, 8).arrayBuffer()).getBigUint64(0, true));
@@ -196,7 +199,7 @@ export async function loadCheckpointFiles(files, folder) {
     // the folder's own files (a chosen folder lists its subfolders' too)
     const list = Array.from(files || []).filter((f) => CHECKPOINT_FILES.has(f.name) &&
       (f.webkitRelativePath || 'x/').split('/').length === 2);
-    const name = (folder || 'checkpoint').replace(/[\/\0]/g, '_');
+    const name = safeName(folder || 'checkpoint');
     const fail = (why) => {
       call('attnviz_set_message', why);
       wake();
