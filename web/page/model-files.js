@@ -2,7 +2,8 @@
 // module (chosen, dropped, or asked for by a link that names them).
 import { $, call, formatBytes, needModule, started, wake } from './module.js';
 
-// GPT-2's vocabulary (site/gpt2/, same origin), fetched once, before the first model opens.
+// GPT-2's vocabulary (site/gpt2/, same origin), fetched once, before the first model opens (or a text recipe
+// needs it); a fetch that failed is tried again the next time.
 let vocabFiles = null;
 function fetchVocab() {
   if (!vocabFiles)
@@ -10,7 +11,10 @@ function fetchVocab() {
       const r = await fetch('gpt2/' + f);
       if (!r.ok) throw new Error(`gpt2/${f}: HTTP ${r.status}`);
       return [f, new Uint8Array(await r.arrayBuffer())];
-    }));
+    })).catch((e) => {
+      vocabFiles = null;
+      throw e;
+    });
   return vocabFiles;
 }
 let vocabWritten = false;
@@ -36,7 +40,6 @@ export function vocabulary() {
   if (!vocabFetching) {
     vocabFetching = true;
     ensureVocab().catch((e) => {
-      vocabFiles = null;
       vocabFailed = 'GPT-2\'s vocabulary did not load: ' + e.message;
     }).finally(() => {
       vocabFetching = false;
