@@ -488,7 +488,10 @@ void draw_train_panel(App& app) {
     // the page's chooser (a drop's checks and refusals), also to replace a text; the app's path field
     if (t.choose_text && noted(app, "text", ImGui::Button("Choose a text file..."))) t.choose_text();
     if (!t.choose_text && t.text_name.empty()) ImGui::InputText("text file", &t.text_path);
-    if (t.text_name.empty())
+    if (t.text_name.empty() && t.choose_text)
+      ImGui::TextColored(kTrainDim, "or drop one onto the page (UTF-8, up to %s)",
+                         format_bytes(kMaxTrainTextBytes).c_str());
+    else if (t.text_name.empty())
       ImGui::TextColored(kTrainDim, "or drop a UTF-8 text file (up to %s) onto the window",
                          format_bytes(kMaxTrainTextBytes).c_str());
   }
