@@ -439,3 +439,71 @@ TEST_CASE("train panel: the controls' rectangles are where clicks land") {
   click("latest");
   CHECK(app.train.snapshot == -1);
 }
+
+TEST_CASE("train panel: a host's text chooser and its vocabulary fetched on demand (the page's hooks)") {
+  test::Ui ui;
+  App app;
+  REQUIRE(start(app).is_ok());
+  const auto find = [&app](const std::string& name) { return test::Ui::train_control(app, name); };
+  const auto click = [&](const std::string& name) { ui.click_train(app, name); };
+  int chosen = 0, asked = 0;
+  std::string vocabulary = "fetching";  // what the host answers: "" (there), "fetching", or why not
+  app.train.choose_text = [&chosen] { ++chosen; };
+  app.train.vocabulary_ready = [&](std::string& why) {
+    ++asked;
+    why = vocabulary == "fetching" ? std::string() : vocabulary;
+    return vocabulary.empty();
+  };
+  ui.frame(app);
+  click("header");
+  CHECK(find("text") == nullptr);  // the induction recipe takes no text
+  // the recipe picked by mouse: the combo, then its item
+  click("recipe");
+  click("recipe:book");
+  CHECK(app.train.settings.recipe == TrainRecipe::book);
+  ui.frame(app);
+  CHECK(find("recipe:book") == nullptr);  // the combo closed
+  click("text");
+  CHECK(chosen == 1);
+  CHECK(asked == 0);  // neither picking a recipe nor choosing asks for the vocabulary
+  // the host's chosen text, without the session it makes: Start resets first
+  REQUIRE(choose_train_text(app, "story.txt", kStory.size(), kStory).is_ok());
+  app.train.session.reset();
+  click("start");
+  CHECK(asked == 1);
+  CHECK(app.train.waiting == "start");
+  CHECK_FALSE(app.train.session);
+  CHECK_FALSE(app.train.running);
+  ui.frame(app);  // still on its way: still waiting
+  CHECK(app.train.waiting == "start");
+  CHECK_FALSE(app.train.session);
+  vocabulary.clear();
+  ui.frame(app);  // there: Start goes on
+  CHECK(app.train.waiting.empty());
+  REQUIRE(app.train.session);
+  CHECK(app.train.running);
+  CHECK(app.train.error.empty());
+  click("start");  // Pause
+  CHECK_FALSE(app.train.running);
+  // a vocabulary that cannot be had: one line, and nothing waits
+  app.train.session.reset();
+  vocabulary = "GPT-2's vocabulary did not load: gpt2/encoder.json: HTTP 404";
+  click("step");
+  CHECK(app.train.error == vocabulary);
+  CHECK(app.train.waiting.empty());
+  CHECK_FALSE(app.train.session);
+  // the induction recipe needs no vocabulary
+  const int before = asked;
+  click("recipe");
+  click("recipe:induction");
+  click("reset");
+  CHECK(asked == before);
+  CHECK(app.train.session);
+  // without the hooks (the desktop app) the panel draws its path field and no chooser
+  app.train.choose_text = nullptr;
+  click("recipe");
+  click("recipe:book");
+  ui.frame(app);
+  CHECK(find("text") == nullptr);
+  CHECK(find("recipe") != nullptr);
+}

@@ -371,6 +371,21 @@ void fail(App& app, const Status& st) {
   app.train.running = false;
 }
 
+// Whether a Reset now (by `control`) must wait for GPT-2's vocabulary, which the host fetches on demand: then
+// the control waits (app.train.waiting) and goes on once it is there, or the panel says why it cannot be had.
+bool waits_for_vocabulary(App& app, const char* control) {
+  TrainView& t = app.train;
+  std::string why;
+  if (t.settings.recipe == TrainRecipe::induction || app.model.is_open() || !t.vocabulary_ready ||
+      t.vocabulary_ready(why))
+    return false;
+  if (why.empty())
+    t.waiting = control;
+  else
+    fail(app, Status::fail(why)), t.waiting.clear();
+  return true;
+}
+
 void export_training(App& app, bool checkpoint) {
   TrainSession& s = *app.train.session;
   std::error_code ec;
@@ -449,10 +464,15 @@ void draw_train_panel(App& app) {
   int recipe = static_cast<int>(t.settings.recipe);
   const char* names[] = {to_string(TrainRecipe::induction), to_string(TrainRecipe::book),
                          to_string(TrainRecipe::custom)};
-  if (ImGui::Combo("recipe", &recipe, names, 3)) {
-    const std::uint64_t seed = t.settings.seed;
-    t.settings = recipe_settings(static_cast<TrainRecipe>(recipe));
-    t.settings.seed = seed;
+  const char* items[] = {"recipe:induction", "recipe:book", "recipe:custom"};  // the items' control names
+  if (noted(app, "recipe", ImGui::BeginCombo("recipe", names[recipe]))) {
+    for (int i = 0; i < 3; ++i)
+      if (noted(app, items[i], ImGui::Selectable(names[i], i == recipe))) {
+        const std::uint64_t seed = t.settings.seed;
+        t.settings = recipe_settings(static_cast<TrainRecipe>(i));
+        t.settings.seed = seed;
+      }
+    ImGui::EndCombo();
   }
   TrainSettings& s = t.settings;
   if (s.recipe == TrainRecipe::induction)
@@ -460,15 +480,20 @@ void draw_train_panel(App& app) {
   else
     ImGui::TextColored(kTrainDim, "the sentence box's text, or a file; its last 10%% validates");
   if (s.recipe != TrainRecipe::induction) {
-    if (t.text_name.empty()) {
-      ImGui::InputText("text file", &t.text_path);
-      ImGui::TextColored(kTrainDim, "or drop a UTF-8 text file (up to %s) onto the window",
-                         format_bytes(kMaxTrainTextBytes).c_str());
-    } else {
+    if (!t.text_name.empty()) {
       ImGui::Text("text: %s, %s", t.text_name.c_str(), format_bytes(t.text_size).c_str());
       ImGui::SameLine();
       if (ImGui::SmallButton("forget")) t.text_name.clear(), t.text.clear(), t.text_size = 0;
     }
+    // the page's chooser (a drop's checks and refusals), also to replace a text; the app's path field
+    if (t.choose_text && noted(app, "text", ImGui::Button("Choose a text file..."))) t.choose_text();
+    if (!t.choose_text && t.text_name.empty()) ImGui::InputText("text file", &t.text_path);
+    if (t.text_name.empty() && t.choose_text)
+      ImGui::TextColored(kTrainDim, "or drop one onto the page (UTF-8, up to %s)",
+                         format_bytes(kMaxTrainTextBytes).c_str());
+    else if (t.text_name.empty())
+      ImGui::TextColored(kTrainDim, "or drop a UTF-8 text file (up to %s) onto the window",
+                         format_bytes(kMaxTrainTextBytes).c_str());
   }
   // 0: copies at random distances (an induction head forms); N: always N positions later (a head that looks
   // back N positions does as well, and the probes at other distances tell the two apart)
@@ -484,28 +509,36 @@ void draw_train_panel(App& app) {
   int seed = static_cast<int>(s.seed);
   if (input_int("seed", seed, 1)) s.seed = static_cast<std::uint64_t>(std::max(seed, 0));
 
-  if (noted(app, "start", ImGui::Button(t.running ? "Pause" : "Start"))) {
+  // a control pressed while GPT-2's vocabulary was on its way goes on once it is there
+  std::string again;
+  if (!t.waiting.empty()) {
+    const std::string waiting = std::exchange(t.waiting, std::string());
+    if (!waits_for_vocabulary(app, waiting.c_str())) again = waiting;
+  }
+  if (noted(app, "start", ImGui::Button(t.running ? "Pause" : "Start")) || again == "start") {
     t.error.clear();
-    if (!t.running && !t.session)
+    if (!t.running && !t.session && !waits_for_vocabulary(app, "start"))
       if (Status st = reset(app); !st.is_ok()) fail(app, st);
     t.running = !t.running && t.session != nullptr;
     t.show = t.show || t.running;
   }
   ImGui::SameLine();
-  if (noted(app, "step", ImGui::Button("Step"))) {
+  if (noted(app, "step", ImGui::Button("Step")) || again == "step") {
     t.error.clear();
-    if (!t.session)
+    if (!t.session && !waits_for_vocabulary(app, "step"))
       if (Status st = reset(app); !st.is_ok()) fail(app, st);
     if (t.session)
       if (Status st = t.session->step(); !st.is_ok()) fail(app, st);
     t.show = t.session != nullptr;
   }
   ImGui::SameLine();
-  if (noted(app, "reset", ImGui::Button("Reset"))) {
+  if (noted(app, "reset", ImGui::Button("Reset")) || again == "reset") {
     t.error.clear();
     t.running = false;
-    if (Status st = reset(app); !st.is_ok()) fail(app, st);
+    if (!waits_for_vocabulary(app, "reset"))
+      if (Status st = reset(app); !st.is_ok()) fail(app, st);
   }
+  if (!t.waiting.empty()) ImGui::TextColored(kTrainDim, "fetching GPT-2's vocabulary for the text...");
   // a run's checkpoint folder (Save model's, or attnviz-cli train --out's) goes on where it stopped
   if (t.choose_checkpoint) {
     if (noted(app, "continue", ImGui::Button("Continue from a folder..."))) t.choose_checkpoint();

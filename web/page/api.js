@@ -31,7 +31,8 @@
 //                           the module's file system, name: what the message calls it)}; returns '' or why not.
 //                           status().train says where it stands: steps, losses and in-context scores (from step
 //                           continued_from + 1), snapshots, the shown snapshot's step and head kinds, the
-//                           dropped text ({name, size, max}), and the panel's controls as the last frame drew
+//                           dropped or chosen text ({name, size, max}), the control waiting for GPT-2's
+//                           vocabulary (waiting), and the panel's controls as the last frame drew
 //                           them ({start: {x, y, w, h, visible}, ...}) for tests that click them
 import { call, heapF32, needModule, wellFormed } from './module.js';
 import { loadModelFiles, loads, openModel, setReadChunk } from './model-files.js';

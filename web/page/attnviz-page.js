@@ -5,7 +5,7 @@
 import { $, call, markStarted, started, toHeap, wake } from './module.js';
 import { rejectReady, resolveReady } from './api.js';
 import { download } from './downloads.js';
-import { askForWanted, ensureVocab, openModel } from './model-files.js';
+import { askForWanted, ensureVocab, openModel, vocabulary } from './model-files.js';
 import { openHub, showList } from './hub.js';
 import { followIfMoved, initialState, linkNamesModel, stateChanged } from './url-state.js';
 
@@ -120,6 +120,11 @@ function start() {
       chooseCheckpoint() {
         $('checkpoint-folder').click();
       },
+      // Its "Choose a text file...": the text recipes' text (model-files.js reads it as a dropped one).
+      chooseTrainText() {
+        $('train-text').click();
+      },
+      vocabulary,
       openModel(json) {
         openModel(JSON.parse(json)).then((error) => { if (error) console.warn('attnviz: ' + error); });
       },

@@ -2,7 +2,8 @@
 // module (chosen, dropped, or asked for by a link that names them).
 import { $, call, formatBytes, needModule, started, wake } from './module.js';
 
-// GPT-2's vocabulary (site/gpt2/, same origin), fetched once, before the first model opens.
+// GPT-2's vocabulary (site/gpt2/, same origin), fetched once, before the first model opens (or a text recipe
+// needs it); a fetch that failed is tried again the next time.
 let vocabFiles = null;
 function fetchVocab() {
   if (!vocabFiles)
@@ -10,7 +11,10 @@ function fetchVocab() {
       const r = await fetch('gpt2/' + f);
       if (!r.ok) throw new Error(`gpt2/${f}: HTTP ${r.status}`);
       return [f, new Uint8Array(await r.arrayBuffer())];
-    }));
+    })).catch((e) => {
+      vocabFiles = null;
+      throw e;
+    });
   return vocabFiles;
 }
 let vocabWritten = false;
@@ -20,6 +24,29 @@ export async function ensureVocab() {
   try { Module.FS.mkdir('/gpt2'); } catch (e) { /* there already */ }
   for (const [f, data] of files) Module.FS.writeFile('/gpt2/' + f, data);
   vocabWritten = true;
+}
+// For the Train panel, whose text recipes tokenize with GPT-2's vocabulary when no model is open (asked from
+// the module, web/src/hooks.cpp): '' when it is in the module; else it is fetched now, a frame is drawn once it
+// is there (the control pressed then goes on), and 'fetching' is returned; or why it did not load (once: the
+// next ask fetches again).
+let vocabFetching = false, vocabFailed = '';
+export function vocabulary() {
+  if (vocabWritten) return '';
+  if (vocabFailed) {
+    const why = vocabFailed;
+    vocabFailed = '';
+    return why;
+  }
+  if (!vocabFetching) {
+    vocabFetching = true;
+    ensureVocab().catch((e) => {
+      vocabFailed = 'GPT-2\'s vocabulary did not load: ' + e.message;
+    }).finally(() => {
+      vocabFetching = false;
+      wake();
+    });
+  }
+  return 'fetching';
 }
 
 // The progress panel of a long operation (reading a model, drawing a seeded one), with Cancel.
@@ -256,6 +283,12 @@ export function askForWanted() {
   $('ask').hidden = !wanted;
 }
 $('ask-choose').addEventListener('click', () => $('model-files').click());
+// The Train panel's "Choose a text file...": the file chosen is the book recipe's text, as a dropped one is.
+$('train-text').addEventListener('change', async (e) => {
+  const file = e.target.files[0];
+  e.target.value = '';
+  if (file) await loadTrainText(file);
+});
 for (const id of ['model-files', 'model-folder', 'checkpoint-folder'])
   $(id).addEventListener('change', async (e) => {
     const input = e.target;
@@ -268,7 +301,8 @@ for (const id of ['model-files', 'model-folder', 'checkpoint-folder'])
     else await loadFiles(files, folder);
   });
 // A dropped text file (one file, named .txt, .md or .text, or of a text/* type, and no model's file such as
-// merges.txt) is the book recipe's text in the Train panel; the module checks it (UTF-8, not empty, at most
+// merges.txt), or any file chosen with the Train panel's "Choose a text file...", is the book recipe's text in the
+// Train panel; the module checks it (UTF-8, not empty, at most
 // status().train.text.max bytes, long enough for a batch) and keeps the last good text on a refusal. Too large
 // a file is refused by its size, unread.
 const isModelName = (name) => /\.safetensors$/i.test(name) || SIDE_FILES.has(name) || name === 'tokenizer_config.json';

@@ -94,6 +94,8 @@ std::string status_json() {
       {"show", tv.show},
       {"error", tv.error},
       {"snapshot", tv.snapshot},
+      // the control waiting for GPT-2's vocabulary ("start", "step", "reset"), or ""
+      {"waiting", tv.waiting},
       {"text", {{"name", tv.text_name}, {"size", tv.text_size}, {"max", attnviz::viz::kMaxTrainTextBytes}}}};
   // the panel's controls as the last frame drew them, for tests that click them
   nlohmann::json controls = nlohmann::json::object();
@@ -358,6 +360,15 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_train(const char* json) {
         return "unknown recipe " + attnviz::quote(recipe) + " (induction, book, custom)";
       t.settings = attnviz::viz::recipe_settings(r);
       t.running = false;
+      // a text recipe with no model open tokenizes with GPT-2's vocabulary, which the page fetches on demand:
+      // a script resets again (the panel's controls wait for it instead)
+      std::string why;
+      if (r != TrainRecipe::induction && !app.model.is_open() && t.vocabulary_ready &&
+          !t.vocabulary_ready(why)) {
+        if (!why.empty()) return t.error = why;
+        return "GPT-2's vocabulary is on its way (fetched now): reset again, which returns '' once it is "
+               "there";
+      }
       if (Status st = attnviz::viz::reset_training(app); !st.is_ok()) return t.error = st.error;
       t.show = true;
       return std::string();

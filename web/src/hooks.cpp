@@ -19,6 +19,8 @@ EM_JS(void, page_copy, (const char* text), { Module.attnvizHooks.copy(UTF8ToStri
 EM_JS(void, page_compute_later, (), { Module.attnvizHooks.computeLater(); });
 EM_JS(void, page_choose_model_files, (int folder), { Module.attnvizHooks.chooseModelFiles(folder); });
 EM_JS(void, page_choose_checkpoint, (), { Module.attnvizHooks.chooseCheckpoint(); });
+EM_JS(void, page_choose_train_text, (), { Module.attnvizHooks.chooseTrainText(); });
+EM_JS(char*, page_vocabulary, (), { return Module.attnvizHooks.toHeap(Module.attnvizHooks.vocabulary()); });
 EM_JS(void, page_open_model, (const char* json), { Module.attnvizHooks.openModel(UTF8ToString(json)); });
 EM_JS(void, page_fetch_hub, (const char* repo), { Module.attnvizHooks.fetchHub(UTF8ToString(repo)); });
 EM_JS(int, page_canvas_width, (), { return Module.canvas.clientWidth | 0; });
@@ -64,6 +66,12 @@ void choose_model_files(bool folder) {
 }
 void choose_checkpoint() {
   page_choose_checkpoint();
+}
+void choose_train_text() {
+  page_choose_train_text();
+}
+std::string vocabulary() {
+  return take(page_vocabulary());
 }
 void open_model(const std::string& choice_json) {
   page_open_model(choice_json.c_str());

@@ -17,6 +17,10 @@ void copy(const std::string& text);
 void compute_later();  // attnviz_compute_pending, in a task after the keys queued meanwhile
 void choose_model_files(bool folder);
 void choose_checkpoint();  // the Train panel's continue button: a checkpoint folder, continued
+void choose_train_text();  // the Train panel's "Choose a text file...": read and given as a dropped text is
+// GPT-2's vocabulary for the Train panel: "" when it is in the module's /gpt2, "fetching" while it is on its
+// way (fetched now; a frame is drawn once it is there), else why it did not load
+std::string vocabulary();
 void open_model(const std::string& choice_json);  // after the page fetched what the model needs
 void fetch_hub(const std::string& repo);          // the Model panel's hub list: fetch and open ORG/NAME
 // The canvas's box on the page, in CSS pixels.

@@ -222,6 +222,14 @@ void start_page() {
   app.model_view.fetch_hub = [](const std::string& repo) { hooks::fetch_hub(repo); };
   // The Train panel's continue button: a folder from the visitor's disk (model-files.js copies it in).
   app.train.choose_checkpoint = [] { hooks::choose_checkpoint(); };
+  // Its text recipes' "Choose a text file..." (model-files.js reads the file as a dropped one), and GPT-2's
+  // vocabulary, fetched when a text recipe with no model open first needs it.
+  app.train.choose_text = [] { hooks::choose_train_text(); };
+  app.train.vocabulary_ready = [](std::string& why) {
+    const std::string v = hooks::vocabulary();
+    why = v == "fetching" ? std::string() : v;
+    return v.empty();
+  };
   app.downloads = true;
   app.export_dir = "/attnviz-export";
   app.session.offload = &page->gpu;

@@ -3,7 +3,9 @@
 // induction recipe trains between frames with its losses equal to the native attnviz-cli's; Pause stops it;
 // dragging the step slider shows an earlier snapshot; the export buttons download their files; Open in model
 // view shows the trained model. A text file dropped onto the page becomes the book recipe's text, and every
-// refusal keeps the last good one. The API (attnviz.train) is checked on its own at the end.
+// refusal keeps the last good one; one chosen with the panel's "Choose a text file..." is the same thing (the
+// same refusals, the same first loss). The book recipe's Start on a fresh page waits for GPT-2's vocabulary
+// (fetched only then), and a failed fetch is one line. The API (attnviz.train) is checked on its own at the end.
 //   ATTNVIZ_SITE   the built site (default build/wasm-release/web/site)
 //   ATTNVIZ_CLI    a native attnviz-cli (scripts/test passes the release build's) for the losses
 import { test, before, after } from 'node:test';
@@ -168,6 +170,143 @@ test('a text file dropped onto the page is the book recipe\'s; each refusal keep
              () => attnviz.status().message.includes('x.safetensors'));
   assert.equal(await page.evaluate(() => attnviz.status().message), 'x.safetensors is not a safetensors file: 3 bytes');
   assert.equal((await train(page)).text.name, 'story.txt');
+  clean(log);
+});
+
+// The Train panel's recipe chosen by mouse: its combo opened, then the item clicked.
+async function pickRecipe(page, recipe) {
+  await click(page, 'recipe');
+  await click(page, 'recipe:' + recipe);
+}
+// The Train panel's "Choose a text file...", clicked, and `file` (a path, or {name, mimeType, buffer}) given to
+// the chooser it opens; waits until the page has taken it (`done`, a condition on status()).
+async function chooseText(page, file, done, arg) {
+  const chooser = page.waitForEvent('filechooser');
+  await click(page, 'text');
+  await (await chooser).setFiles(file);
+  await page.waitForFunction(done, arg);
+}
+const hasVocabulary = (page) => page.evaluate(() => Module.FS.analyzePath('/gpt2/encoder.json').exists);
+
+test('a text file chosen with the Train panel\'s button is the book recipe\'s, as a dropped one is', async (t) => {
+  const { page, log } = await openPage(env);
+  await load(page, env.url);
+  assert.equal(await hasVocabulary(page), false, 'a fresh page has not fetched GPT-2\'s vocabulary');
+  await click(page, 'header');  // opens the panel
+  await pickRecipe(page, 'book');
+  let s = await train(page);
+  assert.equal(s.recipe, 'The book\'s chapter 5');
+  assert.equal(s.steps, undefined, 'picking a recipe trains nothing yet');
+  const path = join(repo, 'tests', 'fixtures', 'train', 'story.txt'), story = readFileSync(path);
+  await chooseText(page, path, () => attnviz.status().train.text.name === 'story.txt');
+  s = await train(page);
+  assert.equal(s.error, '');
+  assert.equal(s.text.size, story.length);
+  assert.equal(s.recipe, 'The book\'s chapter 5');
+  assert.equal(s.steps, 0);
+  assert.equal(s.running, false);
+  assert.equal(await page.evaluate(() => attnviz.status().message), 'training on \'story.txt\' (6.0 kB): press Start');
+  assert.equal(await hasVocabulary(page), true, 'GPT-2\'s vocabulary fetched for the text');
+
+  // Step, then Start and Pause, by mouse: it trains on the text.
+  await click(page, 'step');
+  await page.waitForFunction(() => attnviz.status().train.steps === 1);
+  const first = (await train(page)).losses[0];
+  assert.ok(Math.abs(first - 10.8) < 0.5, `first loss ${first}: near ln(50257) = 10.8`);
+  await click(page, 'start');
+  await page.waitForFunction(() => attnviz.status().train.steps >= 4, null, { timeout: 120000 });
+  await click(page, 'start');  // Pause
+  await page.waitForFunction(() => !attnviz.status().train.running);
+  s = await train(page);
+  assert.equal(s.error, '');
+  assert.equal(s.losses.length, s.steps);
+  assert.equal(s.losses[0], first);
+  assert.ok(s.losses.every((l) => l > 5 && l < 12), `losses ${s.losses}`);
+  const steps = s.steps;
+
+  // A refusal through the chooser is a drop's: one line naming the file; the text and the session stay.
+  await chooseText(page, { name: 'latin1.txt', mimeType: 'text/plain', buffer: Buffer.from([0x63, 0x61, 0x66, 0xe9]) },
+                   () => attnviz.status().train.error !== '');
+  s = await train(page);
+  assert.equal(s.error, 'latin1.txt is not UTF-8 text (bad byte 0xE9 at offset 3)');
+  assert.equal(s.text.name, 'story.txt');
+  assert.equal(s.steps, steps);
+
+  // The same text dropped: a new session on it, whose first step's loss is the chosen text's, to the bit.
+  await drop(page, [text('story.txt', story)], () => attnviz.status().train.steps === 0);
+  s = await train(page);
+  assert.equal(s.error, '');
+  assert.equal(s.text.name, 'story.txt');
+  await click(page, 'step');
+  await page.waitForFunction(() => attnviz.status().train.steps === 1);
+  assert.equal((await train(page)).losses[0], first);
+  t.diagnostic(`story.txt's first loss, chosen and dropped: ${first} (a figure; the check is that both are equal)`);
+  clean(log);
+});
+
+test('the book recipe\'s Start on a fresh page waits for GPT-2\'s vocabulary, then trains; a failed fetch is one line', async () => {
+  const { page, log } = await openPage(env);
+  // GPT-2's vocabulary is fetched by the page only when it is needed: here its first fetch fails, its second is
+  // held until the test lets it through.
+  let mode = 'fail';
+  const held = [];
+  await page.route('**/gpt2/*', (route) => {
+    if (mode === 'hold') held.push(route);
+    else if (mode === 'fail' && route.request().url().endsWith('/encoder.json')) route.fulfill({ status: 404, body: '' });
+    else route.continue();
+  });
+  await load(page, env.url);
+  // the sentence box's text is the book recipe's: half the story (the view takes at most 1024 tokens)
+  const story = readFileSync(join(repo, 'tests', 'fixtures', 'train', 'story.txt'), 'utf8').slice(0, 3000);
+  assert.equal(await page.evaluate((x) => attnviz.setText(x), story), '');
+  await click(page, 'header');
+  await pickRecipe(page, 'book');
+  await click(page, 'start');
+  await page.waitForFunction(() => attnviz.status().train.error !== '');
+  let s = await train(page);
+  assert.equal(s.error, 'GPT-2\'s vocabulary did not load: gpt2/encoder.json: HTTP 404');
+  assert.equal(s.waiting, '');
+  assert.equal(s.running, false);
+  assert.equal(s.steps, undefined);
+
+  // Start again: the vocabulary is fetched again; Start waits for it, then goes on.
+  mode = 'hold';
+  await click(page, 'start');
+  s = await train(page);
+  assert.equal(s.waiting, 'start');
+  assert.equal(s.error, '');
+  assert.equal(s.running, false);
+  assert.equal(s.steps, undefined);
+  while (held.length < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+  mode = 'pass';
+  for (const route of held) await route.continue();
+  await page.waitForFunction(() => attnviz.status().train.running && attnviz.status().train.steps >= 2, null,
+                             { timeout: 120000 });
+  await click(page, 'start');  // Pause
+  await page.waitForFunction(() => !attnviz.status().train.running);
+  s = await train(page);
+  assert.equal(s.error, '');
+  assert.equal(s.waiting, '');
+  assert.equal(s.text.name, '', 'the sentence box\'s text');
+  assert.ok(Math.abs(s.losses[0] - 10.8) < 0.5, `first loss ${s.losses[0]}: near ln(50257) = 10.8`);
+  // the 404 is the browser's console error; nothing else
+  assert.deepEqual(log.errors.filter((e) => !/404/.test(e)), []);
+  log.errors.length = 0;
+  clean(log);
+});
+
+test('attnviz.train\'s reset of the book recipe on a fresh page says the vocabulary is on its way, then resets', async () => {
+  const { page, log } = await openPage(env);
+  await load(page, env.url);
+  const story = readFileSync(join(repo, 'tests', 'fixtures', 'train', 'story.txt'), 'utf8').slice(0, 3000);
+  assert.equal(await page.evaluate((x) => attnviz.setText(x), story), '');
+  assert.equal(await act(page, { action: 'reset', recipe: 'book' }),
+               'GPT-2\'s vocabulary is on its way (fetched now): reset again, which returns \'\' once it is there');
+  assert.equal((await train(page)).error, '');
+  await page.waitForFunction(() => attnviz.train({ action: 'reset', recipe: 'book' }) === '');
+  const s = await train(page);
+  assert.equal(s.recipe, 'The book\'s chapter 5');
+  assert.equal(s.steps, 0);
   clean(log);
 });
 

@@ -157,10 +157,20 @@ struct TrainView {
   // Set by a host whose folders are not paths (the browser page): the panel's continue button asks it for a
   // folder (it copies the folder in and calls continue_training), and the path field is not drawn.
   std::function<void()> choose_checkpoint;
-  std::string error;  // why the last action failed
-  int resets = 0;     // bumps on every Reset (texture keys)
+  // Set by a host whose files are not paths (the browser page): the panel's "Choose a text file..." asks it
+  // for the text recipes' text (it reads the file and calls choose_train_text, as for a drop), and the text
+  // file field is not drawn.
+  std::function<void()> choose_text;
+  // Set by a host that fetches GPT-2's vocabulary only when it is needed (the browser page), asked before a
+  // text recipe's Reset with no model open: true when it is there; false while it is on its way (the control
+  // pressed waits, and goes on the first frame it is there) or, with `why`, when it cannot be had.
+  std::function<bool(std::string& why)> vocabulary_ready;
+  std::string waiting;  // the control ("start", "step", "reset") waiting for the vocabulary
+  std::string error;    // why the last action failed
+  int resets = 0;       // bumps on every Reset (texture keys)
   // The last frame's rectangles of the panel's controls in screen pixels ("header", "start" (Start or
-  // Pause), "step", "reset", "open", "save", "csv", "png", "continue", "slider", "latest"), for tests that
+  // Pause), "step", "reset", "open", "save", "csv", "png", "continue", "text", "recipe" and its items
+  // "recipe:induction", "recipe:book", "recipe:custom" while open, "slider", "latest"), for tests that
   // click them; visible: wholly inside its scrolled window.
   struct Control {
     std::string name;
