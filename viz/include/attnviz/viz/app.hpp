@@ -143,10 +143,10 @@ struct TrainView {
   bool running = false;                   // steps run between frames
   bool show = false;                      // the main area shows the training view
   int snapshot = -1;                      // the step slider's snapshot (-1: follow the latest)
-  // training time per frame: pieces of steps that fit it, at least one. 40 ms, not 30: the page's one-thread
-  // pieces of the induction recipe take 17 to 22 ms, and 30 ms held one a frame, so a step took three frames
-  // (docs/training.md, "The Train panel")
-  double budget_ms = 40.0;
+  // training time per frame: pieces of steps that fit it, at least one. 35 ms: the pieces now take at most 14
+  // ms on one thread, so a frame still holds two or more, and a piece that runs past its last time by up to
+  // 15 ms (the threaded page's jitter) keeps the slice within 50 ms (docs/training.md, "The Train panel")
+  double budget_ms = 35.0;
   std::string text_path;  // book and custom: a text file (empty: the sentence box's text)
   // book and custom: a text dropped onto the window or the page (choose_train_text), checked; used before
   // text_path and the sentence box until forgotten (text_name empty)
