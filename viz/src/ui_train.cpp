@@ -486,13 +486,15 @@ void draw_train_panel(App& app) {
       if (ImGui::SmallButton("forget")) t.text_name.clear(), t.text.clear(), t.text_size = 0;
     }
     // the page's chooser (a drop's checks and refusals), also to replace a text; the app's path field
-    if (t.choose_text && noted(app, "text", ImGui::Button("Choose a text file..."))) t.choose_text();
-    if (!t.choose_text && t.text_name.empty()) ImGui::InputText("text file", &t.text_path);
-    if (t.text_name.empty() && t.choose_text)
-      ImGui::TextColored(kTrainDim, "or drop one onto the page (UTF-8, up to %s)",
-                         format_bytes(kMaxTrainTextBytes).c_str());
-    else if (t.text_name.empty())
-      ImGui::TextColored(kTrainDim, "or drop a UTF-8 text file (up to %s) onto the window",
+    if (t.choose_text) {
+      if (noted(app, "text", ImGui::Button("Choose a text file..."))) t.choose_text();
+    } else if (t.text_name.empty()) {
+      ImGui::InputText("text file", &t.text_path);
+    }
+    if (t.text_name.empty())
+      ImGui::TextColored(kTrainDim,
+                         t.choose_text ? "or drop one onto the page (UTF-8, up to %s)"
+                                       : "or drop a UTF-8 text file (up to %s) onto the window",
                          format_bytes(kMaxTrainTextBytes).c_str());
   }
   // 0: copies at random distances (an induction head forms); N: always N positions later (a head that looks
