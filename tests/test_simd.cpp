@@ -252,6 +252,33 @@ void check_causal(Isa isa, simd::CausalGemm::Kind kind, int M, int N, int K, con
 
 }  // namespace
 
+TEST_CASE("row blocks cover a range in as few blocks as the kernel's height allows, sizes within one") {
+  for (int MR : {1, 5, 6, 12})
+    for (int m0 : {0, 3})
+      for (int n = 0; n <= 200; ++n) {
+        CAPTURE(MR);
+        CAPTURE(n);
+        std::vector<int> sizes;
+        int next = m0;
+        attnviz::simd::for_row_blocks(m0, m0 + n, MR, [&](int i, int rows) {
+          CHECK(i == next);  // contiguous, in order
+          next = i + rows;
+          sizes.push_back(rows);
+        });
+        CHECK(next == (n > 0 ? m0 + n : m0));
+        CHECK(static_cast<int>(sizes.size()) == (n + MR - 1) / MR);
+        if (sizes.empty()) continue;
+        const auto [lo, hi] = std::minmax_element(sizes.begin(), sizes.end());
+        CHECK(*lo >= 1);
+        CHECK(*hi <= MR);
+        CHECK(*hi - *lo <= 1);
+      }
+  // 16 rows of WebAssembly's 5-row kernel: four blocks of 4, never a block of one row
+  std::vector<int> sizes;
+  attnviz::simd::for_row_blocks(0, 16, 5, [&](int, int rows) { sizes.push_back(rows); });
+  CHECK(sizes == std::vector<int>{4, 4, 4, 4});
+}
+
 TEST_CASE("causal attention products skip the masked half and give the dense GEMM's bits") {
   // T around the micro-kernels' heights (5, 6, 12 rows) and panel widths (8, 16, 32), one row past the
   // products' row blocks (96), and past their K blocks (4096 / NR = 128, 256, 512 terms); head widths that

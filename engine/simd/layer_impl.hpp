@@ -37,6 +37,13 @@ constexpr int mr_of() {
   return std::is_same<A, xsimd::avx512bw>::value ? 12 : 6;
 #endif
 }
+// A tile height of about `rows` that is a whole number of MR-row blocks (96 natively; 95 in WebAssembly,
+// whose 5-row blocks left 96-row tiles a block of one row each).
+template <class A>
+constexpr int tile_rows(int rows) {
+  return rows / mr_of<A>() * mr_of<A>();
+}
+
 template <class A>
 inline int lesser(int a, int b) {
   return a < b ? a : b;
@@ -179,20 +186,21 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
       const int n_valid = lesser<A>(NR, N - p * NR);
       if (kReadPanelsFirst && m1 - m0 > 1 && kb >= 256) touch_lines<A>(bp, static_cast<std::size_t>(kb) * NR);
       const float* bb = k0 == 0 && bias ? bias + p * NR : nullptr;
-      for (int i = m0; i < m1; i += MR) {
+      for_row_blocks(m0, m1, MR, [&](int i, int rows) {
         const float* ai = a + static_cast<std::size_t>(i) * lda + k0;
         float* ci = c + static_cast<std::size_t>(i) * ldc + p * NR;
-        kMicroKernels[lesser<A>(MR, m1 - i)](kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
-      }
+        kMicroKernels[rows](kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
+      });
     }
   }
 }
 
 // Rows [m0, m1) of one of causal attention's products (CausalGemm), row i at query position i + pos0, in
-// strips of MR rows, each with its own run of k (lower_a, lower_at) or of panels (lower_c). With `window` > 0
-// (a sliding-window layer; lower_c and lower_a) row i sees no key before i + pos0 - window + 1 either, and
-// its weights are zero there, so a strip starts at its first row's first key. The loops run as gemm's: K in
-// blocks that keep a panel's slice in L1 while it serves every strip, each strip's sum over k in order.
+// strips of up to MR rows (for_row_blocks), each with its own run of k (lower_a, lower_at) or of panels
+// (lower_c). With `window` > 0 (a sliding-window layer; lower_c and lower_a) row i sees no key before i +
+// pos0 - window + 1 either, and its weights are zero there, so a strip starts at its first row's first key.
+// The loops run as gemm's: K in blocks that keep a panel's slice in L1 while it serves every strip, each
+// strip's sum over k in order.
 template <class A>
 void causal_strips(const CausalGemm& g, int m0, int m1, int pos0, int window) {
   constexpr int NR = nr_of<A>(), MR = mr_of<A>();
@@ -222,11 +230,11 @@ void causal_strips(const CausalGemm& g, int m0, int m1, int pos0, int window) {
   for (int k0 = 0; k0 < g.K; k0 += KC) {
     const int k1 = lesser<A>(g.K, k0 + KC);
     for (int p = 0; p < pn; ++p)
-      for (int r0 = m0; r0 < m1; r0 += MR) {
-        const int r1 = lesser<A>(m1, r0 + MR);
+      for_row_blocks(m0, m1, MR, [&](int r0, int rows) {
+        const int r1 = r0 + rows;
         const Strip st = strip(r0, r1);
         const int s0 = st.lo > k0 ? st.lo : k0, s1 = lesser<A>(st.hi, k1);
-        if (p < st.pl || p * NR >= st.n1 || s1 <= s0) continue;
+        if (p < st.pl || p * NR >= st.n1 || s1 <= s0) return;
         const float* a = trans ? g.a + static_cast<std::size_t>(s0) * g.lda + r0
                                : g.a + static_cast<std::size_t>(r0) * g.lda + s0;
         (trans ? kTransposed : kMicroKernels)[r1 - r0](
@@ -234,17 +242,17 @@ void causal_strips(const CausalGemm& g, int m0, int m1, int pos0, int window) {
             g.b + static_cast<std::size_t>(p) * g.bstride + static_cast<std::size_t>(s0) * NR,
             g.c + static_cast<std::size_t>(r0) * g.ldc + p * NR, g.ldc, lesser<A>(NR, st.n1 - p * NR),
             nullptr, s0 > st.lo);
-      }
+      });
   }
   // a strip with no term at all (rows past K): the empty sum
-  for (int r0 = m0; r0 < m1; r0 += MR) {
-    const int r1 = lesser<A>(m1, r0 + MR);
+  for_row_blocks(m0, m1, MR, [&](int r0, int rows) {
+    const int r1 = r0 + rows;
     const Strip st = strip(r0, r1);
     if (st.hi <= st.lo)
       for (int i = r0; i < r1; ++i)
         std::fill(g.c + static_cast<std::size_t>(i) * g.ldc, g.c + static_cast<std::size_t>(i) * g.ldc + g.N,
                   0.0f);
-  }
+  });
 }
 
 // n 16-bit weights widened exactly into floats: BF16 is a float's high half; F16 (IEEE half) becomes its
@@ -292,11 +300,11 @@ void gemm16(int m0, int m1, int p0, int p1, int N, int K, const float* a, int ld
                    static_cast<std::size_t>(kb) * NR, b.bf16, buf);
       const int n_valid = lesser<A>(NR, N - p * NR);
       const float* bb = k0 == 0 && bias ? bias + p * NR : nullptr;
-      for (int i = m0; i < m1; i += MR) {
+      for_row_blocks(m0, m1, MR, [&](int i, int rows) {
         const float* ai = a + static_cast<std::size_t>(i) * lda + k0;
         float* ci = c + static_cast<std::size_t>(i) * ldc + p * NR;
-        kMicroKernels[lesser<A>(MR, m1 - i)](kb, ai, lda, panel, ci, ldc, n_valid, bb, k0 > 0);
-      }
+        kMicroKernels[rows](kb, ai, lda, panel, ci, ldc, n_valid, bb, k0 > 0);
+      });
     }
   }
 }
@@ -363,7 +371,7 @@ void parallel_gemm(ThreadPool& pool, int M, int N, int K, const float* a, const 
   // 16-bit panels are widened once per row tile: taller tiles widen them fewer times (a 16 kB K block of a
   // panel then serves up to 192 rows).
   constexpr int NR = nr_of<A>(), kPanels = 4;
-  const int kRows = b16.p ? 192 : 96;
+  const int kRows = tile_rows<A>(b16.p ? 192 : 96);
   const int pn = panels(N, NR);
   const int row_tiles = (M + kRows - 1) / kRows, panel_tiles = (pn + kPanels - 1) / kPanels;
   // Tasks walk the row tiles of one panel tile before the next, so each slice of B (a weight matrix, often
@@ -395,7 +403,7 @@ void fast_layer::operator()(A, const LayerJob& job) const {
   if (job.qkv_given) {
     q = job.q, k = job.k, v = job.v;
   } else if (job.has_weights) {
-    constexpr int kRows = 96, kPanels = 4;
+    constexpr int kRows = tile_rows<A>(96), kPanels = 4;
     const int row_tiles = (T - first + kRows - 1) / kRows;
     const int panel_tiles = (panels(W, NR) + kPanels - 1) / kPanels;
     const std::size_t bstride = static_cast<std::size_t>(job.d_in) * NR;
@@ -536,7 +544,7 @@ void fast_gemm::operator()(A, int M, int N, int K, const float* a, const float* 
 template <class A>
 void causal_gemm::operator()(A, const CausalGemm& job) const {
   // row blocks of parallel_gemm's height: a block's rows of A stay in cache while the panels pass
-  constexpr int kRows = 96;
+  constexpr int kRows = detail::tile_rows<A>(96);
   for (int m0 = 0; m0 < job.M; m0 += kRows)
     detail::causal_strips<A>(job, m0, detail::lesser<A>(job.M, m0 + kRows), 0, 0);
 }

@@ -25,6 +25,8 @@ constexpr std::uint32_t rgba(unsigned r, unsigned g, unsigned b, unsigned a = 25
 
 // The colour for t in [0, 1] (clamped; NaN gives the masked colour).
 std::uint32_t color_at(Palette p, float t);
+// out[j] = color_at(p, t[j]) for j < n: one call a row of texels rather than a texel.
+void color_row(Palette p, const float* t, int n, std::uint32_t* out);
 
 // Cells that carry no value: masked by the causal mask (-inf before softmax) and zeroed by dropout.
 constexpr std::uint32_t kMaskedColor = rgba(70, 70, 78);
