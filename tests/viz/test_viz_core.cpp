@@ -2,11 +2,13 @@
 // exports, against the engine's own tensors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "attnviz/engine.hpp"
 #include "attnviz/viz/colorize.hpp"
@@ -58,6 +60,39 @@ TEST_CASE("palettes: matplotlib's end points, linear in between, NaN is the mask
   CHECK((mid & 0xFF) == (0x44 + 0x48 + 1) / 2);
   for (Palette p : all_palettes()) CHECK(parse_palette(to_string(p)) == p);
   CHECK_FALSE(parse_palette("rainbow"));
+}
+
+TEST_CASE("palettes: a row's colours are color_at's, each channel its anchors' blend rounded half away") {
+  // The reference rounds with std::lround; the 17 anchors are color_at at k / 16 (no blend there).
+  const int n = 200001;
+  std::vector<float> t(static_cast<std::size_t>(n) + 1);
+  for (int j = 0; j < n; ++j) t[static_cast<std::size_t>(j)] = -0.1f + 1.2f * static_cast<float>(j) / (n - 1);
+  t.back() = std::nanf("");
+  for (Palette p : all_palettes()) {
+    CAPTURE(to_string(p));
+    std::uint32_t anchor[17];
+    for (int k = 0; k <= 16; ++k) anchor[k] = color_at(p, static_cast<float>(k) / 16.0f);
+    std::vector<std::uint32_t> row(t.size());
+    color_row(p, t.data(), static_cast<int>(t.size()), row.data());
+    int wrong = 0;
+    for (std::size_t j = 0; j < t.size(); ++j) {
+      std::uint32_t want = kMaskedColor;
+      if (!std::isnan(t[j])) {
+        const float x = std::fmin(std::fmax(t[j], 0.0f), 1.0f) * 16.0f;
+        const int i = std::min(static_cast<int>(x), 15);
+        const float f = x - static_cast<float>(i);
+        unsigned ch[3];
+        for (int c = 0; c < 3; ++c) {
+          const float lo = static_cast<float>((anchor[i] >> (8 * c)) & 0xFFu);
+          const float hi = static_cast<float>((anchor[i + 1] >> (8 * c)) & 0xFFu);
+          ch[c] = static_cast<unsigned>(std::lround(lo + (hi - lo) * f));
+        }
+        want = rgba(ch[0], ch[1], ch[2]);
+      }
+      if (row[j] != want || color_at(p, t[j]) != want) ++wrong;
+    }
+    CHECK(wrong == 0);
+  }
 }
 
 TEST_CASE("labels thin in 1-2-5 steps so they never overlap") {
