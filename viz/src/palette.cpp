@@ -45,6 +45,22 @@ unsigned channel(std::uint32_t rgb, int shift) {
   return (rgb >> shift) & 0xFFu;
 }
 
+std::uint32_t color_in(const Anchors& a, float t) {
+  if (std::isnan(t)) return kMaskedColor;
+  const float x = std::fmin(std::fmax(t, 0.0f), 1.0f) * static_cast<float>(a.size() - 1);
+  const std::size_t i = std::min<std::size_t>(static_cast<std::size_t>(x), a.size() - 2);
+  const float f = x - static_cast<float>(i);
+  const auto mix = [&](int shift) {
+    const float lo = static_cast<float>(channel(a[i], shift)),
+                hi = static_cast<float>(channel(a[i + 1], shift));
+    // lround without its call (a libm function in WebAssembly; three a texel were a fifth of colouring the
+    // model view's 144 thumbnails): v lies between two channels, in [0, 255], where floor(v + 0.5) in double
+    // is exact and equals lround(v) for every float (checked over all of them)
+    return static_cast<unsigned>(static_cast<double>(lo + (hi - lo) * f) + 0.5);
+  };
+  return rgba(mix(16), mix(8), mix(0));
+}
+
 }  // namespace
 
 namespace {
@@ -69,26 +85,6 @@ const char* to_string(Palette p) {
 std::optional<Palette> parse_palette(std::string_view s) {
   return value_in(kPaletteNames, s);
 }
-
-namespace {
-
-std::uint32_t color_in(const Anchors& a, float t) {
-  if (std::isnan(t)) return kMaskedColor;
-  const float x = std::fmin(std::fmax(t, 0.0f), 1.0f) * static_cast<float>(a.size() - 1);
-  const std::size_t i = std::min<std::size_t>(static_cast<std::size_t>(x), a.size() - 2);
-  const float f = x - static_cast<float>(i);
-  const auto mix = [&](int shift) {
-    const float lo = static_cast<float>(channel(a[i], shift)),
-                hi = static_cast<float>(channel(a[i + 1], shift));
-    // lround without its call (a libm function in WebAssembly; three a texel were a fifth of colouring the
-    // model view's 144 thumbnails): v lies between two channels, in [0, 255], where floor(v + 0.5) in double
-    // is exact and equals lround(v) for every float (checked over all of them)
-    return static_cast<unsigned>(static_cast<double>(lo + (hi - lo) * f) + 0.5);
-  };
-  return rgba(mix(16), mix(8), mix(0));
-}
-
-}  // namespace
 
 std::uint32_t color_at(Palette p, float t) {
   return color_in(anchors(p), t);
