@@ -17,14 +17,12 @@
 //
 //   /usr/bin/python3 bench/export_gpt2_onnx.py            # build/bench/gpt2-small{,-last}.onnx
 //   node web/bench/model_peer.mjs [--quick] [--T 16,128,512] [--rounds 5] [--models build/bench]
-import { existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
 import { serve } from '../tools/serve.mjs';
-import { site, chromiumPath, chromiumArgs } from '../tests/harness.mjs';
-import { load, median, models, ortDist, rounds, runsPerRound, Ts } from './peer_common.mjs';
-
+import { site } from '../tests/harness.mjs';
+import { keep, launch, linkedRoot, load, median, models, ortDist, ortPass, ortTab, pagePass, pageTab, rounds,
+         runsPerRound, samples, text, Ts } from './peer_common.mjs';
 
 for (const f of [join(site, 'attnviz.wasm'), join(ortDist, 'ort.wasm.min.mjs'), join(models, 'gpt2-small.onnx'),
                  join(models, 'gpt2-small-last.onnx')])
@@ -33,105 +31,31 @@ for (const f of [join(site, 'attnviz.wasm'), join(ortDist, 'ort.wasm.min.mjs'), 
                     '/usr/bin/python3 bench/export_gpt2_onnx.py');
 
 // One origin for everything: site/, ort/ (onnxruntime-web's dist) and models/, linked into a temporary root.
-const root = mkdtempSync(join(tmpdir(), 'attnviz-peer-'));
-symlinkSync(site, join(root, 'site'));
-symlinkSync(ortDist, join(root, 'ort'));
-symlinkSync(models, join(root, 'models'));
-writeFileSync(join(root, 'ort.html'), '<!doctype html><title>onnxruntime-web peer</title>\n');
+const root = linkedRoot('attnviz-peer-', true);
 const { server, url } = await serve(root, 0);
-const browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: chromiumArgs });
-const outside = [];
-async function newTab() {
-  const context = await browser.newContext();
-  const page = await context.newPage();
-  page.on('request', (r) => {
-    if (!r.url().startsWith(url) && !/^(data|blob):/.test(r.url())) outside.push(r.url());
-  });
-  page.on('pageerror', (e) => console.error('page error: ' + e.message));
-  return page;
-}
-
-// The texts: T tokens, the first word alternating so that every pass is a full one.
-const WORDS = [' the', ' cat', ' sat', ' on', ' a', ' mat'];
-const text = (T, k) => ['One', 'Two'][k % 2] + Array.from({ length: T - 1 }, (_, i) => WORDS[i % WORDS.length]).join('');
+const { browser, outside, newTab } = await launch([url]);
 const figures = { chromium: browser.version(), load_start: load(), T: {} };
-const samples = {};
-const keep = (side, T, ms) => ((samples[side] ??= {})[T] ??= []).push(ms);
 
-// attnviz's tab: the page, the seeded model opened once (drawing it takes a while in WebAssembly).
-const av = await newTab();
-await av.goto(url + 'site/');
-await av.evaluate(() => attnviz.ready);
-{
-  const t0 = Date.now();
-  const error = await av.evaluate(() => attnviz.openModel({ kind: 'seeded', size: 'gpt2-small', seed: 123 }));
-  if (error) throw new Error('attnviz.openModel: ' + error);
-  figures.attnviz_open_s = (Date.now() - t0) / 1e3;
-}
-let avCalls = 0;
+// attnviz's tab: the page, the seeded model opened once.
+const av = await pageTab(newTab, url + 'site/');
+figures.attnviz_open_s = av.open_s;
 const idsOf = new Map(); // text -> its ids, as the page's tokenizer gave them
 async function attnvizPass(T) {
-  await av.bringToFront();
-  const r = await av.evaluate((t) => {
-    const t0 = performance.now();
-    const error = attnviz.setText(t);
-    const js = performance.now() - t0;
-    const m = attnviz.status().model;
-    return { error, js, pass: m.pass_ms, reused: m.reused, tokens: m.ids.length, ids: m.ids };
-  }, text(T, avCalls++));
-  if (r.error) throw new Error(`attnviz.setText at T = ${T}: ${r.error}`);
-  if (r.tokens !== T || r.reused !== 0) throw new Error(`attnviz: ${r.tokens} tokens, ${r.reused} reused (want ${T}, 0)`);
-  idsOf.set(text(T, avCalls - 1), r.ids);
+  const r = await pagePass(av, T);
+  idsOf.set(text(T, av.calls - 1), r.ids);
   return r;
 }
 
 // onnxruntime-web's tabs, one session each (each tab has its own 4 GB WebAssembly memory).
-async function ortTab(file) {
-  const page = await newTab();
-  await page.goto(url + 'ort.html');
-  const info = await page.evaluate(async (file) => {
-    const ort = await import('/ort/ort.wasm.min.mjs');
-    ort.env.wasm.wasmPaths = '/ort/';
-    ort.env.wasm.numThreads = 1;
-    ort.env.wasm.simd = true;
-    ort.env.wasm.proxy = false;
-    const t0 = performance.now();
-    window.session = await ort.InferenceSession.create('/models/' + file, { executionProviders: ['wasm'],
-                                                                           graphOptimizationLevel: 'all' });
-    window.ort = ort;
-    return { create_s: (performance.now() - t0) / 1e3, version: ort.env.versions?.web ?? ort.env.versions?.common,
-             threads: ort.env.wasm.numThreads, isolated: crossOriginIsolated, outputs: session.outputNames };
-  }, file);
-  return { page, info };
-}
-async function ortPass(tab, ids, { values = false } = {}) {
-  await tab.page.bringToFront();
-  return tab.page.evaluate(async ({ ids, values }) => {
-    const input = new ort.Tensor('int64', BigInt64Array.from(ids.map(BigInt)), [1, ids.length]);
-    const t0 = performance.now();
-    const out = await session.run({ ids: input });
-    const js = performance.now() - t0;
-    const r = { js, shapes: Object.fromEntries(Object.entries(out).map(([k, v]) => [k, v.dims])) };
-    if (values) {
-      const logits = out.logits.data, V = out.logits.dims[2];
-      r.last_logits = Array.from(logits.subarray(logits.length - V));
-      r.weights = Object.keys(out).filter((k) => k.startsWith('weights_')).map((k) => Array.from(out[k].data));
-    }
-    for (const t of Object.values(out)) t.dispose();
-    input.dispose();
-    return r;
-  }, { ids, values });
-}
-const ortAll = await ortTab('gpt2-small.onnx');
-const ortLast = await ortTab('gpt2-small-last.onnx');
-figures.onnxruntime_web = { version: ortAll.info.version, threads: ortAll.info.threads,
-                            cross_origin_isolated: ortAll.info.isolated,
-                            session_create_s: [ortAll.info.create_s, ortLast.info.create_s] };
+const ortAll = await ortTab(newTab, url, 'gpt2-small.onnx', 1);
+const ortLast = await ortTab(newTab, url, 'gpt2-small-last.onnx', 1);
+figures.onnxruntime_web = { version: ortAll.version, threads: ortAll.threads, cross_origin_isolated: ortAll.isolated,
+                            session_create_s: [ortAll.create_s, ortLast.create_s] };
 
 // The same numbers? The last position's logits and every head's weights at T = 16, attnviz against both exports.
 {
   const r = await attnvizPass(16);
-  const res = await av.evaluate(() => attnviz.getModelResult());
+  const res = await av.page.evaluate(() => attnviz.getModelResult());
   const flat = (x) => (Array.isArray(x) ? x.flat(Infinity) : Object.values(x));
   const logits = flat(res.logits);
   const weights = res.layers.map((l) => l.heads.map((h) => flat(h.weights)).flat());
@@ -171,7 +95,7 @@ for (let round = 0; round < rounds; ++round) {
           keep('attnviz_js', T, r.js);
           keep('attnviz_pass', T, r.pass);
         } else {
-          ids ??= idsOf.get(text(T, avCalls)); // when ORT goes first: the ids attnviz is about to run
+          ids ??= idsOf.get(text(T, av.calls)); // when ORT goes first: the ids attnviz is about to run
           keep('ort_' + side, T, (await ortPass(side === 'all' ? ortAll : ortLast, ids)).js);
         }
       }

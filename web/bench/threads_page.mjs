@@ -12,13 +12,12 @@
 // need isolation too). Sides take turns over rounds, never at once, the order alternating; medians after a
 // warm-up.
 //   node web/bench/threads_page.mjs [--quick] [--T 16,128,512] [--rounds 5] [--ort] [--models build/bench]
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
 import { serve } from '../tools/serve.mjs';
-import { site, chromiumPath, chromiumArgs } from '../tests/harness.mjs';
-import { args, load, median, models, ortDist, rounds, runsPerRound, Ts } from './peer_common.mjs';
+import { site } from '../tests/harness.mjs';
+import { args, keep, launch, linkedRoot, load, median, models, ortDist, ortPass, ortTab, pagePass, pageTab, rounds,
+         runsPerRound, samples, Ts } from './peer_common.mjs';
 
 const withOrt = args.includes('--ort');
 
@@ -36,50 +35,17 @@ const flags = (cpuinfo.match(/^flags\s*:\s*(.*)$/m) || [])[1] || '';
 const isa = /\bavx512f\b/.test(flags) ? 'AVX-512' : /\bavx2\b/.test(flags) ? 'AVX2' : 'x86-64 or other';
 
 // One root for both origins: site/, ort/ (onnxruntime-web's dist) and models/, linked into a temporary folder.
-const root = mkdtempSync(join(tmpdir(), 'attnviz-threads-'));
-symlinkSync(site, join(root, 'site'));
-if (withOrt) {
-  symlinkSync(ortDist, join(root, 'ort'));
-  symlinkSync(models, join(root, 'models'));
-}
-writeFileSync(join(root, 'ort.html'), '<!doctype html><title>onnxruntime-web peer</title>\n');
+const root = linkedRoot('attnviz-threads-', withOrt);
 const isolatedServer = await serve(root, 0, { isolated: true });
 const plainServer = await serve(root, 0);
-const browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: chromiumArgs });
-const outside = [];
-async function newTab() {
-  const context = await browser.newContext();
-  const page = await context.newPage();
-  page.on('request', (r) => {
-    const u = r.url();
-    if (!u.startsWith(isolatedServer.url) && !u.startsWith(plainServer.url) && !/^(data|blob):/.test(u)) outside.push(u);
-  });
-  page.on('pageerror', (e) => console.error('page error: ' + e.message));
-  return page;
-}
-
-// The texts: T tokens, the first word alternating so that every pass is a full one.
-const WORDS = [' the', ' cat', ' sat', ' on', ' a', ' mat'];
-const text = (T, k) => ['One', 'Two'][k % 2] + Array.from({ length: T - 1 }, (_, i) => WORDS[i % WORDS.length]).join('');
+const { browser, outside, newTab } = await launch([isolatedServer.url, plainServer.url]);
 const figures = { chromium: browser.version(), cpu, isa, load_start: load(), T: {} };
-const samples = {};
-const keep = (side, T, ms) => ((samples[side] ??= {})[T] ??= []).push(ms);
 
-// The two pages, the seeded model opened once in each.
-async function pageTab(server, query = '') {
-  const page = await newTab();
-  await page.goto(server.url + 'site/' + query);
-  await page.evaluate(() => attnviz.ready);
-  const t0 = Date.now();
-  const error = await page.evaluate(() => attnviz.openModel({ kind: 'seeded', size: 'gpt2-small', seed: 123 }));
-  if (error) throw new Error('attnviz.openModel: ' + error);
-  const info = await page.evaluate(() => ({ isolated: crossOriginIsolated, cores: navigator.hardwareConcurrency,
-                                            threads: attnviz.status().threads }));
-  return { page, calls: 0, open_s: (Date.now() - t0) / 1e3, ...info };
-}
-const threaded = await pageTab(isolatedServer);
-const single = await pageTab(plainServer);
-const mtOne = await pageTab(isolatedServer, '?threads=1');
+// The pages, the seeded model opened once in each.
+const open = (server, query = '') => pageTab(newTab, server.url + 'site/' + query);
+const threaded = await open(isolatedServer);
+const single = await open(plainServer);
+const mtOne = await open(isolatedServer, '?threads=1');
 if (!threaded.isolated || threaded.threads.module !== 'attnviz-mt' || single.threads.count !== 1 ||
     mtOne.threads.module !== 'attnviz-mt' || mtOne.threads.count !== 1)
   throw new Error(`the pages are not as asked: ${JSON.stringify([threaded.threads, single.threads, mtOne.threads])}`);
@@ -87,58 +53,10 @@ figures.threads = threaded.threads.count;
 figures.cores = threaded.cores;
 figures.open_s = { threaded: threaded.open_s, single: single.open_s, threaded_module_one_thread: mtOne.open_s };
 
-async function pass(tab, T, { values = false } = {}) {
-  await tab.page.bringToFront();
-  const t = text(T, tab.calls++);
-  const r = await tab.page.evaluate(({ t, values }) => {
-    const t0 = performance.now();
-    const error = attnviz.setText(t);
-    const js = performance.now() - t0;
-    const m = attnviz.status().model;
-    const out = { error, js, pass: m.pass_ms, reused: m.reused, ids: m.ids };
-    if (values) out.numbers = JSON.stringify({ ...attnviz.getModelResult(), engine: undefined });
-    return out;
-  }, { t, values });
-  if (r.error) throw new Error(`attnviz.setText at T = ${T}: ${r.error}`);
-  if (r.ids.length !== T || r.reused !== 0)
-    throw new Error(`attnviz: ${r.ids.length} tokens, ${r.reused} reused (want ${T}, 0)`);
-  return r;
-}
-
-// onnxruntime-web's tabs: the last position's logits (what attnviz computes), threads as the page on that origin.
-async function ortTab(server, threads) {
-  const page = await newTab();
-  await page.goto(server.url + 'ort.html');
-  const info = await page.evaluate(async (threads) => {
-    const ort = await import('/ort/ort.wasm.min.mjs');
-    ort.env.wasm.wasmPaths = '/ort/';
-    ort.env.wasm.numThreads = threads;
-    ort.env.wasm.simd = true;
-    ort.env.wasm.proxy = false;
-    const t0 = performance.now();
-    window.session = await ort.InferenceSession.create('/models/gpt2-small-last.onnx',
-                                                       { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
-    window.ort = ort;
-    return { create_s: (performance.now() - t0) / 1e3, threads: ort.env.wasm.numThreads, isolated: crossOriginIsolated };
-  }, threads);
-  return { page, ...info };
-}
-async function ortPass(tab, ids) {
-  await tab.page.bringToFront();
-  return tab.page.evaluate(async (ids) => {
-    const input = new ort.Tensor('int64', BigInt64Array.from(ids.map(BigInt)), [1, ids.length]);
-    const t0 = performance.now();
-    const out = await session.run({ ids: input });
-    const js = performance.now() - t0;
-    for (const t of Object.values(out)) t.dispose();
-    input.dispose();
-    return js;
-  }, ids);
-}
 let ortThreaded, ortSingle;
 if (withOrt) {
-  ortThreaded = await ortTab(isolatedServer, figures.threads);
-  ortSingle = await ortTab(plainServer, 1);
+  ortThreaded = await ortTab(newTab, isolatedServer.url, 'gpt2-small-last.onnx', figures.threads);
+  ortSingle = await ortTab(newTab, plainServer.url, 'gpt2-small-last.onnx', 1);
   figures.onnxruntime_web = { threads: [ortThreaded.threads, ortSingle.threads],
                               isolated: [ortThreaded.isolated, ortSingle.isolated],
                               session_create_s: [ortThreaded.create_s, ortSingle.create_s] };
@@ -146,9 +64,9 @@ if (withOrt) {
 
 // The same numbers on both pages (the engine's reductions do not depend on the thread count).
 {
-  const a = await pass(threaded, 16, { values: true });
-  const b = await pass(single, 16, { values: true });
-  const c = await pass(mtOne, 16, { values: true });
+  const a = await pagePass(threaded, 16, { values: true });
+  const b = await pagePass(single, 16, { values: true });
+  const c = await pagePass(mtOne, 16, { values: true });
   figures.identical_at_16 = a.numbers === b.numbers && JSON.stringify(a.ids) === JSON.stringify(b.ids) &&
                             c.numbers === b.numbers;
   if (!figures.identical_at_16) throw new Error('the threaded and the single-thread page disagree at T = 16');
@@ -160,13 +78,13 @@ async function turn(T, order) {
   let ids;
   for (const side of order) {
     if (tabs[side]) {
-      const r = await pass(tabs[side], T);
+      const r = await pagePass(tabs[side], T);
       ids = r.ids;
       keep(side + '_js', T, r.js);
       keep(side + '_pass', T, r.pass);
     } else {
       // ORT runs the ids the page just ran (a page side comes first in every order below).
-      keep(side, T, await ortPass(side === 'ort_threaded' ? ortThreaded : ortSingle, ids));
+      keep(side, T, (await ortPass(side === 'ort_threaded' ? ortThreaded : ortSingle, ids)).js);
     }
   }
 }
