@@ -5,7 +5,7 @@
 //   attnviz             the page's model view: attnviz.openModel seeded, then attnviz.setText(text) per pass
 //                       (a full pass: the first word changes every time, so nothing is reused); the engine's own
 //                       time (status().model.pass_ms) and the call's time from JS (performance.now() around setText,
-//                       which recomputes synchronously; the call draws no frame, so no drawing follows a turn);
+//                       which recomputes synchronously and draws the page's two frames before it returns);
 //   onnxruntime-web     the wasm execution provider, numThreads = 1, SIMD128, on bench/export_gpt2_onnx.py's
 //                       exports: session.run on the same T ids (int64), timed from JS; `gpt2-small.onnx` returns
 //                       the logits of every position (GPTModel as it is), `gpt2-small-last.onnx` the last

@@ -112,7 +112,7 @@ export async function ortTab(newTab, url, file, threads) {
                                                                            graphOptimizationLevel: 'all' });
     window.ort = ort;
     return { create_s: (performance.now() - t0) / 1e3, version: ort.env.versions?.web ?? ort.env.versions?.common,
-             threads: ort.env.wasm.numThreads, isolated: crossOriginIsolated, outputs: session.outputNames };
+             threads: ort.env.wasm.numThreads, isolated: crossOriginIsolated };
   }, { file, threads });
   return { page, ...info };
 }
@@ -126,7 +126,7 @@ export async function ortPass(tab, ids, { values = false } = {}) {
     const t0 = performance.now();
     const out = await session.run({ ids: input });
     const js = performance.now() - t0;
-    const r = { js, shapes: Object.fromEntries(Object.entries(out).map(([k, v]) => [k, v.dims])) };
+    const r = { js };
     if (values) {
       const logits = out.logits.data, V = out.logits.dims[2];
       r.last_logits = Array.from(logits.subarray(logits.length - V));
