@@ -1,0 +1,37 @@
+// A temporary directory of the test process's own. ctest runs the suites' cases in parallel, one process per
+// case; cases that name their files alike (a checkpoint folder, a written model) must not share them.
+#pragma once
+
+#include <stdlib.h>  // mkdtemp, setenv
+
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+namespace attnviz::test {
+
+// Points TMPDIR (which std::filesystem::temp_directory_path reads, as do the programs the case starts) at a
+// fresh directory under the system's, and removes it with its contents when the runner returns.
+class PrivateTmp {
+ public:
+  PrivateTmp() {
+#ifndef __EMSCRIPTEN__  // the WebAssembly suite runs as one process
+    std::error_code ec;
+    std::string pattern = (std::filesystem::temp_directory_path(ec) / "attnviz_case_XXXXXX").string();
+    if (ec || ::mkdtemp(pattern.data()) == nullptr) return;  // the shared directory, as before
+    dir_ = pattern;
+    ::setenv("TMPDIR", dir_.c_str(), 1);
+#endif
+  }
+  ~PrivateTmp() {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  PrivateTmp(const PrivateTmp&) = delete;
+  PrivateTmp& operator=(const PrivateTmp&) = delete;
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace attnviz::test
