@@ -178,10 +178,10 @@ TEST_CASE(
   REQUIRE(values > 50000000);
   std::vector<Isa> isas{Isa::scalar};
   if (resolve(Isa::automatic) != Isa::scalar) isas.push_back(Isa::automatic);
-#ifndef ATTNVIZ_SANITIZED
+#ifndef ATTNVIZ_SAMPLED_SWEEPS
   constexpr std::size_t kLargest = SIZE_MAX;
 #else
-  // Sanitizer builds run every code path on the cases up to 2M values: the 38.6M-
+  // Sanitized and emulated builds run every code path on the cases up to 2M values: the 38.6M-
   // and 12.3M-value cases take minutes there and add no path the smaller ones lack.
   constexpr std::size_t kLargest = 2000000;
 #endif

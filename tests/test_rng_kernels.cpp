@@ -192,7 +192,7 @@ TEST_CASE(
   // The SIMD128 kernel leaves most of these sums unchecked because trying every float d in [0, 1) showed
   // that none needs the correction there; the exhaustive run (10^9 values) repeats that trial.
   const char* every = std::getenv("ATTNVIZ_RNG_EXHAUSTIVE");
-#ifndef ATTNVIZ_SANITIZED
+#ifndef ATTNVIZ_SAMPLED_SWEEPS
   const std::uint32_t stride = every && *every == '1' ? 1 : 97;
 #else
   const std::uint32_t stride = every && *every == '1' ? 1 : 9973;
@@ -226,10 +226,10 @@ TEST_CASE(
     "rng kernels: normal_fill_16 of every possible uniform, of subnormals and of values next to 0 and 1") {
   const Isa isa = vector_isa();
   // Every draw k 2^-24 once in the log's place (element j < 8 of a block) and once in the sine's (j + 8).
-#ifndef ATTNVIZ_SANITIZED
+#ifndef ATTNVIZ_SAMPLED_SWEEPS
   constexpr std::uint32_t kStride = 1;
 #else
-  constexpr std::uint32_t kStride = 61;  // sanitizer builds: every 61st
+  constexpr std::uint32_t kStride = 61;  // sanitized and emulated builds: every 61st
 #endif
   const std::size_t draws = (1u << 24) / kStride / 8 * 8;
   std::vector<float> uniforms(2 * draws);
