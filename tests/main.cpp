@@ -1,10 +1,43 @@
-// The suite's runner: doctest's, in a temporary directory of the process's own (private_tmp.hpp).
+// The runner of the engine and UI suites: doctest's, with a temporary directory of the process's own. ctest
+// runs the cases in parallel, one process per case; cases that name their files alike (a checkpoint folder, a
+// written model) must not share them.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+#include <stdlib.h>  // mkdtemp, setenv
 
-#include "private_tmp.hpp"
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+namespace {
+
+// Points TMPDIR (which std::filesystem::temp_directory_path reads, as do the programs a case starts) at a
+// fresh directory under the system's, and removes it with its contents when the runner returns.
+class PrivateTmp {
+ public:
+  PrivateTmp() {
+#ifndef __EMSCRIPTEN__  // the WebAssembly suite runs as one process
+    std::error_code ec;
+    std::string pattern = (std::filesystem::temp_directory_path(ec) / "attnviz_case_XXXXXX").string();
+    if (ec || ::mkdtemp(pattern.data()) == nullptr) return;  // the shared directory, as before
+    dir_ = pattern;
+    ::setenv("TMPDIR", dir_.c_str(), 1);
+#endif
+  }
+  ~PrivateTmp() {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  PrivateTmp(const PrivateTmp&) = delete;
+  PrivateTmp& operator=(const PrivateTmp&) = delete;
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  const attnviz::test::PrivateTmp tmp;
+  const PrivateTmp tmp;
   return doctest::Context(argc, argv).run();
 }
