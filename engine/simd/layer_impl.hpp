@@ -37,12 +37,23 @@ constexpr int mr_of() {
   return std::is_same<A, xsimd::avx512bw>::value ? 12 : 6;
 #endif
 }
-// A tile height of about `rows` that is a whole number of MR-row blocks (96 natively; 95 in WebAssembly,
+// A tile height of about `rows` that is a whole number of MR-row blocks (95 rather than 96 in WebAssembly,
 // whose 5-row blocks left 96-row tiles a block of one row each).
 template <class A>
 constexpr int tile_rows(int rows) {
   return rows / mr_of<A>() * mr_of<A>();
 }
+
+// A GEMM task's tile: rows x panels of B. Natively 48 rows x 8 panels, with every micro-kernel over the whole
+// K (gemm): on the 2-vCPU Emerald Rapids VM, gpt2-small's products at 512 rows ran at 82-90% of the AVX-512
+// FMA peak on 2 threads this way, against 53-75% in the earlier 96 x 4 tiles blocked over K in 16 kB panel
+// slices, and the whole model at T = 128 / 512 / 1024 was faster in 16 of 20, 10 of 10 and 6 of 6 alternating
+// passes (AVX2: in 8 of 10 at T = 512). 48 x 4 and 24 x 16 did as well as 48 x 8 (docs/engine.md).
+#ifdef __wasm_simd128__
+constexpr int kTileRows = 96, kTilePanels = 4;
+#else
+constexpr int kTileRows = 48, kTilePanels = 8;
+#endif
 
 template <class A>
 inline int lesser(int a, int b) {
@@ -165,9 +176,11 @@ inline void touch_lines(const float* p, std::size_t n) {
   touch_sink = xsimd::hadd(s0 + s1 + s2 + s3);
 }
 
-// C[m0:m1, panels p0:p1] = A[m0:m1, :K] * B + bias. Natively blocked over K so a panel's slice stays in L1;
-// in WebAssembly each panel is read whole first (touch_lines), then multiplied unblocked.
-// B panels are `bstride` floats apart (a panel may hold more rows than the K used here).
+// C[m0:m1, panels p0:p1] = A[m0:m1, :K] * B + bias, one panel at a time, each micro-kernel over the whole K
+// (its rows' sums over k in order). Not blocked over K: the panel streams from L2 as the hardware prefetcher
+// brings it, and each row of A is read as one long run. Blocks of 16 kB panel slices kept in L1 were slower
+// on the Emerald Rapids VM (kTileRows). In WebAssembly, which has no prefetch, each panel is read whole first
+// (touch_lines). B panels are `bstride` floats apart (a panel may hold more rows than the K used here).
 template <class A>
 void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda, const float* b,
           std::size_t bstride, const float* bias, float* c, int ldc) {
@@ -175,23 +188,15 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
   // The micro-kernel for each count of remaining rows (1..MR), so edge rows need no padding.
   static constexpr auto kMicroKernels = micro_kernels<A>(std::make_integer_sequence<int, MR>{});
   if (K == 0) return;
-  // K blocks keep a panel's slice in L1 for the next rows; with one micro-kernel's rows there is no next, and
-  // streaming each panel whole (one token's pass: every weight read once) is faster. Blocking never changes a
-  // row's sums: they run over k in order either way.
-  const int KC = kReadPanelsFirst || m1 - m0 <= MR ? K : 4096 / NR;
-  for (int k0 = 0; k0 < K; k0 += KC) {
-    const int kb = lesser<A>(KC, K - k0);
-    for (int p = p0; p < p1; ++p) {
-      const float* bp = b + static_cast<std::size_t>(p) * bstride + static_cast<std::size_t>(k0) * NR;
-      const int n_valid = lesser<A>(NR, N - p * NR);
-      if (kReadPanelsFirst && m1 - m0 > 1 && kb >= 256) touch_lines<A>(bp, static_cast<std::size_t>(kb) * NR);
-      const float* bb = k0 == 0 && bias ? bias + p * NR : nullptr;
-      for_row_blocks(m0, m1, MR, [&](int i, int rows) {
-        const float* ai = a + static_cast<std::size_t>(i) * lda + k0;
-        float* ci = c + static_cast<std::size_t>(i) * ldc + p * NR;
-        kMicroKernels[rows](kb, ai, lda, bp, ci, ldc, n_valid, bb, k0 > 0);
-      });
-    }
+  for (int p = p0; p < p1; ++p) {
+    const float* bp = b + static_cast<std::size_t>(p) * bstride;
+    const int n_valid = lesser<A>(NR, N - p * NR);
+    if (kReadPanelsFirst && m1 - m0 > 1 && K >= 256) touch_lines<A>(bp, static_cast<std::size_t>(K) * NR);
+    const float* bb = bias ? bias + p * NR : nullptr;
+    for_row_blocks(m0, m1, MR, [&](int i, int rows) {
+      kMicroKernels[rows](K, a + static_cast<std::size_t>(i) * lda, lda, bp,
+                          c + static_cast<std::size_t>(i) * ldc + p * NR, ldc, n_valid, bb, false);
+    });
   }
 }
 
@@ -199,8 +204,7 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
 // strips of up to MR rows (for_row_blocks), each with its own run of k (lower_a, lower_at) or of panels
 // (lower_c). With `window` > 0 (a sliding-window layer; lower_c and lower_a) row i sees no key before i +
 // pos0 - window + 1 either, and its weights are zero there, so a strip starts at its first row's first key.
-// The loops run as gemm's: K in blocks that keep a panel's slice in L1 while it serves every strip, each
-// strip's sum over k in order.
+// The loops run as gemm's: panel by panel, each strip's sum over its whole run of k, in order.
 template <class A>
 void causal_strips(const CausalGemm& g, int m0, int m1, int pos0, int window) {
   constexpr int NR = nr_of<A>(), MR = mr_of<A>();
@@ -225,25 +229,20 @@ void causal_strips(const CausalGemm& g, int m0, int m1, int pos0, int window) {
     }
     return Strip{r0 + pos0, g.K, g.N, 0};
   };
-  const int KC = kReadPanelsFirst ? g.K : 4096 / NR;
   const int pn = panels(g.N, NR);
-  for (int k0 = 0; k0 < g.K; k0 += KC) {
-    const int k1 = lesser<A>(g.K, k0 + KC);
-    for (int p = 0; p < pn; ++p)
-      for_row_blocks(m0, m1, MR, [&](int r0, int rows) {
-        const int r1 = r0 + rows;
-        const Strip st = strip(r0, r1);
-        const int s0 = st.lo > k0 ? st.lo : k0, s1 = lesser<A>(st.hi, k1);
-        if (p < st.pl || p * NR >= st.n1 || s1 <= s0) return;
-        const float* a = trans ? g.a + static_cast<std::size_t>(s0) * g.lda + r0
-                               : g.a + static_cast<std::size_t>(r0) * g.lda + s0;
-        (trans ? kTransposed : kMicroKernels)[r1 - r0](
-            s1 - s0, a, g.lda,
-            g.b + static_cast<std::size_t>(p) * g.bstride + static_cast<std::size_t>(s0) * NR,
-            g.c + static_cast<std::size_t>(r0) * g.ldc + p * NR, g.ldc, lesser<A>(NR, st.n1 - p * NR),
-            nullptr, s0 > st.lo);
-      });
-  }
+  for (int p = 0; p < pn; ++p)
+    for_row_blocks(m0, m1, MR, [&](int r0, int rows) {
+      const int r1 = r0 + rows;
+      const Strip st = strip(r0, r1);
+      if (p < st.pl || p * NR >= st.n1 || st.hi <= st.lo) return;
+      const float* a = trans ? g.a + static_cast<std::size_t>(st.lo) * g.lda + r0
+                             : g.a + static_cast<std::size_t>(r0) * g.lda + st.lo;
+      (trans ? kTransposed : kMicroKernels)[r1 - r0](
+          st.hi - st.lo, a, g.lda,
+          g.b + static_cast<std::size_t>(p) * g.bstride + static_cast<std::size_t>(st.lo) * NR,
+          g.c + static_cast<std::size_t>(r0) * g.ldc + p * NR, g.ldc, lesser<A>(NR, st.n1 - p * NR), nullptr,
+          false);
+    });
   // a strip with no term at all (rows past K): the empty sum
   for_row_blocks(m0, m1, MR, [&](int r0, int rows) {
     const int r1 = r0 + rows;
@@ -283,9 +282,9 @@ struct HalfPanels {
 };
 
 // gemm over 16-bit panels: each panel's K block (KC x NR, 16 kB of floats) is widened into a per-thread
-// buffer, then the same micro-kernels run on it, blocked over K as gemm blocks several rows (one row too: the
-// buffer is all a single row's pass reads). Sums over k in order, as gemm's: the same numbers as gemm on the
-// widened panels.
+// buffer, then the same micro-kernels run on it, so unlike gemm it is blocked over K, for any count of rows
+// (one row too: the buffer is all a single row's pass reads). Sums over k in order, as gemm's: the same
+// numbers as gemm on the widened panels.
 template <class A>
 void gemm16(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda, HalfPanels b,
             std::size_t bstride, const float* bias, float* c, int ldc) {
@@ -364,14 +363,14 @@ void softmax_row(const float* s, int n, int T, float scale, float* scaled, float
   for (int j = n; j < T; ++j) w[j] = 0.0f;
 }
 
-// C (M x N) = A (M x K, row-major, lda K) B + bias, in tiles of (96 rows x 4 panels) over the pool.
+// C (M x N) = A (M x K, row-major, lda K) B + bias, in tiles of (kTileRows x kTilePanels) over the pool.
 template <class A>
 void parallel_gemm(ThreadPool& pool, int M, int N, int K, const float* a, const float* b, const float* bias,
                    float* c, HalfPanels b16 = {}) {
   // 16-bit panels are widened once per row tile: taller tiles widen them fewer times (a 16 kB K block of a
-  // panel then serves up to 192 rows).
-  constexpr int NR = nr_of<A>(), kPanels = 4;
-  const int kRows = tile_rows<A>(b16.p ? 192 : 96);
+  // panel then serves up to 192 rows, in tiles of 4 panels).
+  constexpr int NR = nr_of<A>();
+  const int kRows = tile_rows<A>(b16.p ? 192 : kTileRows), kPanels = b16.p ? 4 : kTilePanels;
   const int pn = panels(N, NR);
   const int row_tiles = (M + kRows - 1) / kRows, panel_tiles = (pn + kPanels - 1) / kPanels;
   // Tasks walk the row tiles of one panel tile before the next, so each slice of B (a weight matrix, often
@@ -396,14 +395,14 @@ void fast_layer::operator()(A, const LayerJob& job) const {
   const int T = job.T, H = job.heads, hd = job.head_dim, W = job.width, first = job.first;
   ThreadPool& pool = *job.pool;
 
-  // 1. projections q, k, v = x W^T + b: tiles of (96 rows x 4 panels), three matrices in one sweep
+  // 1. projections q, k, v = x W^T + b: parallel_gemm's tiles, three matrices in one sweep
   const float* q = job.x;
   const float* k = job.x;
   const float* v = job.x;
   if (job.qkv_given) {
     q = job.q, k = job.k, v = job.v;
   } else if (job.has_weights) {
-    constexpr int kRows = tile_rows<A>(96), kPanels = 4;
+    constexpr int kRows = tile_rows<A>(kTileRows), kPanels = kTilePanels;
     const int row_tiles = (T - first + kRows - 1) / kRows;
     const int panel_tiles = (panels(W, NR) + kPanels - 1) / kPanels;
     const std::size_t bstride = static_cast<std::size_t>(job.d_in) * NR;
@@ -544,7 +543,7 @@ void fast_gemm::operator()(A, int M, int N, int K, const float* a, const float* 
 template <class A>
 void causal_gemm::operator()(A, const CausalGemm& job) const {
   // row blocks of parallel_gemm's height: a block's rows of A stay in cache while the panels pass
-  constexpr int kRows = detail::tile_rows<A>(96);
+  constexpr int kRows = detail::tile_rows<A>(detail::kTileRows);
   for (int m0 = 0; m0 < job.M; m0 += kRows)
     detail::causal_strips<A>(job, m0, detail::lesser<A>(job.M, m0 + kRows), 0, 0);
 }
