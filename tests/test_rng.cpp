@@ -181,7 +181,7 @@ TEST_CASE(
 #ifndef ATTNVIZ_SAMPLED_SWEEPS
   constexpr std::size_t kLargest = SIZE_MAX;
 #else
-  // Sanitized and emulated builds run every code path on the cases up to 2M values: the 38.6M-
+  // Sanitized and qemu builds run every code path on the cases up to 2M values: the 38.6M-
   // and 12.3M-value cases take minutes there and add no path the smaller ones lack.
   constexpr std::size_t kLargest = 2000000;
 #endif

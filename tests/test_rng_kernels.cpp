@@ -229,7 +229,7 @@ TEST_CASE(
 #ifndef ATTNVIZ_SAMPLED_SWEEPS
   constexpr std::uint32_t kStride = 1;
 #else
-  constexpr std::uint32_t kStride = 61;  // sanitized and emulated builds: every 61st
+  constexpr std::uint32_t kStride = 61;  // sanitized and qemu builds: every 61st
 #endif
   const std::size_t draws = (1u << 24) / kStride / 8 * 8;
   std::vector<float> uniforms(2 * draws);
