@@ -47,19 +47,14 @@ struct Timed {
 };
 Timed time_passes(const std::function<void()>& pass, double budget, int min_reps, double flops, Isa isa,
                   int threads) {
-  pass();
-  std::vector<double> times, shares;
-  const double start = now();
-  while (static_cast<int>(times.size()) < min_reps || (now() - start < budget && times.size() < 1000)) {
-    const double peak = isa == Isa::scalar ? 0.0 : fma_rate_now(isa, threads);
-    const double t0 = now();
-    pass();
-    times.push_back(now() - t0);
-    shares.push_back(peak > 0 ? flops / times.back() / peak : 0.0);
-  }
-  std::sort(times.begin(), times.end());
-  std::sort(shares.begin(), shares.end());
-  return {times[times.size() / 2], shares[shares.size() / 2]};
+  std::vector<double> peaks;
+  const std::vector<double> times = seconds_of_runs(pass, budget, min_reps, [&] {
+    peaks.push_back(isa == Isa::scalar ? 0.0 : fma_rate_now(isa, threads));
+  });
+  std::vector<double> shares;
+  for (std::size_t i = 0; i < times.size(); ++i)
+    shares.push_back(peaks[i] > 0 ? flops / times[i] / peaks[i] : 0.0);
+  return {median(times), median(shares)};
 }
 
 std::vector<int> ids_of(int T, int vocab) {
@@ -272,7 +267,7 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "\nfull forward, eval, every head's attention weights kept (median of runs; each run's share of the "
-      "FMA "
+      "FMA\n"
       "peak read just before it)\n");
   std::printf("%6s %14s %10s %9s %16s %10s\n", "T", "logits", "ms", "GFLOP/s", "of FMA peak", "kept MB");
   for (int T : {16, 128, 512, 1024}) {

@@ -30,18 +30,30 @@ inline double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Median seconds of fn() over repetitions lasting about `budget` seconds (at least `min_reps`).
-inline double median_seconds(const std::function<void()>& fn, double budget, int min_reps) {
+// Seconds of each fn() over repetitions lasting about `budget` seconds (at least `min_reps`), after one to
+// warm up; `before` (optional) runs ahead of each timed repetition, untimed.
+inline std::vector<double> seconds_of_runs(const std::function<void()>& fn, double budget, int min_reps,
+                                           const std::function<void()>& before = nullptr) {
   fn();  // warm-up
   std::vector<double> times;
   const double start = now();
   while (static_cast<int>(times.size()) < min_reps || (now() - start < budget && times.size() < 1000)) {
+    if (before) before();
     const double t0 = now();
     fn();
     times.push_back(now() - t0);
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return times;
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median seconds of fn() over repetitions lasting about `budget` seconds (at least `min_reps`).
+inline double median_seconds(const std::function<void()>& fn, double budget, int min_reps) {
+  return median(seconds_of_runs(fn, budget, min_reps));
 }
 
 // T rows of d_in numbers in [-1, 1), the same for every run.

@@ -48,7 +48,7 @@ constexpr int tile_rows(int rows) {
 // K (gemm): on the 2-vCPU Emerald Rapids VM, gpt2-small's products at 512 rows ran at 77-89% of the AVX-512
 // FMA peak on 2 threads this way, against 52-76% in the earlier 96 x 4 tiles blocked over K in 16 kB panel
 // slices, and the whole model at T = 128 / 512 / 1024 was faster in 16 of 20, 10 of 10 and 6 of 6 alternating
-// passes (AVX2: in 8 of 10 at T = 512). 48 x 4 and 24 x 16 did as well as 48 x 8 (docs/engine.md).
+// passes (AVX2: in 8 of 10 at T = 512). 48 x 4 and 24 x 16 did as well as 48 x 8 (bench/README.md).
 #ifdef __wasm_simd128__
 constexpr int kTileRows = 96, kTilePanels = 4;
 #else
