@@ -128,22 +128,31 @@ inline void micro_kernel(int K, const float* a, int lda, const float* b, float* 
       c1[r] = B(0.0f);
     }
   }
-  const auto step = [&](int k) {
-    const B b0 = B::load_aligned(b + k * NR), b1 = B::load_aligned(b + k * NR + W);
+  // Each row of A and the panel through a pointer that steps by one k, so that no address needs index
+  // arithmetic per row and k: V8 computes every WebAssembly address with 32-bit integer instructions, which
+  // on Golden Cove share ports with the SIMD multiplies and adds. With TransA, `a` itself steps over the
+  // columns.
+  const float* row[MR];
+  for (int r = 0; r < MR; ++r) row[r] = TransA ? a : a + r * lda;
+  const float* bk = b;
+  const auto step = [&] {
+    const B b0 = B::load_aligned(bk), b1 = B::load_aligned(bk + W);
+    bk += NR;
     for (int r = 0; r < MR; ++r) {
-      const B ar(TransA ? a[k * lda + r] : a[r * lda + k]);
+      const B ar(TransA ? a[r] : *row[r]++);
       c0[r] = xsimd::fma(ar, b0, c0[r]);
       c1[r] = xsimd::fma(ar, b1, c1[r]);
     }
+    if (TransA) a += lda;
   };
   int k = 0;
   if constexpr (kPrefetchAhead > 0)
     for (; k + kPrefetchAhead < K; ++k) {
-      __builtin_prefetch(b + (k + kPrefetchAhead) * NR);
-      __builtin_prefetch(b + (k + kPrefetchAhead) * NR + W);
-      step(k);
+      __builtin_prefetch(bk + kPrefetchAhead * NR);
+      __builtin_prefetch(bk + kPrefetchAhead * NR + W);
+      step();
     }
-  for (; k < K; ++k) step(k);
+  for (; k < K; ++k) step();
   for (int r = 0; r < MR; ++r) {
     if (n_valid == NR) {
       c0[r].store_unaligned(c + r * ldc);
