@@ -130,20 +130,21 @@ inline void micro_kernel(int K, const float* a, int lda, const float* b, float* 
   }
   // Each row of A and the panel through a pointer that steps by one k, so that no address needs index
   // arithmetic per row and k: V8 computes every WebAssembly address with 32-bit integer instructions, which
-  // on Golden Cove share ports with the SIMD multiplies and adds. With TransA, `a` itself steps over the
-  // columns.
+  // on Golden Cove share ports with the SIMD multiplies and adds. With TransA (training's products only), k's
+  // column starts `at` floats into A: an offset, since a pointer stepped past the last column would leave A.
   const float* row[MR];
   for (int r = 0; r < MR; ++r) row[r] = TransA ? a : a + r * lda;
+  std::size_t at = 0;
   const float* bk = b;
   const auto step = [&] {
     const B b0 = B::load_aligned(bk), b1 = B::load_aligned(bk + W);
     bk += NR;
     for (int r = 0; r < MR; ++r) {
-      const B ar(TransA ? a[r] : *row[r]++);
+      const B ar(TransA ? a[at + r] : *row[r]++);
       c0[r] = xsimd::fma(ar, b0, c0[r]);
       c1[r] = xsimd::fma(ar, b1, c1[r]);
     }
-    if (TransA) a += lda;
+    if (TransA) at += static_cast<std::size_t>(lda);
   };
   int k = 0;
   if constexpr (kPrefetchAhead > 0)
