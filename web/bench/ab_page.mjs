@@ -17,6 +17,12 @@ const sites = { a: opt('--a', ''), b: opt('--b', '') };
 for (const [k, dir] of Object.entries(sites))
   if (!dir || !existsSync(join(dir, 'attnviz.wasm'))) throw new Error(`--${k} DIR: a built site (attnviz.wasm in it)`);
 const withOrt = args.includes('--ort');
+if (withOrt)
+  for (const f of [join(ortDist, 'ort.wasm.min.mjs'), join(models, 'gpt2-small-last.onnx')])
+    if (!existsSync(f)) throw new Error(`${f} missing: cd web && npm ci; /usr/bin/python3 bench/export_gpt2_onnx.py`);
+if (!(Number.isInteger(rounds) && rounds >= 1)) throw new Error('--rounds: a whole number, at least 1');
+if (!Ts.length || !Ts.every((T) => Number.isInteger(T) && T >= 1 && T <= 1024))
+  throw new Error('--T: a list of token counts from 1 to 1024, such as 16,128,512');
 
 const root = mkdtempSync(join(tmpdir(), 'attnviz-ab-'));
 for (const [k, dir] of Object.entries(sites)) symlinkSync(resolve(dir), join(root, k));
@@ -27,48 +33,55 @@ if (withOrt) {
 }
 const { server, url } = await serve(root, 0);
 const { browser, outside, newTab } = await launch([url]);
-console.log(`a: ${sites.a}\nb: ${sites.b}\nload average at the start: ${load()}`);
-const tabs = { a: await pageTab(newTab, url + 'a/'), b: await pageTab(newTab, url + 'b/') };
-const ort = withOrt ? await ortTab(newTab, url, 'gpt2-small-last.onnx', 1) : null;
+try {
+  console.log(`a: ${sites.a}\nb: ${sites.b}\nload average at the start: ${load()}`);
+  const tabs = { a: await pageTab(newTab, url + 'a/'), b: await pageTab(newTab, url + 'b/') };
+  const ort = withOrt ? await ortTab(newTab, url, 'gpt2-small-last.onnx', 1) : null;
 
-const first = { a: await pagePass(tabs.a, 16, { values: true }), b: await pagePass(tabs.b, 16, { values: true }) };
-if (first.a.numbers !== first.b.numbers) throw new Error('the two builds give different numbers at T = 16');
+  const first = { a: await pagePass(tabs.a, 16, { values: true }), b: await pagePass(tabs.b, 16, { values: true }) };
+  if (first.a.numbers !== first.b.numbers) throw new Error('the two builds give different numbers at T = 16');
 
-const ms = {}; // side -> T -> [ms]; a and b: the engine's time, aJS and bJS: setText's
-const put = (side, T, v) => ((ms[side] ??= {})[T] ??= []).push(v);
-async function pass(side, T) {
-  if (side === 'ort') {
-    const ids = tabs.a.lastIds?.length === T ? tabs.a.lastIds : Array.from({ length: T }, (_, i) => (i * 7919) % 50257);
-    put('ort', T, (await ortPass(ort, ids)).js);
-    return;
+  const ms = {}; // side -> T -> [ms]; a and b: the engine's time, aJS and bJS: setText's
+  const put = (side, T, v) => ((ms[side] ??= {})[T] ??= []).push(v);
+  async function pass(side, T) {
+    if (side === 'ort') {
+      // a's ids of this turn (the page's tokenizer gave them), so that both engines see the same tokens
+      const ids = tabs.a.lastIds?.length === T ? tabs.a.lastIds
+                                               : Array.from({ length: T }, (_, i) => (i * 7919) % 50257);
+      put('ort', T, (await ortPass(ort, ids)).js);
+      return;
+    }
+    const r = await pagePass(tabs[side], T);
+    tabs[side].lastIds = r.ids;
+    put(side, T, r.pass);
+    put(side + 'JS', T, r.js);
   }
-  const r = await pagePass(tabs[side], T);
-  tabs[side].lastIds = r.ids;
-  put(side, T, r.pass);
-  put(side + 'JS', T, r.js);
-}
-for (const T of Ts) for (const side of ['a', 'b', ...(ort ? ['ort'] : [])]) await pass(side, T); // warm-up
-for (const side of Object.keys(ms)) for (const T of Ts) ms[side][T] = [];
-for (let round = 0; round < rounds; ++round)
-  for (const T of Ts)
-    for (let i = 0; i < runsPerRound(T); ++i)
-      for (const side of [...((round + i) % 2 ? ['b', 'a'] : ['a', 'b']), ...(ort ? ['ort'] : [])]) await pass(side, T);
+  for (let warm = 0; warm < 2; ++warm) // V8 tiers up the hot functions during the first passes
+    for (const T of Ts) for (const side of ['a', 'b', ...(ort ? ['ort'] : [])]) await pass(side, T);
+  for (const side of Object.keys(ms)) for (const T of Ts) ms[side][T] = [];
+  for (let round = 0; round < rounds; ++round)
+    for (const T of Ts)
+      for (let i = 0; i < runsPerRound(T); ++i)
+        for (const side of [...((round + i) % 2 ? ['b', 'a'] : ['a', 'b']), ...(ort ? ['ort'] : [])])
+          await pass(side, T);
 
-console.log('\nmedian ms      a (JS / engine)      b (JS / engine)    a/b engine   b faster' +
-            (ort ? '   ORT-web last   ORT/a JS   ORT/b JS' : ''));
-for (const T of Ts) {
-  const m = (side) => median(ms[side][T]);
-  const faster = ms.b[T].filter((x, i) => x < ms.a[T][i]).length;
-  let line = `T = ${String(T).padEnd(5)} ${m('aJS').toFixed(0).padStart(8)} / ${m('a').toFixed(0).padStart(6)}` +
-             `   ${m('bJS').toFixed(0).padStart(8)} / ${m('b').toFixed(0).padStart(6)}` +
-             `   ${(m('a') / m('b')).toFixed(3).padStart(8)}x   ${faster} of ${ms.b[T].length}`;
-  if (ort)
-    line += `   ${m('ort').toFixed(0).padStart(10)}   ${(m('ort') / m('aJS')).toFixed(2).padStart(7)}x` +
-            `   ${(m('ort') / m('bJS')).toFixed(2).padStart(7)}x`;
-  console.log(line);
+  console.log('\nmedian ms   a (JS / engine)   b (JS / engine)   a/b engine   b faster' +
+              (ort ? '   ORT-web last   ORT/a JS   ORT/b JS' : ''));
+  for (const T of Ts) {
+    const m = (side) => median(ms[side][T]);
+    const faster = ms.b[T].filter((x, i) => x < ms.a[T][i]).length;
+    let line = `T = ${String(T).padEnd(5)} ${m('aJS').toFixed(0).padStart(8)} / ${m('a').toFixed(0).padStart(6)}` +
+               `   ${m('bJS').toFixed(0).padStart(8)} / ${m('b').toFixed(0).padStart(6)}` +
+               `   ${(m('a') / m('b')).toFixed(3).padStart(8)}x   ${faster} of ${ms.b[T].length}`;
+    if (ort)
+      line += `   ${m('ort').toFixed(0).padStart(10)}   ${(m('ort') / m('aJS')).toFixed(2).padStart(7)}x` +
+              `   ${(m('ort') / m('bJS')).toFixed(2).padStart(7)}x`;
+    console.log(line);
+  }
+  console.log(`load average at the end: ${load()}`);
+  if (outside.length) throw new Error('requests left 127.0.0.1: ' + outside.join(', '));
+} finally {
+  await browser.close();
+  await new Promise((done) => server.close(done));
+  rmSync(root, { recursive: true, force: true });
 }
-console.log(`load average at the end: ${load()}`);
-await browser.close();
-server.close();
-rmSync(root, { recursive: true, force: true });
-if (outside.length) throw new Error('requests left 127.0.0.1: ' + outside.join(', '));
