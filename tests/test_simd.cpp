@@ -12,6 +12,7 @@
 #include "simd/isas.hpp"
 #include "simd/pack.hpp"
 #include "simd/packed.hpp"
+#include "simd/wasm_fma.hpp"
 
 using namespace attnviz;
 using attnviz::test::random_input;
@@ -320,3 +321,61 @@ TEST_CASE("causal attention products skip the masked half and give the dense GEM
     }
   }
 }
+
+#ifdef __EMSCRIPTEN__
+TEST_CASE("WebAssembly: the GEMMs, fused or not, give each output's sum over k in order, bit for bit") {
+  // Where the browser (or node with --experimental-wasm-relaxed-simd) runs relaxed SIMD, the GEMMs run the
+  // fused kernels of simd/wasm_fma.hpp: each output is then fmaf(a_k, b_k, sum) over k in order (on a
+  // processor without FMA, V8 splits each into a multiply and an add, and every output is the unfused sum).
+  // Else the engine's own kernels give the unfused sum. Shapes around the kernel's 5 rows and 8 columns, past
+  // panels narrower than 8 and a bias-free start; signed zeros among the terms.
+  const bool fused_kernels = simd::wasm_fma::in_use();
+  MESSAGE("relaxed-SIMD FMA kernels in use: " << std::string(fused_kernels ? "yes" : "no"));
+  if (const char* expect = std::getenv("ATTNVIZ_EXPECT_WASM_FMA"); expect && *expect == '1')
+    REQUIRE(fused_kernels);
+  int fused = 0, unfused = 0;
+  for (int M : {1, 4, 5, 6, 11, 97})
+    for (int N : {3, 8, 21})
+      for (int K : {1, 2, 17, 300}) {
+        CAPTURE(M);
+        CAPTURE(N);
+        CAPTURE(K);
+        TorchGenerator g(static_cast<std::uint64_t>(M * 10000 + N * 100 + K));
+        const auto value = [&] {
+          const std::uint32_t r = g.random();
+          if (r % 17 == 0) return -0.0f;
+          return static_cast<float>(r % (1u << 24)) * 0x1p-23f - 1.0f;
+        };
+        std::vector<float> a(static_cast<std::size_t>(M) * K), b(static_cast<std::size_t>(K) * N);
+        for (float& x : a) x = value();
+        for (float& x : b) x = value();
+        const int nr = simd::panel_width(Isa::simd128);
+        AlignedFloats panels(simd::panel_floats(N, K, nr));
+        simd::pack_kn(b.data(), K, N, N, nr, panels.data());
+        std::vector<float> c(static_cast<std::size_t>(M) * N, NAN);
+        static ThreadPool alone(1);
+        simd::run_gemm(Isa::simd128, M, N, K, a.data(), panels.data(), c.data(), alone);
+        bool all_fused = true, all_unfused = true;
+        for (int i = 0; i < M; ++i)
+          for (int j = 0; j < N; ++j) {
+            float f = 0.0f, u = 0.0f;
+            for (int k = 0; k < K; ++k) {
+              const float x = a[static_cast<std::size_t>(i) * K + k],
+                          y = b[static_cast<std::size_t>(k) * N + j];
+              f = fma_exact(x, y, f);
+              const float product = x * y;  // rounded: its own statement, never contracted
+              u = product + u;
+            }
+            const auto got = test::bits_of(c[static_cast<std::size_t>(i) * N + j]);
+            all_fused = all_fused && got == test::bits_of(f);
+            all_unfused = all_unfused && got == test::bits_of(u);
+          }
+        // The engine's own kernels never fuse; the fused ones fuse every product or (without FMA) none.
+        REQUIRE((fused_kernels ? all_fused || all_unfused : all_unfused));
+        fused += all_fused && !all_unfused;
+        unfused += all_unfused && !all_fused;
+      }
+  MESSAGE("products fused in " << fused << " shapes, unfused in " << unfused);
+  if (!fused_kernels) CHECK(fused == 0);
+}
+#endif

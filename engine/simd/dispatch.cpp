@@ -11,6 +11,7 @@
 #include "pack.hpp"
 #include "packed.hpp"
 #include "train_kernels.hpp"
+#include "wasm_fma.hpp"
 
 namespace attnviz {
 
@@ -50,6 +51,14 @@ namespace {
 }
 
 }  // namespace
+
+bool wasm_relaxed_fma() {
+#if defined(__wasm_simd128__)
+  return simd::wasm_fma::in_use();
+#else
+  return false;
+#endif
+}
 
 // ATTNVIZ_MAX_ISA=avx2 (or sse4.2, scalar; on ARM64, scalar) makes this process run as on a processor without
 // the ISAs above it, and ATTNVIZ_HARDWARE_THREADS=N as on one with N hardware threads: scripts/test runs the

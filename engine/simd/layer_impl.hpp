@@ -11,6 +11,7 @@
 
 #include "layer.hpp"
 #include "pack.hpp"
+#include "wasm_fma.hpp"
 
 namespace attnviz::simd {
 namespace detail {
@@ -173,6 +174,46 @@ constexpr std::array<Micro, sizeof...(R) + 1> micro_kernels(std::integer_sequenc
   return {nullptr, micro_kernel<A, R + 1, TransA>...};
 }
 
+#ifdef __wasm_simd128__
+// micro_kernel's contract on wasm_fma's fused kernel for MR rows: C starts from itself (load_c), the bias or
+// zero, in place, or in a block on the stack where the panel is narrower than NR (its columns past n_valid
+// are zero and never written back).
+template <int MR, bool TransA>
+void fused_micro_kernel(int K, const float* a, int lda, const float* b, float* c, int ldc, int n_valid,
+                        const float* bias, bool load_c) {
+  constexpr int NR = 8;
+  alignas(16) float block[MR * NR];
+  const bool whole = n_valid == NR;
+  float* cc = whole ? c : block;
+  const int ldcc = whole ? ldc : NR;
+  if (!whole || !load_c)
+    for (int r = 0; r < MR; ++r)
+      for (int j = 0; j < NR; ++j)
+        cc[r * ldcc + j] = j >= n_valid ? 0.0f : load_c ? c[r * ldc + j] : bias ? bias[j] : 0.0f;
+  wasm_fma::kernel(MR, TransA)(K, a, lda, b, cc, ldcc);
+  if (!whole)
+    for (int r = 0; r < MR; ++r) std::memcpy(c + r * ldc, block + r * NR, sizeof(float) * n_valid);
+}
+template <bool TransA, int... R>
+constexpr std::array<Micro, sizeof...(R) + 1> fused_micro_kernels(std::integer_sequence<int, R...>) {
+  return {nullptr, fused_micro_kernel<R + 1, TransA>...};
+}
+#endif
+
+// The micro-kernels this thread runs, indexed by the count of rows (1..MR): in WebAssembly the fused ones
+// where the browser has relaxed SIMD (wasm_fma.hpp), else micro_kernel.
+template <class A, bool TransA = false>
+const Micro* micro_table() {
+  constexpr int MR = mr_of<A>();
+  static constexpr auto kOwn = micro_kernels<A, TransA>(std::make_integer_sequence<int, MR>{});
+#ifdef __wasm_simd128__
+  static_assert(nr_of<A>() == 8, "wasm_fma_gen.mjs writes 8-column kernels");
+  static constexpr auto kFused = fused_micro_kernels<TransA>(std::make_integer_sequence<int, MR>{});
+  if (wasm_fma::in_use()) return kFused.data();
+#endif
+  return kOwn.data();
+}
+
 // WebAssembly reads each weight-sized panel whole before multiplying it (touch_lines); native builds have
 // hardware prefetch and block over K instead.
 #ifdef __wasm_simd128__
@@ -215,7 +256,7 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
           std::size_t bstride, const float* bias, float* c, int ldc) {
   constexpr int NR = nr_of<A>(), MR = mr_of<A>();
   // The micro-kernel for each count of remaining rows (1..MR), so edge rows need no padding.
-  static constexpr auto kMicroKernels = micro_kernels<A>(std::make_integer_sequence<int, MR>{});
+  const Micro* const kMicroKernels = micro_table<A>();
   if (K == 0) return;
   for (int p = p0; p < p1; ++p) {
     const float* bp = b + static_cast<std::size_t>(p) * bstride;
@@ -237,8 +278,8 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
 template <class A>
 void causal_strips(const CausalGemm& g, int m0, int m1, int pos0, int window) {
   constexpr int NR = nr_of<A>(), MR = mr_of<A>();
-  static constexpr auto kMicroKernels = micro_kernels<A>(std::make_integer_sequence<int, MR>{});
-  static constexpr auto kTransposed = micro_kernels<A, true>(std::make_integer_sequence<int, MR>{});
+  const Micro* const kMicroKernels = micro_table<A>();
+  const Micro* const kTransposed = micro_table<A, true>();
   const bool trans = g.kind == CausalGemm::lower_at;
   if (g.K == 0) return;
   // strip [r0, r1): terms k in [lo, hi), columns [0, n1) from panel pl
@@ -318,7 +359,7 @@ template <class A>
 void gemm16(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda, HalfPanels b,
             std::size_t bstride, const float* bias, float* c, int ldc) {
   constexpr int NR = nr_of<A>(), MR = mr_of<A>(), KC = 4096 / NR;
-  static constexpr auto kMicroKernels = micro_kernels<A>(std::make_integer_sequence<int, MR>{});
+  const Micro* const kMicroKernels = micro_table<A>();
   alignas(64) static thread_local std::uint32_t buf[KC * NR];
   const float* panel = reinterpret_cast<const float*>(buf);
   for (int k0 = 0; k0 < K; k0 += KC) {

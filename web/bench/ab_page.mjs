@@ -1,11 +1,14 @@
 // Two builds of the page against each other: the seeded gpt2-small's full pass (every head's weights kept, the
 // last position's logits) in two tabs of one headless Chromium, taking turns pass by pass, the order alternating,
 // so that a machine whose speed drifts moves both alike. For a change to the engine: copy the site before it,
-// rebuild, and compare. The two must give the same numbers: the whole model result at T = 16 is compared first.
+// rebuild, and compare. The two must give the same numbers: the whole model result at T = 16 is compared first
+// (with --close TOL, a change that rounds differently, such as fused multiply-adds: every number within TOL of
+// the other build's, the largest difference printed).
 //
 //   cp -r build/wasm-release/web/site /tmp/site-before; (change, cmake --build --preset wasm-release)
 //   node web/bench/ab_page.mjs --a /tmp/site-before --b build/wasm-release/web/site [--T 16,128,512] [--rounds 5]
 //       [--ort]   onnxruntime-web's last-position export in a third tab, taking turns with them
+//       [--close TOL]
 import { existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -17,6 +20,8 @@ const sites = { a: opt('--a', ''), b: opt('--b', '') };
 for (const [k, dir] of Object.entries(sites))
   if (!dir || !existsSync(join(dir, 'attnviz.wasm'))) throw new Error(`--${k} DIR: a built site (attnviz.wasm in it)`);
 const withOrt = args.includes('--ort');
+const close = args.includes('--close') ? Number(opt('--close', '')) : null;
+if (close !== null && !(close > 0 && close < 1)) throw new Error('--close TOL: a tolerance between 0 and 1, such as 1e-4');
 if (withOrt)
   for (const f of [join(ortDist, 'ort.wasm.min.mjs'), join(models, 'gpt2-small-last.onnx')])
     if (!existsSync(f)) throw new Error(`${f} missing: cd web && npm ci; /usr/bin/python3 bench/export_gpt2_onnx.py`);
@@ -39,7 +44,25 @@ try {
   const ort = withOrt ? await ortTab(newTab, url, 'gpt2-small-last.onnx', 1) : null;
 
   const first = { a: await pagePass(tabs.a, 16, { values: true }), b: await pagePass(tabs.b, 16, { values: true }) };
-  if (first.a.numbers !== first.b.numbers) throw new Error('the two builds give different numbers at T = 16');
+  if (close === null) {
+    if (first.a.numbers !== first.b.numbers) throw new Error('the two builds give different numbers at T = 16');
+  } else {
+    // the same shape, names and strings; numbers within `close` of each other
+    let largest = 0;
+    const walk = (x, y, where) => {
+      if (typeof x === 'number' && typeof y === 'number') {
+        const d = Math.abs(x - y);
+        if (!(d <= close)) throw new Error(`${where}: ${x} against ${y}, more than ${close} apart`);
+        largest = Math.max(largest, d);
+      } else if (x && y && typeof x === 'object' && typeof y === 'object') {
+        const keys = Object.keys(x);
+        if (keys.join() !== Object.keys(y).join()) throw new Error(`${where}: different fields`);
+        for (const k of keys) walk(x[k], y[k], `${where}.${k}`);
+      } else if (x !== y) throw new Error(`${where}: ${x} against ${y}`);
+    };
+    walk(JSON.parse(first.a.numbers), JSON.parse(first.b.numbers), 'result');
+    console.log(`the two builds' numbers at T = 16: at most ${largest.toExponential(2)} apart`);
+  }
 
   const ms = {}; // side -> T -> [ms]; a and b: the engine's time, aJS and bJS: setText's
   const put = (side, T, v) => ((ms[side] ??= {})[T] ??= []).push(v);

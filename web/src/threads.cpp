@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "attnviz/exec.hpp"
+
 // clang-format off
 EM_JS(int, page_isolated, (), {
   return (typeof crossOriginIsolated !== 'undefined' && crossOriginIsolated) ? 1 : 0;
@@ -75,6 +77,17 @@ std::string threads_line() {
   return std::string("CPU: 1 thread: ") + info.why;
 }
 
+namespace {
+
+// The GEMMs' kernels (engine/simd/wasm_fma.hpp): fused where the browser has relaxed SIMD.
+std::string kernels_line() {
+  return attnviz::wasm_relaxed_fma()
+             ? "CPU kernels: SIMD128 with fused multiply-adds (relaxed SIMD)"
+             : "CPU kernels: SIMD128, multiplies and adds apart (this browser has no relaxed SIMD)";
+}
+
+}  // namespace
+
 void draw_threads_line() {
   const ImVec4 dim(0.6f, 0.6f, 0.65f, 1.0f);
   if (info.count > 1)
@@ -82,14 +95,17 @@ void draw_threads_line() {
                        info.count);
   else
     ImGui::TextColored(dim, "CPU: 1 thread: %s", info.why);
+  ImGui::TextColored(dim, "%s", kernels_line().c_str());
 }
 
 nlohmann::json threads_json() {
   return {{"count", info.count},
           {"isolated", info.isolated},
+          {"relaxed_fma", attnviz::wasm_relaxed_fma()},
           {"module", info.threaded ? "attnviz-mt" : "attnviz"},
           {"why", info.why},
-          {"line", threads_line()}};
+          {"line", threads_line()},
+          {"kernels", kernels_line()}};
 }
 
 }  // namespace attnviz::web

@@ -39,9 +39,11 @@ test('isolated, the page runs the threaded module on one thread per core (at mos
   const a = await openOn(isolated);
   assert.equal(a.isolated, true, 'COOP + COEP make the page cross-origin isolated');
   const want = Math.max(1, Math.min(a.cores, 8));
+  // Chromium has relaxed SIMD: the GEMMs run the fused kernels (engine/simd/wasm_fma.hpp), in either module.
+  const fused = { relaxed_fma: true, kernels: 'CPU kernels: SIMD128 with fused multiply-adds (relaxed SIMD)' };
   assert.deepEqual({ ...a.threads, line: undefined },
                    { count: want, isolated: true, module: 'attnviz-mt', why: want > 1 ? '' : 'the browser reports one core',
-                     line: undefined });
+                     line: undefined, ...fused });
   assert.equal(a.threads.line, want > 1 ? `CPU: ${want} threads (WebAssembly threads: the page is cross-origin isolated)`
                                         : 'CPU: 1 thread: the browser reports one core');
   const files = a.log.requests.map((u) => new URL(u).pathname.split('/').pop());
@@ -55,7 +57,7 @@ test('isolated, the page runs the threaded module on one thread per core (at mos
   const one = await openOn(isolated, '?threads=1');
   assert.deepEqual(one.threads, { count: 1, isolated: true, module: 'attnviz-mt',
                                   why: 'the page\'s address asks for one (?threads=1)',
-                                  line: 'CPU: 1 thread: the page\'s address asks for one (?threads=1)' });
+                                  line: 'CPU: 1 thread: the page\'s address asks for one (?threads=1)', ...fused });
   clean(one.log);
   await one.context.close();
 
@@ -64,6 +66,7 @@ test('isolated, the page runs the threaded module on one thread per core (at mos
   assert.equal(b.threads.count, 1);
   assert.equal(b.threads.isolated, false);
   assert.equal(b.threads.module, 'attnviz');
+  assert.deepEqual({ relaxed_fma: b.threads.relaxed_fma, kernels: b.threads.kernels }, fused);
   assert.equal(b.threads.line, 'CPU: 1 thread: the page is not cross-origin isolated (served without the COOP and ' +
                                'COEP headers scripts/demo sends)');
   const plainFiles = b.log.requests.map((u) => new URL(u).pathname.split('/').pop());

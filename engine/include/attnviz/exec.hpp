@@ -34,6 +34,9 @@ const std::vector<Isa>& available_isas();
 Isa resolve(Isa requested);
 // The thread count `threads` resolves to (0: hardware concurrency; 1 without thread support).
 int resolve_threads(int threads);
+// WebAssembly: whether the GEMMs run relaxed SIMD's fused multiply-add (the browser has it, and
+// ATTNVIZ_WASM_FMA=0 is not set); false natively, where the AVX2 and AVX-512 kernels always fuse.
+bool wasm_relaxed_fma();
 
 // Calls fn(task) for every task in [0, tasks) over `how`'s threads, in the passes' own pool (the scalar ISA,
 // or one thread, runs them in order here), and returns when all are done. Each task must write only its own
