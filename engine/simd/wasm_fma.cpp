@@ -30,6 +30,7 @@ constexpr bool kShared = false;
 struct Installed {
   bool tried = false, ok = false;
   Kernel k[2][kMaxRows + 1] = {};
+  Probe probe = nullptr;
 };
 
 // Per thread: every Worker has its own function table.
@@ -45,20 +46,26 @@ const Installed& install() {
   if (s.tried) return s;
   s.tried = true;
   if (disabled_by_env()) return s;
-  const unsigned char* bytes[2 * kMaxRows];
-  int sizes[2 * kMaxRows], ids[2 * kMaxRows];
-  const FmaModule* which[2 * kMaxRows];
+  constexpr int kCount = 2 * kMaxRows + 1;  // the kernels, TransA or not, and the probe
+  const unsigned char* bytes[kCount];
+  int sizes[kCount], ids[kCount];
+  const FmaModule* which[kCount];
   int n = 0;
   for (const FmaModule& m : kFmaModules)
-    if (m.shared == kShared && m.rows <= kMaxRows && n < 2 * kMaxRows) {
+    if (m.shared == kShared && m.rows <= kMaxRows && n < kCount) {
       which[n] = &m;
       bytes[n] = m.bytes;
       sizes[n] = m.size;
       ++n;
     }
-  if (n != 2 * kMaxRows || attnviz_wasm_fma_install(bytes, sizes, n, ids) != 1) return s;
-  for (int i = 0; i < n; ++i)
-    s.k[which[i]->trans][which[i]->rows] = reinterpret_cast<Kernel>(static_cast<std::uintptr_t>(ids[i]));
+  if (n != kCount || attnviz_wasm_fma_install(bytes, sizes, n, ids) != 1) return s;
+  for (int i = 0; i < n; ++i) {
+    const auto id = static_cast<std::uintptr_t>(ids[i]);
+    if (which[i]->rows == 0)
+      s.probe = reinterpret_cast<Probe>(id);
+    else
+      s.k[which[i]->trans][which[i]->rows] = reinterpret_cast<Kernel>(id);
+  }
   s.ok = true;
   return s;
 }
@@ -68,6 +75,11 @@ const Installed& install() {
 Kernel kernel(int rows, bool trans) {
   const Installed& s = install();
   return s.ok && rows >= 1 && rows <= kMaxRows ? s.k[trans][rows] : nullptr;
+}
+
+Probe probe() {
+  const Installed& s = install();
+  return s.ok ? s.probe : nullptr;
 }
 
 bool in_use() {

@@ -11,17 +11,25 @@
 // fuse the same way.
 #pragma once
 
+#include <cstdint>
+
 #ifdef __EMSCRIPTEN__  // every WebAssembly build of the engine (its SIMD128 kernels use it)
 
 namespace attnviz::simd::wasm_fma {
 
-// k(K, a, lda, b, c, ldc): C[R x 8] += A[R x K] * panel[K x 8] (TransA: A's element (r, k) at a[k * lda +
-// r]), every C element's sum started from C, lda and ldc in floats (wasm_fma_gen.mjs).
-using Kernel = void (*)(int, const float*, int, const float*, float*, int);
+// k(K, a, lda, b, c, ldc, init): C[R x 8] = S + A[R x K] * panel[K x 8] (TransA: A's element (r, k) at
+// a[k * lda + r]), S zero (init 0), C itself (init 1) or in every row the 8 floats at address init (a bias);
+// every sum over k in order, lda and ldc in floats (wasm_fma_gen.mjs).
+using Kernel = void (*)(int, const float*, int, const float*, float*, int, std::uintptr_t);
 
 // This thread's kernel for `rows` rows (1..5), or null where the browser cannot run them (installed on the
 // first call; ATTNVIZ_WASM_FMA=0 in the environment keeps the engine's own kernels, for comparisons).
 Kernel kernel(int rows, bool trans);
+
+// p(iterations, sink): the FMA peak's probe (simd::fma_probe) on relaxed_madd, 12 vectors of 4 floats fused
+// once per iteration, their sum's 4 lanes stored at sink; null where the kernels are not in use.
+using Probe = void (*)(int, float*);
+Probe probe();
 
 // Whether this thread runs the fused kernels (installing them first where it has not yet).
 bool in_use();

@@ -5,11 +5,12 @@
 //
 //   node wasm_fma_gen.mjs WAT2WASM OUT.inc MR NR
 //
-// Kernel (rows R, TransA t, memory shared or not): k(K, a, lda, b, c, ldc), every argument an i32, lda and ldc
-// in floats. C[R x NR] (row stride ldc) = C + A[R x K] * panel[K x NR], the panel k-major; A row-major (stride
-// lda) or, with TransA, element (r, k) at a[k * lda + r]. Each accumulator starts from C and takes its products
+// Kernel (rows R, TransA t, memory shared or not): k(K, a, lda, b, c, ldc, init), every argument an i32, lda and
+// ldc in floats. C[R x NR] (row stride ldc) = S + A[R x K] * panel[K x NR], the panel k-major; A row-major
+// (stride lda) or, with TransA, element (r, k) at a[k * lda + r]; S zero (init 0), C itself (init 1) or every row
+// the NR floats at address init (a bias). Each accumulator starts from S and takes its products
 // in k order, one fused multiply-add each, as the C++ micro-kernel (simd/layer_impl.hpp) does with xsimd::fma.
-// One module per kernel, each well under the 4 kB that Chromium compiles synchronously on the main thread.
+// Also the FMA peak's probe (rows 0 in the list), for the benchmarks. One module per kernel, each well under the 4 kB that Chromium compiles synchronously on the main thread.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -25,17 +26,24 @@ const V = NR / 4;  // v128 vectors per row
 function kernel(R, trans, shared) {
   const l = [];
   // Shared memory (the threaded module) must declare a maximum; an unshared import without one accepts any.
-  l.push(`(module (import "env" "memory" (memory 1 ${shared ? '65536 shared' : ''}))`);
-  l.push('(func (export "k") (param $K i32) (param $a i32) (param $lda i32) (param $b i32) (param $c i32) (param $ldc i32)');
+  l.push(`(module (import "env" "memory" (memory 1${shared ? ' 65536 shared' : ''}))`);
+  l.push('(func (export "k") (param $K i32) (param $a i32) (param $lda i32) (param $b i32) (param $c i32) (param $ldc i32)' +
+         ' (param $init i32)');
   for (let r = 0; r < R; r++) l.push(`(local $a${r} i32)` + Array.from({ length: V }, (_, v) => ` (local $c${r}_${v} v128)`).join(''));
   l.push(Array.from({ length: V }, (_, v) => `(local $b${v} v128)`).join(' ') + ' (local $x v128) (local $end i32)');
   l.push('(local.set $lda (i32.shl (local.get $lda) (i32.const 2)))');
   l.push('(local.set $ldc (i32.shl (local.get $ldc) (i32.const 2)))');
   const cRow = (r) => `(i32.add (local.get $c) (i32.mul (local.get $ldc) (i32.const ${r})))`;
-  for (let r = 0; r < R; r++) {
+  for (let r = 0; r < R; r++)
     if (!trans) l.push(`(local.set $a${r} (i32.add (local.get $a) (i32.mul (local.get $lda) (i32.const ${r}))))`);
+  // The accumulators start as locals do, at zero (init 0), from C (init 1) or from the bias at address init.
+  l.push('(if (i32.eq (local.get $init) (i32.const 1)) (then');
+  for (let r = 0; r < R; r++)
     for (let v = 0; v < V; v++) l.push(`(local.set $c${r}_${v} (v128.load offset=${16 * v} align=4 ${cRow(r)}))`);
-  }
+  l.push(') (else (if (local.get $init) (then');
+  for (let v = 0; v < V; v++) l.push(`(local.set $b${v} (v128.load offset=${16 * v} align=4 (local.get $init)))`);
+  for (let r = 0; r < R; r++) for (let v = 0; v < V; v++) l.push(`(local.set $c${r}_${v} (local.get $b${v}))`);
+  l.push('))))');
   l.push(`(local.set $end (i32.add (local.get $b) (i32.mul (local.get $K) (i32.const ${4 * NR}))))`);
   l.push('(if (i32.lt_u (local.get $b) (local.get $end)) (then (loop $k');
   for (let v = 0; v < V; v++) l.push(`(local.set $b${v} (v128.load offset=${16 * v} (local.get $b)))`);
@@ -56,6 +64,27 @@ function kernel(R, trans, shared) {
   return l.join('\n') + '\n';
 }
 
+// The FMA peak's probe (simd::fma_probe): p(iterations, sink), 12 independent chains acc = acc * m + add, one
+// relaxed_madd each per iteration, their sum's lanes stored at `sink` (4 floats), as the C++ probe does.
+function probe(shared) {
+  const l = [];
+  l.push(`(module (import "env" "memory" (memory 1${shared ? ' 65536 shared' : ''}))`);
+  l.push('(func (export "k") (param $n i32) (param $sink i32)');
+  l.push(Array.from({ length: 12 }, (_, i) => `(local $c${i} v128)`).join(' ') + ' (local $m v128) (local $d v128)');
+  for (let i = 0; i < 12; i++) l.push(`(local.set $c${i} (f32x4.splat (f32.const ${(i * 1e-3).toFixed(3)})))`);
+  l.push('(local.set $m (f32x4.splat (f32.const 0.999999)))');
+  l.push('(local.set $d (f32x4.splat (f32.const 1e-7)))');
+  l.push('(if (i32.gt_s (local.get $n) (i32.const 0)) (then (loop $it');
+  for (let i = 0; i < 12; i++)
+    l.push(`(local.set $c${i} (f32x4.relaxed_madd (local.get $c${i}) (local.get $m) (local.get $d)))`);
+  l.push('(br_if $it (i32.gt_s (local.tee $n (i32.sub (local.get $n) (i32.const 1))) (i32.const 0))))))');
+  let sum = '(local.get $c0)';
+  for (let i = 1; i < 12; i++) sum = `(f32x4.add ${sum} (local.get $c${i}))`;
+  l.push(`(v128.store align=4 (local.get $sink) ${sum})`);
+  l.push('))');
+  return l.join('\n') + '\n';
+}
+
 const dir = out + '.d';
 fs.mkdirSync(dir, { recursive: true });
 const lines = ['// Generated by engine/simd/wasm_fma_gen.mjs from its WebAssembly text: do not edit.', ''];
@@ -72,6 +101,15 @@ for (const shared of [false, true])
       lines.push(`alignas(4) constexpr unsigned char k_${name}[] = {${[...bytes].join(',')}};`);
       entries.push(`{k_${name}, sizeof k_${name}, ${R}, ${trans}, ${shared}}`);
     }
+for (const shared of [false, true]) {
+  const name = `probe_${shared ? 'shared' : 'own'}`;
+  const wat = path.join(dir, `${name}.wat`), wasm = path.join(dir, `${name}.wasm`);
+  fs.writeFileSync(wat, probe(shared));
+  execFileSync(wat2wasm, ['--enable-threads', '--enable-relaxed-simd', wat, '-o', wasm], { stdio: 'inherit' });
+  const bytes = fs.readFileSync(wasm);
+  lines.push(`alignas(4) constexpr unsigned char k_${name}[] = {${[...bytes].join(',')}};`);
+  entries.push(`{k_${name}, sizeof k_${name}, 0, false, ${shared}}`);  // rows 0: the probe
+}
 lines.push('', `constexpr FmaModule kFmaModules[] = {\n  ${entries.join(',\n  ')},\n};`, '');
 const text = lines.join('\n');
 // Rewritten only when it changes, so the engine is not recompiled for nothing.
