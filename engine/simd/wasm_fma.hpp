@@ -2,8 +2,8 @@
 // cannot emit that instruction, so simd/wasm_fma_gen.mjs writes the kernels in the WebAssembly text format,
 // wabt assembles them at build time, and each thread hands them to the browser on its first GEMM
 // (simd/wasm_fma.js): they join the module's function table, and the C++ calls them through it. Where the
-// browser has no relaxed SIMD (Safari, Firefox without its flag, node 20 without
-// --experimental-wasm-relaxed-simd) the engine keeps its own multiply-then-add kernels.
+// browser has no relaxed SIMD (and in node 20 without --experimental-wasm-relaxed-simd) the engine keeps its
+// own multiply-then-add kernels.
 //
 // Bits: each output is still one sum over k in order, each product fused into it (where the processor has no
 // FMA, V8 multiplies and adds separately, and every output is that sum instead), so a result does not depend
