@@ -10,8 +10,9 @@ mergeInto(LibraryManager.library, {
     try {
       var kernels = [];
       for (var i = 0; i < n; ++i) {
+        // Addresses as unsigned numbers: a module may have up to 4 GB of memory.
         var words = new Int32Array(wasmMemory.buffer);
-        var p = words[(bytes >> 2) + i] >>> 0, len = words[(sizes >> 2) + i];
+        var p = words[(bytes >>> 2) + i] >>> 0, len = words[(sizes >>> 2) + i];
         // A copy: WebAssembly.Module takes no view of shared memory.
         var code = new Uint8Array(wasmMemory.buffer, p, len).slice();
         if (!WebAssembly.validate(code)) return 0;
@@ -24,7 +25,7 @@ mergeInto(LibraryManager.library, {
       wasmTable.grow(n);
       for (var j = 0; j < n; ++j) wasmTable.set(first + j, kernels[j]);
       var ids = new Int32Array(wasmMemory.buffer);
-      for (var k = 0; k < n; ++k) ids[(out >> 2) + k] = first + k;
+      for (var k = 0; k < n; ++k) ids[(out >>> 2) + k] = first + k;
       return 1;
     } catch (e) {
       return 0;
