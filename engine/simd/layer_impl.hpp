@@ -207,7 +207,8 @@ const Micro* micro_table() {
   constexpr int MR = mr_of<A>();
   static constexpr auto kOwn = micro_kernels<A, TransA>(std::make_integer_sequence<int, MR>{});
 #ifdef __wasm_simd128__
-  static_assert(nr_of<A>() == 8, "wasm_fma_gen.mjs writes 8-column kernels");
+  static_assert(nr_of<A>() == 8 && MR == wasm_fma::kRows,
+                "wasm_fma_gen.mjs writes 8-column kernels of 1..kRows");
   static constexpr auto kFused = fused_micro_kernels<TransA>(std::make_integer_sequence<int, MR>{});
   if (wasm_fma::in_use()) return kFused.data();
 #endif

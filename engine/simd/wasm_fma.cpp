@@ -2,6 +2,7 @@
 // simd/wasm_fma.js, which returns their function-table indices.
 #include "wasm_fma.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -19,7 +20,7 @@ struct FmaModule {
 };
 #include "wasm_fma_kernels.inc"
 
-constexpr int kMaxRows = 5;
+constexpr int kMaxRows = kRows;
 
 #ifdef __EMSCRIPTEN_PTHREADS__
 constexpr bool kShared = true;  // the threaded module's memory is shared: its kernels import it so
@@ -36,6 +37,11 @@ struct Installed {
 // Per thread: every Worker has its own function table.
 thread_local Installed installed;
 
+// One decision for the process, so that every thread computes with the same kernels (the same bits on any
+// thread count): the first thread's install decides; after a refusal no other thread tries. (A Worker whose
+// own install failed after the first succeeded would run the engine's kernels; no browser was seen to.)
+std::atomic<int> decided{-1};  // -1 not yet, 0 the engine's own kernels, 1 the fused ones
+
 bool disabled_by_env() {
   const char* v = std::getenv("ATTNVIZ_WASM_FMA");
   return v && std::strcmp(v, "0") == 0;
@@ -45,7 +51,10 @@ const Installed& install() {
   Installed& s = installed;
   if (s.tried) return s;
   s.tried = true;
-  if (disabled_by_env()) return s;
+  if (decided.load() == 0 || disabled_by_env()) {
+    decided.store(0);
+    return s;
+  }
   constexpr int kCount = 2 * kMaxRows + 1;  // the kernels, TransA or not, and the probe
   const unsigned char* bytes[kCount];
   int sizes[kCount], ids[kCount];
@@ -58,7 +67,11 @@ const Installed& install() {
       sizes[n] = m.size;
       ++n;
     }
-  if (n != kCount || attnviz_wasm_fma_install(bytes, sizes, n, ids) != 1) return s;
+  if (n != kCount || attnviz_wasm_fma_install(bytes, sizes, n, ids) != 1) {
+    int unset = -1;
+    decided.compare_exchange_strong(unset, 0);
+    return s;
+  }
   for (int i = 0; i < n; ++i) {
     const auto id = static_cast<std::uintptr_t>(ids[i]);
     if (which[i]->rows == 0)
@@ -66,7 +79,8 @@ const Installed& install() {
     else
       s.k[which[i]->trans][which[i]->rows] = reinterpret_cast<Kernel>(id);
   }
-  s.ok = true;
+  int unset = -1;
+  s.ok = decided.compare_exchange_strong(unset, 1) || unset == 1;
   return s;
 }
 

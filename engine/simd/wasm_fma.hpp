@@ -17,13 +17,18 @@
 
 namespace attnviz::simd::wasm_fma {
 
+// Rows of the tallest kernel: the SIMD128 micro-kernel's height (simd::detail::mr_of), as
+// engine/CMakeLists.txt asks wasm_fma_gen.mjs for.
+inline constexpr int kRows = 5;
+
 // k(K, a, lda, b, c, ldc, init): C[R x 8] = S + A[R x K] * panel[K x 8] (TransA: A's element (r, k) at
 // a[k * lda + r]), S zero (init 0), C itself (init 1) or in every row the 8 floats at address init (a bias);
 // every sum over k in order, lda and ldc in floats (wasm_fma_gen.mjs).
 using Kernel = void (*)(int, const float*, int, const float*, float*, int, std::uintptr_t);
 
-// This thread's kernel for `rows` rows (1..5), or null where the browser cannot run them (installed on the
-// first call; ATTNVIZ_WASM_FMA=0 in the environment keeps the engine's own kernels, for comparisons).
+// This thread's kernel for `rows` rows (1..kRows), or null where the browser cannot run them (installed on
+// the first call; the first thread's outcome holds for the process). ATTNVIZ_WASM_FMA=0 in the environment
+// keeps the engine's own kernels: the test binary under node reads node's (tests/node_env.js).
 Kernel kernel(int rows, bool trans);
 
 // p(iterations, sink): the FMA peak's probe (simd::fma_probe) on relaxed_madd, 12 vectors of 4 floats fused

@@ -30,7 +30,7 @@ function kernel(R, trans, shared) {
   l.push('(func (export "k") (param $K i32) (param $a i32) (param $lda i32) (param $b i32) (param $c i32) (param $ldc i32)' +
          ' (param $init i32)');
   for (let r = 0; r < R; r++) l.push(`(local $a${r} i32)` + Array.from({ length: V }, (_, v) => ` (local $c${r}_${v} v128)`).join(''));
-  l.push(Array.from({ length: V }, (_, v) => `(local $b${v} v128)`).join(' ') + ' (local $x v128) (local $end i32)');
+  l.push(Array.from({ length: V }, (_, v) => `(local $b${v} v128)`).join(' ') + ' (local $x v128)');
   l.push('(local.set $lda (i32.shl (local.get $lda) (i32.const 2)))');
   l.push('(local.set $ldc (i32.shl (local.get $ldc) (i32.const 2)))');
   const cRow = (r) => `(i32.add (local.get $c) (i32.mul (local.get $ldc) (i32.const ${r})))`;
@@ -44,8 +44,8 @@ function kernel(R, trans, shared) {
   for (let v = 0; v < V; v++) l.push(`(local.set $b${v} (v128.load offset=${16 * v} align=4 (local.get $init)))`);
   for (let r = 0; r < R; r++) for (let v = 0; v < V; v++) l.push(`(local.set $c${r}_${v} (local.get $b${v}))`);
   l.push('))))');
-  l.push(`(local.set $end (i32.add (local.get $b) (i32.mul (local.get $K) (i32.const ${4 * NR}))))`);
-  l.push('(if (i32.lt_u (local.get $b) (local.get $end)) (then (loop $k');
+  // K counted down (an end address could wrap at the top of a 4 GB memory)
+  l.push('(if (i32.gt_s (local.get $K) (i32.const 0)) (then (loop $k');
   for (let v = 0; v < V; v++) l.push(`(local.set $b${v} (v128.load offset=${16 * v} (local.get $b)))`);
   for (let r = 0; r < R; r++) {
     // TransA: the k-th column of A's block, row r at 4 r bytes from its start; else each row's own pointer.
@@ -57,7 +57,7 @@ function kernel(R, trans, shared) {
   if (trans) l.push('(local.set $a (i32.add (local.get $a) (local.get $lda)))');
   else for (let r = 0; r < R; r++) l.push(`(local.set $a${r} (i32.add (local.get $a${r}) (i32.const 4)))`);
   l.push(`(local.set $b (i32.add (local.get $b) (i32.const ${4 * NR})))`);
-  l.push('(br_if $k (i32.lt_u (local.get $b) (local.get $end))))))');
+  l.push('(br_if $k (local.tee $K (i32.sub (local.get $K) (i32.const 1)))))))');
   for (let r = 0; r < R; r++)
     for (let v = 0; v < V; v++) l.push(`(v128.store offset=${16 * v} align=4 ${cRow(r)} (local.get $c${r}_${v}))`);
   l.push('))');

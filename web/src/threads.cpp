@@ -83,7 +83,7 @@ namespace {
 std::string kernels_line() {
   return attnviz::wasm_relaxed_fma()
              ? "CPU kernels: SIMD128 with fused multiply-adds (relaxed SIMD)"
-             : "CPU kernels: SIMD128, multiplies and adds apart (this browser has no relaxed SIMD)";
+             : "CPU kernels: SIMD128, multiplies and adds apart (relaxed SIMD unavailable)";
 }
 
 }  // namespace

@@ -35,7 +35,8 @@ Isa resolve(Isa requested);
 // The thread count `threads` resolves to (0: hardware concurrency; 1 without thread support).
 int resolve_threads(int threads);
 // WebAssembly: whether the GEMMs run relaxed SIMD's fused multiply-add (the browser has it, and
-// ATTNVIZ_WASM_FMA=0 is not set); false natively, where the AVX2 and AVX-512 kernels always fuse.
+// ATTNVIZ_WASM_FMA=0 is not set). False natively, where the ISA decides: AVX2, AVX-512 and NEON fuse,
+// SSE4.2 does not.
 bool wasm_relaxed_fma();
 
 // Calls fn(task) for every task in [0, tasks) over `how`'s threads, in the passes' own pool (the scalar ISA,
