@@ -323,6 +323,34 @@ TEST_CASE("causal attention products skip the masked half and give the dense GEM
 }
 
 #ifdef __EMSCRIPTEN__
+namespace {
+
+// Whether every cell of c (M x N) is A (M x K, row-major) times B (K x N, row-major) summed over k in order
+// with each product fused (fmaf), and whether every cell is that sum with each product rounded first.
+struct SumsSeen {
+  bool fused = true, unfused = true;
+};
+SumsSeen sums_seen(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c,
+                   int M, int N, int K) {
+  SumsSeen seen;
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      float f = 0.0f, u = 0.0f;
+      for (int k = 0; k < K; ++k) {
+        const float x = a[static_cast<std::size_t>(i) * K + k], y = b[static_cast<std::size_t>(k) * N + j];
+        f = fma_exact(x, y, f);
+        const float product = x * y;  // rounded: its own statement, never contracted
+        u = product + u;
+      }
+      const auto got = test::bits_of(c[static_cast<std::size_t>(i) * N + j]);
+      seen.fused = seen.fused && got == test::bits_of(f);
+      seen.unfused = seen.unfused && got == test::bits_of(u);
+    }
+  return seen;
+}
+
+}  // namespace
+
 TEST_CASE("WebAssembly: the GEMMs, fused or not, give each output's sum over k in order, bit for bit") {
   // Where the browser (or node with --experimental-wasm-relaxed-simd) runs relaxed SIMD, the GEMMs run the
   // fused kernels of simd/wasm_fma.hpp: each output is then fmaf(a_k, b_k, sum) over k in order (on a
@@ -355,25 +383,11 @@ TEST_CASE("WebAssembly: the GEMMs, fused or not, give each output's sum over k i
         std::vector<float> c(static_cast<std::size_t>(M) * N, NAN);
         static ThreadPool alone(1);
         simd::run_gemm(Isa::simd128, M, N, K, a.data(), panels.data(), c.data(), alone);
-        bool all_fused = true, all_unfused = true;
-        for (int i = 0; i < M; ++i)
-          for (int j = 0; j < N; ++j) {
-            float f = 0.0f, u = 0.0f;
-            for (int k = 0; k < K; ++k) {
-              const float x = a[static_cast<std::size_t>(i) * K + k],
-                          y = b[static_cast<std::size_t>(k) * N + j];
-              f = fma_exact(x, y, f);
-              const float product = x * y;  // rounded: its own statement, never contracted
-              u = product + u;
-            }
-            const auto got = test::bits_of(c[static_cast<std::size_t>(i) * N + j]);
-            all_fused = all_fused && got == test::bits_of(f);
-            all_unfused = all_unfused && got == test::bits_of(u);
-          }
+        const SumsSeen seen = sums_seen(a, b, c, M, N, K);
         // The engine's own kernels never fuse; the fused ones fuse every product or (without FMA) none.
-        REQUIRE((fused_kernels ? all_fused || all_unfused : all_unfused));
-        fused += all_fused && !all_unfused;
-        unfused += all_unfused && !all_fused;
+        REQUIRE((fused_kernels ? seen.fused || seen.unfused : seen.unfused));
+        fused += seen.fused && !seen.unfused;
+        unfused += seen.unfused && !seen.fused;
       }
   // Training's transposed products (TransA, through causal_gemm's lower_at): A (T x T) zero left of the
   // diagonal, read from its transpose; the zero terms a strip skips leave a sum's bits as they are.
@@ -398,24 +412,10 @@ TEST_CASE("WebAssembly: the GEMMs, fused or not, give each output's sum over k i
       simd::run_causal_gemm(Isa::simd128,
                             simd::CausalGemm{simd::CausalGemm::lower_at, T, N, T, at.data(), T, panels.data(),
                                              static_cast<std::size_t>(T) * nr, c.data(), N});
-      bool all_fused = true, all_unfused = true;
-      for (int i = 0; i < T; ++i)
-        for (int j = 0; j < N; ++j) {
-          float f = 0.0f, u = 0.0f;
-          for (int k = 0; k < T; ++k) {
-            const float x = a[static_cast<std::size_t>(i) * T + k],
-                        y = b[static_cast<std::size_t>(k) * N + j];
-            f = fma_exact(x, y, f);
-            const float product = x * y;
-            u = product + u;
-          }
-          const auto got = test::bits_of(c[static_cast<std::size_t>(i) * N + j]);
-          all_fused = all_fused && got == test::bits_of(f);
-          all_unfused = all_unfused && got == test::bits_of(u);
-        }
-      REQUIRE((fused_kernels ? all_fused || all_unfused : all_unfused));
-      fused += all_fused && !all_unfused;
-      unfused += all_unfused && !all_fused;
+      const SumsSeen seen = sums_seen(a, b, c, T, N, T);
+      REQUIRE((fused_kernels ? seen.fused || seen.unfused : seen.unfused));
+      fused += seen.fused && !seen.unfused;
+      unfused += seen.unfused && !seen.fused;
     }
   MESSAGE("products fused in " << fused << " shapes, unfused in " << unfused);
   if (!fused_kernels) CHECK(fused == 0);
