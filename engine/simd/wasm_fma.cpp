@@ -20,8 +20,6 @@ struct FmaModule {
 };
 #include "wasm_fma_kernels.inc"
 
-constexpr int kMaxRows = kRows;
-
 #ifdef __EMSCRIPTEN_PTHREADS__
 constexpr bool kShared = true;  // the threaded module's memory is shared: its kernels import it so
 #else
@@ -30,7 +28,7 @@ constexpr bool kShared = false;
 
 struct Installed {
   bool tried = false, ok = false;
-  Kernel k[2][kMaxRows + 1] = {};
+  Kernel k[2][kRows + 1] = {};
   Probe probe = nullptr;
 };
 
@@ -55,13 +53,13 @@ const Installed& install() {
     decided.store(0);
     return s;
   }
-  constexpr int kCount = 2 * kMaxRows + 1;  // the kernels, TransA or not, and the probe
+  constexpr int kCount = 2 * kRows + 1;  // the kernels, TransA or not, and the probe
   const unsigned char* bytes[kCount];
   int sizes[kCount], ids[kCount];
   const FmaModule* which[kCount];
   int n = 0;
   for (const FmaModule& m : kFmaModules)
-    if (m.shared == kShared && m.rows <= kMaxRows && n < kCount) {
+    if (m.shared == kShared && m.rows <= kRows && n < kCount) {
       which[n] = &m;
       bytes[n] = m.bytes;
       sizes[n] = m.size;
@@ -88,7 +86,7 @@ const Installed& install() {
 
 Kernel kernel(int rows, bool trans) {
   const Installed& s = install();
-  return s.ok && rows >= 1 && rows <= kMaxRows ? s.k[trans][rows] : nullptr;
+  return s.ok && rows >= 1 && rows <= kRows ? s.k[trans][rows] : nullptr;
 }
 
 Probe probe() {

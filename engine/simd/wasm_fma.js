@@ -9,9 +9,9 @@ mergeInto(LibraryManager.library, {
   attnviz_wasm_fma_install: function (bytes, sizes, n, out) {
     try {
       var kernels = [];
+      // Addresses as unsigned numbers: a module may have up to 4 GB of memory. (Nothing here grows it.)
+      var words = new Int32Array(wasmMemory.buffer);
       for (var i = 0; i < n; ++i) {
-        // Addresses as unsigned numbers: a module may have up to 4 GB of memory.
-        var words = new Int32Array(wasmMemory.buffer);
         var p = words[(bytes >>> 2) + i] >>> 0, len = words[(sizes >>> 2) + i];
         // A copy: WebAssembly.Module takes no view of shared memory.
         var code = new Uint8Array(wasmMemory.buffer, p, len).slice();
@@ -24,8 +24,7 @@ mergeInto(LibraryManager.library, {
       var first = wasmTable.length;
       wasmTable.grow(n);
       for (var j = 0; j < n; ++j) wasmTable.set(first + j, kernels[j]);
-      var ids = new Int32Array(wasmMemory.buffer);
-      for (var k = 0; k < n; ++k) ids[(out >>> 2) + k] = first + k;
+      for (var k = 0; k < n; ++k) words[(out >>> 2) + k] = first + k;
       return 1;
     } catch (e) {
       return 0;
