@@ -1,6 +1,6 @@
 // The runner of the engine and UI suites: doctest's, with a temporary directory of the process's own. ctest
-// runs the cases in parallel, one process per case; cases that name their files alike (a checkpoint folder, a
-// written model) must not share them.
+// runs the cases in parallel, one process per case natively and two whole WebAssembly suites side by side
+// under node; cases that name their files alike (a checkpoint folder, a written model) must not share them.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <stdlib.h>  // mkdtemp, setenv
@@ -16,13 +16,11 @@ namespace {
 class PrivateTmp {
  public:
   PrivateTmp() {
-#ifndef __EMSCRIPTEN__  // the WebAssembly suite runs as one process
-    std::error_code ec;
+    std::error_code ec;  // under node (NODERAWFS), the same calls reach the real file system
     std::string pattern = (std::filesystem::temp_directory_path(ec) / "attnviz_case_XXXXXX").string();
     if (ec || ::mkdtemp(pattern.data()) == nullptr) return;  // the shared directory, as before
     dir_ = pattern;
     ::setenv("TMPDIR", dir_.c_str(), 1);
-#endif
   }
   ~PrivateTmp() {
     std::error_code ec;
