@@ -20,18 +20,6 @@
 using namespace attnviz;
 using namespace attnviz::bench;
 
-namespace {
-
-std::vector<int> ids_of(int T, int vocab) {
-  std::vector<int> ids;
-  for (int i = 0; i < T; ++i)
-    ids.push_back(
-        static_cast<int>((2654435761u * static_cast<unsigned>(i + 1)) % static_cast<unsigned>(vocab)));
-  return ids;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   std::string dir;
   int threads = 2;
@@ -82,7 +70,7 @@ int main(int argc, char** argv) {
   GptRequest every;  // every layer's weights kept (the model view's grid)
   {
     const int T = 64;
-    const std::vector<int> ids = ids_of(T, c.vocab_size), prefix(ids.begin(), ids.end() - 1);
+    const std::vector<int> ids = token_ids(T, c.vocab_size), prefix(ids.begin(), ids.end() - 1);
     GptResult r;
     std::vector<double> times;
     for (int rep = 0; rep < 15; ++rep) {
@@ -97,7 +85,7 @@ int main(int argc, char** argv) {
         times[times.size() / 2] * 1e3, times.size());
   }
   for (int T : {64, 128}) {
-    const std::vector<int> ids = ids_of(T, c.vocab_size);
+    const std::vector<int> ids = token_ids(T, c.vocab_size);
     GptRequest all = every;
     all.all_logits = true;
     GptResult r;

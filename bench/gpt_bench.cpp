@@ -57,13 +57,6 @@ Timed time_passes(const std::function<void()>& pass, double budget, int min_reps
   return {median(times), median(shares)};
 }
 
-std::vector<int> ids_of(int T, int vocab) {
-  std::vector<int> ids;
-  for (int i = 0; i < T; ++i)
-    ids.push_back(static_cast<int>((2654435761u * static_cast<unsigned>(i + 1)) % vocab));
-  return ids;
-}
-
 #if !defined(__EMSCRIPTEN__)
 // Loads a weights file as the hosts do (mapped, packed matrix by matrix, pages released) and reports the
 // process's peak resident memory, which nothing else has raised yet.
@@ -87,7 +80,7 @@ int load(const std::string& path, int threads) {
   o.exec.threads = threads;
   GptModel m(std::move(w), TorchGenerator(0), o);
   GptResult r;
-  const std::vector<int> ids = ids_of(16, m.weights().config.vocab_size);
+  const std::vector<int> ids = token_ids(16, m.weights().config.vocab_size);
   if (Status st = m.forward(ids, GptRequest{}, r); !st.is_ok()) {
     std::fprintf(stderr, "attnviz-gpt-bench: %s\n", st.error.c_str());
     return 1;
@@ -180,7 +173,7 @@ void append_section(const GptConfig& config, GptModel& model, bool quick) {
                  two = append_seconds(small[1], ids, none, reps).best;
     return std::pair<double, double>{two - one, one - (two - one)};
   };
-  const double gemm_layer = layer_and_rest(ids_of(16, config.vocab_size)).first;
+  const double gemm_layer = layer_and_rest(token_ids(16, config.vocab_size)).first;
   std::printf("\none appended token (incremental path, keys and values of the prefix reused; %d runs), ms\n",
               reps);
   std::printf("%6s %8s %8s %10s %8s %8s %8s %8s %8s %10s %10s\n", "T", "median", "best", "keep none",
@@ -188,7 +181,7 @@ void append_section(const GptConfig& config, GptModel& model, bool quick) {
   Times at256;
   for (int T : {64, 256, 512, 1024}) {
     if (T > config.context_length) continue;
-    const std::vector<int> ids = ids_of(T, config.vocab_size);
+    const std::vector<int> ids = token_ids(T, config.vocab_size);
     const Times t_all = append_seconds(model, ids, all, reps),
                 t_none = append_seconds(model, ids, none, reps);
     const auto [layer, rest] = layer_and_rest(ids);
@@ -277,7 +270,7 @@ int main(int argc, char** argv) {
     // previous pass for it. (Until 2026-11-27 the bench dropped that storage before each pass,
     // GptModel::forget, which the app never does: the pass then also allocated and page-faulted its buffers,
     // up to 20% of a pass at T = 1024 on the Emerald Rapids VM.)
-    std::vector<int> ids[2] = {ids_of(T, config->vocab_size), ids_of(T, config->vocab_size)};
+    std::vector<int> ids[2] = {token_ids(T, config->vocab_size), token_ids(T, config->vocab_size)};
     ids[1][0] = (ids[0][0] + 1) % config->vocab_size;
     int turn = 0;
     for (bool all : {false, true}) {

@@ -46,6 +46,16 @@ inline std::vector<double> seconds_of_runs(const std::function<void()>& fn, doub
   return times;
 }
 
+// T token ids spread over the vocabulary (a multiplicative hash of the position), the same in every run and
+// benchmark, so that no two neighbours repeat and every pass sees the same text.
+inline std::vector<int> token_ids(int T, int vocab) {
+  std::vector<int> ids;
+  for (int i = 0; i < T; ++i)
+    ids.push_back(
+        static_cast<int>((2654435761u * static_cast<unsigned>(i + 1)) % static_cast<unsigned>(vocab)));
+  return ids;
+}
+
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
