@@ -355,15 +355,15 @@ TEST_CASE("WebAssembly: the GEMMs, fused or not, give each output's sum over k i
   // Where the browser (or node with --experimental-wasm-relaxed-simd) runs relaxed SIMD, the GEMMs run the
   // fused kernels of simd/wasm_fma.hpp: each output is then fmaf(a_k, b_k, sum) over k in order (on a
   // processor without FMA, V8 splits each into a multiply and an add, and every output is the unfused sum).
-  // Else the engine's own kernels give the unfused sum. Shapes around the kernel's 5 rows and 8 columns, past
-  // panels narrower than 8 and a bias-free start, K below, at and past the fused kernels' 8 terms a loop
-  // iteration (wasm_fma_gen.mjs) with each remainder; signed zeros among the terms.
+  // Else the engine's own kernels give the unfused sum. Shapes around the kernels' 5 (own) and 6 (fused) rows
+  // and 8 columns, past panels narrower than 8 and a bias-free start, K below, at and past the fused kernels'
+  // 8 terms a loop iteration (wasm_fma_gen.mjs) with each remainder; signed zeros among the terms.
   const bool fused_kernels = simd::wasm_fma::in_use();
   MESSAGE("relaxed-SIMD FMA kernels in use: " << std::string(fused_kernels ? "yes" : "no"));
   if (const char* expect = std::getenv("ATTNVIZ_EXPECT_WASM_FMA"); expect && *expect == '1')
     REQUIRE(fused_kernels);
   int fused = 0, unfused = 0;
-  for (int M : {1, 4, 5, 6, 11, 97})
+  for (int M : {1, 4, 5, 6, 11, 12, 97})
     for (int N : {3, 8, 21})
       for (int K : {1, 2, 8, 17, 300}) {
         CAPTURE(M);

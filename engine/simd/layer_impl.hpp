@@ -25,10 +25,10 @@ template <class A>
 constexpr int nr_of() {
   return 2 * static_cast<int>(vf<A>::size);
 }
-// Rows per micro-kernel block: its MR x 2 accumulator vectors, the two B vectors, the A broadcast and
-// (without FMA) the product must all stay in registers. V8 keeps one of x86-64's 16 vector registers for
-// scratch and does not fuse multiply and add, so WebAssembly SIMD128 takes 5 rows: with 6 it ran 20% slower
-// in Chromium (gpt2-small layer, T = 128: 24.6 ms vs 20 ms; 4 rows: 20.6 ms).
+// Rows per block of the engine's own micro-kernels (micro_kernel): its MR x 2 accumulator vectors, the two B
+// vectors, the A broadcast and (without FMA) the product must all stay in registers. V8 keeps one of x86-64's
+// 16 vector registers for scratch and does not fuse multiply and add, so WebAssembly SIMD128 takes 5 rows:
+// with 6 it ran 20% slower in Chromium (gpt2-small layer, T = 128: 24.6 ms vs 20 ms; 4 rows: 20.6 ms).
 template <class A>
 constexpr int mr_of() {
 #ifdef __wasm_simd128__
@@ -38,11 +38,21 @@ constexpr int mr_of() {
   return std::is_same<A, xsimd::avx512bw>::value ? 12 : 6;
 #endif
 }
-// A tile height of about `rows` that is a whole number of MR-row blocks (95 rather than 96 in WebAssembly,
-// whose 5-row blocks left 96-row tiles a block of one row each).
+// Rows per block of the micro-kernels this thread runs: in WebAssembly where the browser runs the fused
+// kernels (wasm_fma.hpp), theirs, 6: without a separate product to hold, 6 rows fit V8's registers, and the
+// page's engine ran 1.03-1.15x faster than with 5 in two alternating runs at T = 16, 128 and 512.
 template <class A>
-constexpr int tile_rows(int rows) {
-  return rows / mr_of<A>() * mr_of<A>();
+int block_rows() {
+#ifdef __wasm_simd128__
+  if (wasm_fma::in_use()) return wasm_fma::kRows;
+#endif
+  return mr_of<A>();
+}
+// A tile height of about `rows` that is a whole number of block_rows-row blocks (95 rather than 96 for
+// WebAssembly's own 5-row kernels, whose blocks left 96-row tiles a block of one row each).
+template <class A>
+int tile_rows(int rows) {
+  return rows / block_rows<A>() * block_rows<A>();
 }
 
 // A GEMM task's tile: rows x panels of B. Natively 48 rows x 8 panels, with every micro-kernel over the whole
@@ -200,16 +210,15 @@ constexpr std::array<Micro, sizeof...(R) + 1> fused_micro_kernels(std::integer_s
 }
 #endif
 
-// The micro-kernels this thread runs, indexed by the count of rows (1..MR): in WebAssembly the fused ones
-// where the browser has relaxed SIMD (wasm_fma.hpp), else micro_kernel.
+// The micro-kernels this thread runs, indexed by the count of rows (1..block_rows): in WebAssembly the fused
+// ones where the browser has relaxed SIMD (wasm_fma.hpp), else micro_kernel.
 template <class A, bool TransA = false>
 const Micro* micro_table() {
-  constexpr int MR = mr_of<A>();
-  static constexpr auto kOwn = micro_kernels<A, TransA>(std::make_integer_sequence<int, MR>{});
+  static constexpr auto kOwn = micro_kernels<A, TransA>(std::make_integer_sequence<int, mr_of<A>()>{});
 #ifdef __wasm_simd128__
-  static_assert(nr_of<A>() == 8 && MR == wasm_fma::kRows,
-                "wasm_fma_gen.mjs writes 8-column kernels of 1..kRows");
-  static constexpr auto kFused = fused_micro_kernels<TransA>(std::make_integer_sequence<int, MR>{});
+  static_assert(nr_of<A>() == 8, "wasm_fma_gen.mjs writes 8-column kernels");
+  static constexpr auto kFused =
+      fused_micro_kernels<TransA>(std::make_integer_sequence<int, wasm_fma::kRows>{});
   if (wasm_fma::in_use()) return kFused.data();
 #endif
   return kOwn.data();
@@ -255,7 +264,8 @@ inline void touch_lines(const float* p, std::size_t n) {
 template <class A>
 void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda, const float* b,
           std::size_t bstride, const float* bias, float* c, int ldc) {
-  constexpr int NR = nr_of<A>(), MR = mr_of<A>();
+  constexpr int NR = nr_of<A>();
+  const int MR = block_rows<A>();
   // The micro-kernel for each count of remaining rows (1..MR), so edge rows need no padding.
   const Micro* const kMicroKernels = micro_table<A>();
   if (K == 0) return;
@@ -278,7 +288,8 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
 // The loops run as gemm's: panel by panel, each strip's sum over its whole run of k, in order.
 template <class A>
 void causal_strips(const CausalGemm& g, int m0, int m1, int pos0, int window) {
-  constexpr int NR = nr_of<A>(), MR = mr_of<A>();
+  constexpr int NR = nr_of<A>();
+  const int MR = block_rows<A>();
   const Micro* const kMicroKernels = micro_table<A>();
   const Micro* const kTransposed = micro_table<A, true>();
   const bool trans = g.kind == CausalGemm::lower_at;
@@ -359,7 +370,8 @@ struct HalfPanels {
 template <class A>
 void gemm16(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda, HalfPanels b,
             std::size_t bstride, const float* bias, float* c, int ldc) {
-  constexpr int NR = nr_of<A>(), MR = mr_of<A>(), KC = 4096 / NR;
+  constexpr int NR = nr_of<A>(), KC = 4096 / NR;
+  const int MR = block_rows<A>();
   const Micro* const kMicroKernels = micro_table<A>();
   alignas(64) static thread_local std::uint32_t buf[KC * NR];
   const float* panel = reinterpret_cast<const float*>(buf);
@@ -473,7 +485,7 @@ void fast_layer::operator()(A, const LayerJob& job) const {
   if (job.qkv_given) {
     q = job.q, k = job.k, v = job.v;
   } else if (job.has_weights) {
-    constexpr int kRows = tile_rows<A>(kTileRows), kPanels = kTilePanels;
+    const int kRows = tile_rows<A>(kTileRows), kPanels = kTilePanels;
     const int row_tiles = (T - first + kRows - 1) / kRows;
     const int panel_tiles = (panels(W, NR) + kPanels - 1) / kPanels;
     const std::size_t bstride = static_cast<std::size_t>(job.d_in) * NR;
@@ -614,7 +626,7 @@ void fast_gemm::operator()(A, int M, int N, int K, const float* a, const float* 
 template <class A>
 void causal_gemm::operator()(A, const CausalGemm& job) const {
   // row blocks of parallel_gemm's height: a block's rows of A stay in cache while the panels pass
-  constexpr int kRows = detail::tile_rows<A>(detail::kTileRows);
+  const int kRows = detail::tile_rows<A>(detail::kTileRows);
   for (int m0 = 0; m0 < job.M; m0 += kRows)
     detail::causal_strips<A>(job, m0, detail::lesser<A>(job.M, m0 + kRows), 0, 0);
 }

@@ -17,9 +17,9 @@
 
 namespace attnviz::simd::wasm_fma {
 
-// Rows of the tallest kernel: the SIMD128 micro-kernel's height (simd::detail::mr_of), as
-// engine/CMakeLists.txt asks wasm_fma_gen.mjs for.
-inline constexpr int kRows = 5;
+// Rows of the tallest kernel, as engine/CMakeLists.txt asks wasm_fma_gen.mjs for: the GEMMs' row blocks where
+// these kernels run (simd::detail::block_rows), one more than the engine's own SIMD128 kernels take.
+inline constexpr int kRows = 6;
 
 // k(K, a, lda, b, c, ldc, init): C[R x 8] = S + A[R x K] * panel[K x 8] (TransA: A's element (r, k) at
 // a[k * lda + r]), S zero (init 0), C itself (init 1) or in every row the 8 floats at address init (a bias);
