@@ -38,23 +38,6 @@ constexpr int mr_of() {
   return std::is_same<A, xsimd::avx512bw>::value ? 12 : 6;
 #endif
 }
-// Rows per block of the micro-kernels this thread runs: in WebAssembly where the browser runs the fused
-// kernels (wasm_fma.hpp), theirs, 6: without a separate product to hold, 6 rows fit V8's registers, and the
-// page's engine ran 1.03-1.15x faster than with 5 in two alternating runs at T = 16, 128 and 512.
-template <class A>
-int block_rows() {
-#ifdef __wasm_simd128__
-  if (wasm_fma::in_use()) return wasm_fma::kRows;
-#endif
-  return mr_of<A>();
-}
-// A tile height of about `rows` that is a whole number of block_rows-row blocks (95 rather than 96 for
-// WebAssembly's own 5-row kernels, whose blocks left 96-row tiles a block of one row each).
-template <class A>
-int tile_rows(int rows) {
-  return rows / block_rows<A>() * block_rows<A>();
-}
-
 // A GEMM task's tile: rows x panels of B. Natively 48 rows x 8 panels, with every micro-kernel over the whole
 // K (gemm): on the 2-vCPU Emerald Rapids VM, gpt2-small's products at 512 rows ran at 77-89% of the AVX-512
 // FMA peak on 2 threads this way, against 52-76% in the earlier 96 x 4 tiles blocked over K in 16 kB panel
@@ -210,18 +193,32 @@ constexpr std::array<Micro, sizeof...(R) + 1> fused_micro_kernels(std::integer_s
 }
 #endif
 
-// The micro-kernels this thread runs, indexed by the count of rows (1..block_rows): in WebAssembly the fused
-// ones where the browser has relaxed SIMD (wasm_fma.hpp), else micro_kernel.
+// The micro-kernels this thread runs, k[r] for a block of r rows (1..rows), and the rows a block takes. In
+// WebAssembly, where the browser has relaxed SIMD, the fused ones (wasm_fma.hpp) in blocks of 6: without a
+// separate product to hold, 6 rows fit V8's registers, and the page's engine ran 1.03-1.15x faster than with
+// 5 in three alternating runs at T = 16, 128 and 512. Else micro_kernel, in blocks of mr_of.
+struct MicroTable {
+  const Micro* k;
+  int rows;
+};
 template <class A, bool TransA = false>
-const Micro* micro_table() {
+MicroTable micro_table() {
   static constexpr auto kOwn = micro_kernels<A, TransA>(std::make_integer_sequence<int, mr_of<A>()>{});
 #ifdef __wasm_simd128__
   static_assert(nr_of<A>() == 8, "wasm_fma_gen.mjs writes 8-column kernels");
   static constexpr auto kFused =
       fused_micro_kernels<TransA>(std::make_integer_sequence<int, wasm_fma::kRows>{});
-  if (wasm_fma::in_use()) return kFused.data();
+  if (wasm_fma::in_use()) return {kFused.data(), wasm_fma::kRows};
 #endif
-  return kOwn.data();
+  return {kOwn.data(), mr_of<A>()};
+}
+
+// A tile height of about `rows` that is a whole number of the micro-kernels' row blocks (95 rather than 96
+// for WebAssembly's own 5-row kernels, whose blocks left 96-row tiles a block of one row each).
+template <class A>
+int tile_rows(int rows) {
+  const int block = micro_table<A>().rows;
+  return rows / block * block;
 }
 
 // WebAssembly reads each weight-sized panel whole before multiplying it (touch_lines); native builds have
@@ -265,18 +262,17 @@ template <class A>
 void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda, const float* b,
           std::size_t bstride, const float* bias, float* c, int ldc) {
   constexpr int NR = nr_of<A>();
-  const int MR = block_rows<A>();
-  // The micro-kernel for each count of remaining rows (1..MR), so edge rows need no padding.
-  const Micro* const kMicroKernels = micro_table<A>();
+  // The micro-kernel for each count of remaining rows, so edge rows need no padding.
+  const MicroTable kernels = micro_table<A>();
   if (K == 0) return;
   for (int p = p0; p < p1; ++p) {
     const float* bp = b + static_cast<std::size_t>(p) * bstride;
     const int n_valid = lesser<A>(NR, N - p * NR);
     if (kReadPanelsFirst && m1 - m0 > 1 && K >= 256) touch_lines<A>(bp, static_cast<std::size_t>(K) * NR);
     const float* bb = bias ? bias + p * NR : nullptr;
-    for_row_blocks(m0, m1, MR, [&](int i, int rows) {
-      kMicroKernels[rows](K, a + static_cast<std::size_t>(i) * lda, lda, bp,
-                          c + static_cast<std::size_t>(i) * ldc + p * NR, ldc, n_valid, bb, false);
+    for_row_blocks(m0, m1, kernels.rows, [&](int i, int rows) {
+      kernels.k[rows](K, a + static_cast<std::size_t>(i) * lda, lda, bp,
+                      c + static_cast<std::size_t>(i) * ldc + p * NR, ldc, n_valid, bb, false);
     });
   }
 }
@@ -289,9 +285,8 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
 template <class A>
 void causal_strips(const CausalGemm& g, int m0, int m1, int pos0, int window) {
   constexpr int NR = nr_of<A>();
-  const int MR = block_rows<A>();
-  const Micro* const kMicroKernels = micro_table<A>();
-  const Micro* const kTransposed = micro_table<A, true>();
+  const MicroTable kernels = micro_table<A>(), transposed = micro_table<A, true>();
+  const int MR = kernels.rows;  // the transposed kernels' too
   const bool trans = g.kind == CausalGemm::lower_at;
   if (g.K == 0) return;
   // strip [r0, r1): terms k in [lo, hi), columns [0, n1) from panel pl
@@ -319,11 +314,11 @@ void causal_strips(const CausalGemm& g, int m0, int m1, int pos0, int window) {
       if (p < st.pl || p * NR >= st.n1 || st.hi <= st.lo) return;
       const float* a = trans ? g.a + static_cast<std::size_t>(st.lo) * g.lda + r0
                              : g.a + static_cast<std::size_t>(r0) * g.lda + st.lo;
-      (trans ? kTransposed : kMicroKernels)[r1 - r0](
-          st.hi - st.lo, a, g.lda,
-          g.b + static_cast<std::size_t>(p) * g.bstride + static_cast<std::size_t>(st.lo) * NR,
-          g.c + static_cast<std::size_t>(r0) * g.ldc + p * NR, g.ldc, lesser<A>(NR, st.n1 - p * NR), nullptr,
-          false);
+      (trans ? transposed : kernels)
+          .k[r1 - r0](st.hi - st.lo, a, g.lda,
+                      g.b + static_cast<std::size_t>(p) * g.bstride + static_cast<std::size_t>(st.lo) * NR,
+                      g.c + static_cast<std::size_t>(r0) * g.ldc + p * NR, g.ldc,
+                      lesser<A>(NR, st.n1 - p * NR), nullptr, false);
     });
   // a strip with no term at all (rows past K): the empty sum
   for_row_blocks(m0, m1, MR, [&](int r0, int rows) {
@@ -371,8 +366,7 @@ template <class A>
 void gemm16(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda, HalfPanels b,
             std::size_t bstride, const float* bias, float* c, int ldc) {
   constexpr int NR = nr_of<A>(), KC = 4096 / NR;
-  const int MR = block_rows<A>();
-  const Micro* const kMicroKernels = micro_table<A>();
+  const MicroTable kernels = micro_table<A>();
   alignas(64) static thread_local std::uint32_t buf[KC * NR];
   const float* panel = reinterpret_cast<const float*>(buf);
   for (int k0 = 0; k0 < K; k0 += KC) {
@@ -382,10 +376,10 @@ void gemm16(int m0, int m1, int p0, int p1, int N, int K, const float* a, int ld
                    static_cast<std::size_t>(kb) * NR, b.bf16, buf);
       const int n_valid = lesser<A>(NR, N - p * NR);
       const float* bb = k0 == 0 && bias ? bias + p * NR : nullptr;
-      for_row_blocks(m0, m1, MR, [&](int i, int rows) {
+      for_row_blocks(m0, m1, kernels.rows, [&](int i, int rows) {
         const float* ai = a + static_cast<std::size_t>(i) * lda + k0;
         float* ci = c + static_cast<std::size_t>(i) * ldc + p * NR;
-        kMicroKernels[rows](kb, ai, lda, panel, ci, ldc, n_valid, bb, k0 > 0);
+        kernels.k[rows](kb, ai, lda, panel, ci, ldc, n_valid, bb, k0 > 0);
       });
     }
   }

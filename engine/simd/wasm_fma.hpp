@@ -18,7 +18,7 @@
 namespace attnviz::simd::wasm_fma {
 
 // Rows of the tallest kernel, as engine/CMakeLists.txt asks wasm_fma_gen.mjs for: the GEMMs' row blocks where
-// these kernels run (simd::detail::block_rows), one more than the engine's own SIMD128 kernels take.
+// these kernels run (simd::detail::micro_table), one more than the engine's own SIMD128 kernels take.
 inline constexpr int kRows = 6;
 
 // k(K, a, lda, b, c, ldc, init): C[R x 8] = S + A[R x K] * panel[K x 8] (TransA: A's element (r, k) at

@@ -64,12 +64,10 @@ function kernel(R, trans, shared) {
     if (!trans) for (let r = 0; r < R; r++) l.push(`(local.set $a${r} (i32.add (local.get $a${r}) (i32.const ${4 * u})))`);
     l.push(`(local.set $b (i32.add (local.get $b) (i32.const ${4 * NR * u})))`);
   };
-  if (U > 1) {
-    l.push(`(if (i32.ge_s (local.get $K) (i32.const ${U})) (then (loop $ku`);
-    for (let u = 0; u < U; u++) body(u);
-    step(U);
-    l.push(`(br_if $ku (i32.ge_s (local.tee $K (i32.sub (local.get $K) (i32.const ${U}))) (i32.const ${U}))))))`);
-  }
+  l.push(`(if (i32.ge_s (local.get $K) (i32.const ${U})) (then (loop $ku`);
+  for (let u = 0; u < U; u++) body(u);
+  step(U);
+  l.push(`(br_if $ku (i32.ge_s (local.tee $K (i32.sub (local.get $K) (i32.const ${U}))) (i32.const ${U}))))))`);
   l.push('(if (i32.gt_s (local.get $K) (i32.const 0)) (then (loop $k');
   body(0);
   step(1);
