@@ -1,13 +1,15 @@
 // The page around the attnviz module (attnviz.js + attnviz.wasm, built from web/src/): checks what the
 // browser has, shows loading and errors, hands the keyboard and the clipboard to the module, and starts it
 // with the page's hooks. Its neighbours: module.js (calls into the module), url-state.js (the state in the
-// URL), model-files.js (models and their files), hub.js (models from the Hugging Face hub), downloads.js (exports), api.js (window.attnviz).
+// URL), gl-state.js (WebGL state kept in the page), model-files.js (models and their files), hub.js (models
+// from the Hugging Face hub), downloads.js (exports), api.js (window.attnviz).
 import { $, call, markStarted, started, toHeap, wake } from './module.js';
 import { rejectReady, resolveReady } from './api.js';
 import { download } from './downloads.js';
 import { askForWanted, ensureVocab, openModel, vocabulary } from './model-files.js';
 import { openHub, showList } from './hub.js';
 import { followIfMoved, initialState, linkNamesModel, stateChanged } from './url-state.js';
+import { shadowCanvas } from './gl-state.js';
 
 function showProblem(title, detail) {
   $('loading').hidden = true;
@@ -88,6 +90,7 @@ function start() {
     e.preventDefault();
     showProblem('The graphics context was lost', 'The browser took WebGL away from the page. Reload to start again.');
   });
+  shadowCanvas(canvas);  // the state Dear ImGui asks for every frame, kept without a round trip to the GPU
 
   window.Module = {
     canvas,

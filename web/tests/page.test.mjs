@@ -47,7 +47,8 @@ test('the page loads with no console error and no request outside 127.0.0.1', as
   const ms = await load(page, env.url);
   const files = new Set(log.requests.map((u) => new URL(u).pathname));
   assert.deepEqual([...files].sort(), ['/', '/api.js', '/attnviz-gpu.js', '/attnviz-page.js', '/attnviz.js', '/attnviz.wasm',
-                                       '/downloads.js', '/hub.js', '/model-files.js', '/module.js', '/url-state.js']);
+                                       '/downloads.js', '/gl-state.js', '/hub.js', '/model-files.js', '/module.js',
+                                       '/url-state.js']);
   const r = await page.evaluate(() => attnviz.getResult());
   assert.deepEqual(r.tokens, ['Your', 'journey', 'starts', 'with', 'one', 'step']);
   assert.equal(await page.locator('#overlay').isHidden(), true, 'the loading overlay is gone');
@@ -232,6 +233,84 @@ test('exports download as files', async () => {
   assert.equal(got.heads.length, 2);
   assert.ok(got.heads.every((f) => f.body.subarray(0, 4).equals(png)));
   assert.equal(await page.evaluate(() => attnviz.exportFiles('pdf')), "unknown export 'pdf' (png, heads, json, csv)");
+  clean(log);
+  await context.close();
+});
+
+test('the WebGL state the page keeps itself is what the browser says, and frames no longer ask for it', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, env.url);
+  await drawn(page);
+  // The page's own context: its frames ask the browser for none of the kept states, and the kept answers are
+  // the browser's, after typing (thumbnail uploads, scissored draws) and hovering.
+  await page.evaluate(() => {
+    const P = WebGL2RenderingContext.prototype, get = P.getParameter;
+    window.asked = [];
+    P.getParameter = function (p) {
+      window.asked.push(p);
+      return get.call(this, p);
+    };
+  });
+  assert.equal(await page.evaluate(() => attnviz.setText('Every effort moves you forward')), '');
+  const { heatmaps } = await page.evaluate(() => attnviz.status());
+  await page.mouse.move(heatmaps[0].origin_x + 2, heatmaps[0].origin_y + 2);
+  await page.waitForFunction(() => attnviz.status().hover !== null);
+  const kept = await page.evaluate(async () => {
+    const { SHADOWED } = await import('/gl-state.js');
+    const gl = document.getElementById('canvas').getContext('webgl2');
+    const asked = window.asked.filter((p) => SHADOWED.includes(p));
+    const plain = (v) => (ArrayBuffer.isView(v) ? Array.from(v) : [v]);  // the scissor box is an Int32Array
+    return { asked, states: SHADOWED.map((p) => [p, plain(gl.getParameter(p)), plain(gl.attnvizShadowed.real(p))]) };
+  });
+  assert.deepEqual(kept.asked, [], 'the frames asked the browser for kept states');
+  for (const [p, ours, browsers] of kept.states) assert.deepEqual(ours, browsers, `state 0x${p.toString(16)}`);
+
+  // A context of its own: a seeded run of calls, some of which WebGL refuses (negative sizes, numbers past
+  // 32 bits, NaN, unknown enums, constant-colour factors), each followed by every kept state against the
+  // browser's; then the context lost, after which the browser answers.
+  const mismatches = await page.evaluate(async () => {
+    const { SHADOWED, shadowGlState } = await import('/gl-state.js');
+    const gl = shadowGlState(document.createElement('canvas').getContext('webgl2'));
+    let seed = 12345;  // xorshift32
+    const rand = (n) => {
+      seed ^= seed << 13;
+      seed ^= seed >>> 17;
+      seed ^= seed << 5;
+      return (seed >>> 0) % n;
+    };
+    const ints = [0, 1, 7, 300, -1, -300, 2 ** 31 - 1, 2 ** 32 + 5, 2.5, NaN, -0.5];
+    const factors = [gl.ZERO, gl.ONE, gl.SRC_COLOR, gl.ONE_MINUS_SRC_COLOR, gl.DST_COLOR, gl.ONE_MINUS_DST_COLOR,
+                     gl.SRC_ALPHA, gl.ONE_MINUS_SRC_ALPHA, gl.DST_ALPHA, gl.ONE_MINUS_DST_ALPHA,
+                     gl.SRC_ALPHA_SATURATE, gl.CONSTANT_COLOR, gl.ONE_MINUS_CONSTANT_COLOR, gl.CONSTANT_ALPHA,
+                     gl.ONE_MINUS_CONSTANT_ALPHA, 0x1234];
+    const modes = [gl.FUNC_ADD, gl.FUNC_SUBTRACT, gl.FUNC_REVERSE_SUBTRACT, gl.MIN, gl.MAX, 0x1234];
+    const pick = (xs) => xs[rand(xs.length)];
+    const out = [];
+    const plain = (v) => JSON.stringify(ArrayBuffer.isView(v) ? Array.from(v) : [v]);
+    const check = (what) => {
+      for (const p of SHADOWED) {
+        const ours = plain(gl.getParameter(p)), browsers = plain(gl.attnvizShadowed.real(p));
+        if (ours !== browsers) out.push(`${what}: 0x${p.toString(16)} ${ours} against ${browsers}`);
+      }
+    };
+    check('at the start');
+    for (let i = 0; i < 1500; ++i) {
+      const call = rand(5);
+      if (call === 0) gl.scissor(pick(ints), pick(ints), pick(ints), pick(ints));
+      else if (call === 1) gl.blendFunc(pick(factors), pick(factors));
+      else if (call === 2) gl.blendFuncSeparate(pick(factors), pick(factors), pick(factors), pick(factors));
+      else if (call === 3) gl.blendEquation(pick(modes));
+      else gl.blendEquationSeparate(pick(modes), pick(modes));
+      check(`call ${i}`);
+    }
+    gl.scissor(1, 2, 3, 4);
+    gl.getParameter(gl.SCISSOR_BOX)[0] = 99;  // a caller's array is its own, as the browser's is
+    if (gl.getParameter(gl.SCISSOR_BOX)[0] !== 1) out.push('a scissor box given out is the one kept');
+    gl.getExtension('WEBGL_lose_context').loseContext();
+    for (const p of SHADOWED) if (gl.getParameter(p) !== null) out.push(`lost: 0x${p.toString(16)} answered`);
+    return out;
+  });
+  assert.deepEqual(mismatches, []);
   clean(log);
   await context.close();
 });
