@@ -278,7 +278,7 @@ export function refuse(why) {
 
 // A link naming a weights file (#model=file:NAME) asks for it.
 export function askForWanted() {
-  const wanted = started ? attnviz.status().model.wanted_file : '';
+  const wanted = started ? call('attnviz_wanted_file') : '';
   $('ask-text').textContent = wanted ? `This link shows the weights file "${wanted}": choose it (and its tokenizer files).` : '';
   $('ask').hidden = !wanted;
 }
