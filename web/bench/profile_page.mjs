@@ -6,6 +6,7 @@
 //
 //   cmake --preset wasm-release -DATTNVIZ_PAGE_PROFILING=ON && cmake --build --preset wasm-release --target attnviz_page
 //   node web/bench/profile_page.mjs [--site build/wasm-release/web/site] [--T 512] [--passes 3] [--top 25]
+//                                   [--callers NAME] [--inclusive]
 //   cmake --preset wasm-release -DATTNVIZ_PAGE_PROFILING=OFF   (and build again: the site as it ships)
 //
 // The samples cover the passes and what lies between them (the harness's calls into the tab: "(program)"), so
@@ -18,6 +19,8 @@ import { launch, load, median, opt, pagePass, pageTab } from './peer_common.mjs'
 
 const site = opt('--site', builtSite);
 const T = Number(opt('--T', '512')), passes = Number(opt('--passes', '3')), top = Number(opt('--top', '25'));
+const callersOf = opt('--callers', ''); // also print where NAME's self time is spent from: each call path's ms
+const inclusive = process.argv.includes('--inclusive'); // also print each function's time with its callees'
 if (!existsSync(join(site, 'attnviz.wasm'))) throw new Error(`--site ${site}: no attnviz.wasm (build the page)`);
 if (!(Number.isInteger(T) && T >= 1 && T <= 1024)) throw new Error('--T: a token count from 1 to 1024');
 if (!(Number.isInteger(passes) && passes >= 1)) throw new Error('--passes: a whole number, at least 1');
@@ -57,6 +60,37 @@ try {
   for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, top))
     console.log(`${((100 * us) / total).toFixed(1).padStart(5)}%  ${(us / 1e3 / passes).toFixed(1).padStart(8)}  ` +
                 name.slice(0, 160));
+  if (inclusive) {
+    const parentOf = new Map();
+    for (const n of profile.nodes) for (const c of n.children ?? []) parentOf.set(c, n.id);
+    const within = new Map();
+    profile.samples.forEach((id, i) => {
+      const names = new Set();
+      for (let p = id; p !== undefined; p = parentOf.get(p))
+        names.add(nodes.get(p).callFrame.functionName || '(anonymous)');
+      for (const name of names) within.set(name, (within.get(name) ?? 0) + (profile.timeDeltas[i] ?? 0));
+    });
+    console.log('\n ms/pass  function (with its callees)');
+    for (const [name, us] of [...within].sort((a, b) => b[1] - a[1]).slice(0, top))
+      console.log(`${(us / 1e3 / passes).toFixed(1).padStart(8)}  ${name.slice(0, 160)}`);
+  }
+  if (callersOf) {
+    // the sampled nodes of NAME, keyed by the path of function names above them (innermost first, 6 deep)
+    const parent = new Map();
+    for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+    const paths = new Map();
+    profile.samples.forEach((id, i) => {
+      if (nodes.get(id).callFrame.functionName !== callersOf) return;
+      const names = [];
+      for (let p = parent.get(id); p !== undefined && names.length < 6; p = parent.get(p))
+        names.push(nodes.get(p).callFrame.functionName || '(anonymous)');
+      const key = names.join(' < ');
+      paths.set(key, (paths.get(key) ?? 0) + (profile.timeDeltas[i] ?? 0));
+    });
+    console.log(`\n ms/pass  ${callersOf} called from (innermost caller first)`);
+    for (const [key, us] of [...paths].sort((a, b) => b[1] - a[1]).slice(0, top))
+      console.log(`${(us / 1e3 / passes).toFixed(1).padStart(8)}  ${key.slice(0, 240)}`);
+  }
   console.log(`load average at the end: ${load()}`);
   if (outside.length) throw new Error('requests left 127.0.0.1: ' + outside.join(', '));
 } finally {
