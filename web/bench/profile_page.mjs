@@ -6,7 +6,7 @@
 //
 //   cmake --preset wasm-release -DATTNVIZ_PAGE_PROFILING=ON && cmake --build --preset wasm-release --target attnviz_page
 //   node web/bench/profile_page.mjs [--site build/wasm-release/web/site] [--T 512] [--passes 3] [--top 25]
-//                                   [--callers NAME] [--inclusive]
+//                                   [--callers NAME] [--inclusive [--under NAME]]
 //   cmake --preset wasm-release -DATTNVIZ_PAGE_PROFILING=OFF   (and build again: the site as it ships)
 //
 // The samples cover the passes and what lies between them (the harness's calls into the tab: "(program)"), so
@@ -21,6 +21,7 @@ const site = opt('--site', builtSite);
 const T = Number(opt('--T', '512')), passes = Number(opt('--passes', '3')), top = Number(opt('--top', '25'));
 const callersOf = opt('--callers', ''); // also print where NAME's self time is spent from: each call path's ms
 const inclusive = process.argv.includes('--inclusive'); // also print each function's time with its callees'
+const under = opt('--under', ''); // ... counting only the samples with NAME on their stack
 if (!existsSync(join(site, 'attnviz.wasm'))) throw new Error(`--site ${site}: no attnviz.wasm (build the page)`);
 if (!(Number.isInteger(T) && T >= 1 && T <= 1024)) throw new Error('--T: a token count from 1 to 1024');
 if (!(Number.isInteger(passes) && passes >= 1)) throw new Error('--passes: a whole number, at least 1');
@@ -68,6 +69,7 @@ try {
       const names = new Set();
       for (let p = id; p !== undefined; p = parentOf.get(p))
         names.add(nodes.get(p).callFrame.functionName || '(anonymous)');
+      if (under && !names.has(under)) return;
       for (const name of names) within.set(name, (within.get(name) ?? 0) + (profile.timeDeltas[i] ?? 0));
     });
     console.log('\n ms/pass  function (with its callees)');
