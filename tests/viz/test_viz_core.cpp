@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
@@ -93,6 +95,89 @@ TEST_CASE("palettes: a row's colours are color_at's, each channel its anchors' b
     }
     CHECK(wrong == 0);
   }
+}
+
+TEST_CASE("colorize: every texel is the cell's own colour, over random matrices, masks, ranges and options") {
+  // The reference takes each cell alone, through the public per-cell steps (masked, dropped, at, normalize,
+  // color_at) and ranges widened cell by cell, so that colorize's row loops and row_range's run are held to
+  // them: causal masks with and without windows, dropout, NaN, infinities, signed zeros and huge values.
+  std::uint32_t seed = 2463534242u;  // xorshift32
+  const auto next = [&] {
+    seed ^= seed << 13;
+    seed ^= seed >> 17;
+    seed ^= seed << 5;
+    return seed;
+  };
+  const auto uniform = [&] { return static_cast<float>(next() % 2000001u) / 1e6f - 1.0f; };
+  const float kInf = std::numeric_limits<float>::infinity(), kNaN = std::nanf("");
+  const float specials[] = {kNaN, kInf, -kInf, 0.0f, -0.0f, 3e38f, -3e38f, 1e-40f};
+  const auto reference_range = [](const MatrixDesc& m, int i0, int i1) {
+    Range r{std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+    for (int i = i0; i < i1; ++i)
+      for (int j = 0; j < m.cols; ++j) {
+        const float x = m.at(i, j);
+        if (m.masked(i, j) || m.dropped(i, j) || !std::isfinite(x)) continue;
+        r.lo = std::min(r.lo, x);
+        r.hi = std::max(r.hi, x);
+      }
+    return r;
+  };
+  const auto same = [](Range a, Range b) {
+    return std::memcmp(&a.lo, &b.lo, sizeof(float)) == 0 && std::memcmp(&a.hi, &b.hi, sizeof(float)) == 0;
+  };
+  int cases = 0, wrong_texels = 0, wrong_ranges = 0;
+  for (int c = 0; c < 3000; ++c) {
+    MatrixDesc m;
+    m.rows = 1 + static_cast<int>(next() % 24);
+    m.cols = 1 + static_cast<int>(next() % 24);
+    m.row_stride = m.cols + static_cast<int>(next() % 3);
+    m.causal = next() % 2 == 0;
+    m.window = m.causal && next() % 2 == 0 ? 1 + static_cast<int>(next() % 6) : 0;
+    const float multipliers[] = {1.0f, 0.125f, -2.0f};
+    m.multiplier = multipliers[next() % 3];
+    std::vector<float> data(static_cast<std::size_t>(m.rows) * static_cast<std::size_t>(m.row_stride));
+    for (float& x : data) x = next() % 10 == 0 ? specials[next() % 8] : uniform();
+    if (next() % 7 == 0) std::fill(data.begin(), data.end(), 0.25f);  // one value: an empty range
+    std::vector<std::uint8_t> keep(static_cast<std::size_t>(m.rows) * static_cast<std::size_t>(m.cols));
+    for (std::uint8_t& k : keep) k = next() % 3 != 0;
+    m.data = data.data();
+    if (next() % 3 == 0) m.keep = keep.data();
+    ColorOptions o;
+    o.palette = all_palettes()[next() % all_palettes().size()];
+    o.norm = all_norms()[next() % all_norms().size()];
+    o.centered = next() % 2 == 0;
+    const Range ranges[] = {{0.0f, 1.0f},  {-0.5f, 0.5f}, {0.25f, 0.25f}, {1.0f, -1.0f},
+                            {-kInf, 0.5f}, {0.0f, kInf},  {-0.0f, 0.0f},  {kInf, -kInf}};
+    o.fixed = ranges[next() % 8];
+    const Range shared = ranges[next() % 8];
+    std::vector<std::uint32_t> px;
+    colorize(m, o, shared, px);
+    ++cases;
+    if (px.size() !=
+        data.size() / static_cast<std::size_t>(m.row_stride) * static_cast<std::size_t>(m.cols)) {
+      ++wrong_texels;
+      continue;
+    }
+    const Range head = reference_range(m, 0, m.rows);
+    if (!same(finite_range(m), head)) ++wrong_ranges;
+    for (int i = 0; i < m.rows; ++i) {
+      const Range row = reference_range(m, i, i + 1);
+      if (!same(row_range(m, i), row)) ++wrong_ranges;
+      const Range r = o.norm == Norm::head    ? head
+                      : o.norm == Norm::row   ? row
+                      : o.norm == Norm::fixed ? o.fixed
+                                              : shared;
+      for (int j = 0; j < m.cols; ++j) {
+        std::uint32_t want =
+            m.masked(i, j) ? kMaskedColor : color_at(o.palette, normalize(m.at(i, j), r, o.centered));
+        if (m.dropped(i, j)) want = kDroppedColor;
+        if (px[static_cast<std::size_t>(i * m.cols + j)] != want) ++wrong_texels;
+      }
+    }
+  }
+  CHECK(cases == 3000);
+  CHECK(wrong_ranges == 0);
+  CHECK(wrong_texels == 0);
 }
 
 TEST_CASE("labels thin in 1-2-5 steps so they never overlap") {
