@@ -89,15 +89,19 @@ try {
           await pass(side, T);
 
   console.log('\nmedian ms   a (JS / engine)   b (JS / engine)   a/b engine   b faster   a/b JS   b faster' +
+              '   JS outside the engine, a / b' +
               (ort ? '   ORT-web last   ORT/a JS   ORT/b JS' : ''));
   for (const T of Ts) {
     const m = (side) => median(ms[side][T]);
     const faster = ms.b[T].filter((x, i) => x < ms.a[T][i]).length;
+    // setText's time less the engine's, pass by pass: the page's own work (drawing, colouring, scoring)
+    const outside = (side) => median(ms[side + 'JS'][T].map((js, i) => js - ms[side][T][i]));
     const fasterJS = ms.bJS[T].filter((x, i) => x < ms.aJS[T][i]).length; // a change outside the engine shows here
     let line = `T = ${String(T).padEnd(5)} ${m('aJS').toFixed(0).padStart(8)} / ${m('a').toFixed(0).padStart(6)}` +
                `   ${m('bJS').toFixed(0).padStart(8)} / ${m('b').toFixed(0).padStart(6)}` +
                `   ${(m('a') / m('b')).toFixed(3).padStart(8)}x   ${faster} of ${ms.b[T].length}` +
-               `   ${(m('aJS') / m('bJS')).toFixed(3).padStart(6)}x   ${fasterJS} of ${ms.b[T].length}`;
+               `   ${(m('aJS') / m('bJS')).toFixed(3).padStart(6)}x   ${fasterJS} of ${ms.b[T].length}` +
+               `   ${outside('a').toFixed(1).padStart(12)} / ${outside('b').toFixed(1)}`;
     if (ort)
       line += `   ${m('ort').toFixed(0).padStart(10)}   ${(m('ort') / m('aJS')).toFixed(2).padStart(7)}x` +
               `   ${(m('ort') / m('bJS')).toFixed(2).padStart(7)}x`;
