@@ -7,12 +7,13 @@
 // 156, software GL), that was 3-6 ms of each setText's two frames, the main thread standing still while the
 // GPU process caught up.
 //
-// These states change only through the context's own calls (scissor, blendFunc, blendFuncSeparate,
-// blendEquation, blendEquationSeparate), so shadowGlState(gl) wraps those calls to note what they set, and
-// answers getParameter for these states from the notes. A call whose arguments the notes cannot vouch for (one
-// WebGL may refuse, or a constant-colour factor, whose rules are more involved) drops the affected notes, and
-// the browser is asked again; so does everything once the context is lost (its state is the browser's again
-// when it is restored).
+// The page changes these states only through the context's own calls (scissor, blendFunc, blendFuncSeparate,
+// blendEquation, blendEquationSeparate: Emscripten's GL calls them on the context), so shadowGlState(gl) wraps
+// those calls to note what they set, and answers getParameter for these states from the notes. A call whose
+// arguments the notes cannot vouch for (one WebGL may refuse, or a constant-colour factor, whose rules are
+// more involved) drops the affected notes, and the browser is asked again. From the first loss of the context
+// on (a restored context starts from the defaults), or from the first blend call of OES_draw_buffers_indexed
+// (which sets the blend state per draw buffer), the browser answers every query.
 const SCISSOR_BOX = 0x0c10;
 const BLEND_EQUATION_RGB = 0x8009, BLEND_EQUATION_ALPHA = 0x883d;
 const BLEND_DST_RGB = 0x80c8, BLEND_SRC_RGB = 0x80c9, BLEND_DST_ALPHA = 0x80ca, BLEND_SRC_ALPHA = 0x80cb;
@@ -35,25 +36,48 @@ export function shadowGlState(gl) {
                       'blendEquationSeparate'])
     real[name] = gl[name];
   const notes = new Map();
-  let lost = false;  // from the first loss on, the browser answers everything
-  const stillOurs = () => {
-    if (!lost && gl.isContextLost()) {
-      lost = true;
-      notes.clear();
-    }
-    return !lost;
+  let given = false;  // the browser answers everything from now on
+  const giveUp = () => {
+    given = true;
+    notes.clear();
   };
+  const stillOurs = () => {
+    if (!given && gl.isContextLost()) giveUp();
+    return !given;
+  };
+  gl.canvas?.addEventListener?.('webglcontextlost', giveUp);
+  // +0 for -0: the browser gives back the enum, never -0
   const note = (p, value, trusted) => {
-    if (trusted && stillOurs()) notes.set(p, value);
+    if (trusted && stillOurs()) notes.set(p, typeof value === 'number' ? value + 0 : value);
     else notes.delete(p);
   };
+  const shadow = { real: (p) => real.getParameter.call(gl, p), passedOn: 0 };  // passedOn: for tests
 
   gl.getParameter = function (p) {
     if (stillOurs() && notes.has(p)) {
       const v = notes.get(p);
       return v instanceof Int32Array ? v.slice() : v;  // a fresh array each time, as the browser gives
     }
+    if (SHADOWED.includes(p)) ++shadow.passedOn;
     return real.getParameter.call(this, p);
+  };
+  // OES_draw_buffers_indexed sets the blend state per draw buffer, and the plain query reads draw buffer 0's:
+  // its blend calls give up. (Emscripten enables the extension; neither Dear ImGui nor attnviz calls them.)
+  const getExtension = gl.getExtension;
+  gl.getExtension = function (name) {
+    const ext = getExtension.call(this, name);
+    if (ext && String(name).toLowerCase() === 'oes_draw_buffers_indexed' && !ext.attnvizShadowed) {
+      for (const m of ['blendEquationiOES', 'blendEquationSeparateiOES', 'blendFunciOES', 'blendFuncSeparateiOES']) {
+        const call = ext[m];
+        if (typeof call === 'function')
+          ext[m] = function (...args) {
+            giveUp();
+            return call.apply(this, args);
+          };
+      }
+      ext.attnvizShadowed = true;
+    }
+    return ext;
   };
   gl.scissor = function (x, y, width, height) {
     real.scissor.call(this, x, y, width, height);
@@ -93,7 +117,8 @@ export function shadowGlState(gl) {
     const v = real.getParameter.call(gl, p);
     note(p, v, v instanceof Int32Array || typeof v === 'number');
   }
-  gl.attnvizShadowed = { real: (p) => real.getParameter.call(gl, p) };  // for tests: the browser's own answer
+  // for tests: the browser's own answer, and how many queries of these states went to the browser
+  gl.attnvizShadowed = shadow;
   return gl;
 }
 
