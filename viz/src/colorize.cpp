@@ -50,10 +50,9 @@ Range row_range(const MatrixDesc& m, int row) {
     return r;
   }
   // no dropout: the unmasked run only, each cell as widen takes it (the same comparisons in the same order)
-  const int to = m.causal ? std::clamp(row + 1, 0, m.cols) : m.cols;
-  const int from = m.causal && m.window > 0 ? std::clamp(row - m.window + 1, 0, to) : 0;
+  const MatrixDesc::Run run = m.unmasked(row);
   const float* x = m.data + static_cast<std::ptrdiff_t>(row) * m.row_stride;
-  for (int j = from; j < to; ++j) {
+  for (int j = run.from; j < run.to; ++j) {
     const float v = x[j] * m.multiplier;
     if (std::fabs(v) <= kMax) {
       r.lo = v < r.lo ? v : r.lo;
@@ -101,18 +100,15 @@ void colorize(const MatrixDesc& m, const ColorOptions& o, Range shared, std::vec
   out.resize(static_cast<std::size_t>(m.rows) * static_cast<std::size_t>(m.cols));
   const Range head = o.norm == Norm::head ? finite_range(m) : Range{};
   // A row's positions in the palette first (NaN: the masked colour, which color_at gives NaN), then its
-  // colours in one call: a call a texel cost more than the colour (the model view colours 144 thumbnails of
-  // up to 128 x 128 a pass).
-  // Each row's unmasked run [from, to) is normalized in one loop with no branch, so that it vectorizes: the
-  // model view colours 144 thumbnails of up to 128 x 128 a pass (56 ms at T = 128 in the page when each cell
-  // asked whether it was masked and how to normalize).
+  // colours in one call. The model view colours 144 thumbnails of up to 128 x 128 a pass: a call a texel
+  // cost more than the colour, and so did asking each cell whether it was masked and how to normalize (56 ms
+  // at T = 128 in the page), so each row's unmasked run is normalized in one loop with no branch.
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> t(static_cast<std::size_t>(m.cols));
   for (int i = 0; i < m.rows; ++i) {
     const Range r = o.norm == Norm::head ? head : effective_range(m, o, shared, i);
     std::uint32_t* row = out.data() + static_cast<std::size_t>(i) * static_cast<std::size_t>(m.cols);
-    const int to = m.causal ? std::min(m.cols, i + 1) : m.cols;
-    const int from = m.causal && m.window > 0 ? std::clamp(i - m.window + 1, 0, to) : 0;
+    const auto [from, to] = m.unmasked(i);
     std::fill(t.begin(), t.begin() + from, kNaN);
     std::fill(t.begin() + to, t.end(), kNaN);
     const float* x = m.data + static_cast<std::ptrdiff_t>(i) * m.row_stride;

@@ -463,9 +463,8 @@ MatrixDesc thumbnail(const MatrixDesc& m, int max_side) {
     // pass 1: add the block row's source rows column by column, over their unmasked finite cells
     for (int i = bi * f; i < std::min((bi + 1) * f, m.rows); ++i) {
       const float* row = m.data + static_cast<std::ptrdiff_t>(i) * m.row_stride;
-      const int visible = m.causal ? std::min(m.cols, i + 1) : m.cols;
-      const int from = m.causal && m.window > 0 ? std::clamp(i - m.window + 1, 0, visible) : 0;
-      for (int j = from; j < visible; ++j) {
+      const MatrixDesc::Run run = m.unmasked(i);
+      for (int j = run.from; j < run.to; ++j) {
         const float x = row[j] * m.multiplier;
         const bool finite = std::fabs(x) <= std::numeric_limits<float>::max();
         sum[static_cast<std::size_t>(j)] += finite ? x : 0.0f;

@@ -2,6 +2,7 @@
 // an engine Result without copying it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -58,6 +59,14 @@ struct MatrixDesc {
 
   float at(int i, int j) const { return data[static_cast<std::ptrdiff_t>(i) * row_stride + j] * multiplier; }
   bool masked(int i, int j) const { return causal && (j > i || (window > 0 && j <= i - window)); }
+  // Row i's cells that masked() leaves, [from, to): one run, so that loops over a row need no test a cell.
+  struct Run {
+    int from, to;
+  };
+  Run unmasked(int i) const {
+    const int to = causal ? std::clamp(i + 1, 0, cols) : cols;
+    return {causal && window > 0 ? std::clamp(i - window + 1, 0, to) : 0, to};
+  }
   bool dropped(int i, int j) const {
     return keep && !masked(i, j) &&
            keep[static_cast<std::size_t>(i) * static_cast<std::size_t>(cols) + j] == 0;
