@@ -27,38 +27,55 @@ constexpr Anchors kDiverging = {0x053061, 0x134C87, 0x2166AC, 0x3A87BD, 0x4393C3
                                 0x92C5DE, 0xC5DFEC, 0xF7F7F7, 0xFADBC9, 0xFDDBC7, 0xF4A582,
                                 0xD6604D, 0xC7403B, 0xB2182B, 0x8A0B25, 0x67001F};
 
-const Anchors& anchors(Palette p) {
-  switch (p) {
-    case Palette::viridis:
-      return kViridis;
-    case Palette::cividis:
-      return kCividis;
-    case Palette::diverging:
-      return kDiverging;
-    case Palette::blues:
-      break;
-  }
-  return kBlues;
-}
-
 unsigned channel(std::uint32_t rgb, int shift) {
   return (rgb >> shift) & 0xFFu;
 }
 
-std::uint32_t color_in(const Anchors& a, float t) {
+// Each of a map's 16 segments as floats: every channel's low end and its rise to the next anchor (small whole
+// numbers, exact in float), so that a texel's blend starts from them rather than from the anchors' bytes.
+struct Segments {
+  float lo[16][3], rise[16][3];
+};
+Segments segments_of(const Anchors& a) {
+  Segments s{};
+  for (int i = 0; i < 16; ++i)
+    for (int c = 0; c < 3; ++c) {
+      const int shift = 16 - 8 * c;
+      s.lo[i][c] = static_cast<float>(channel(a[static_cast<std::size_t>(i)], shift));
+      s.rise[i][c] = static_cast<float>(channel(a[static_cast<std::size_t>(i) + 1], shift)) - s.lo[i][c];
+    }
+  return s;
+}
+
+const Segments& segments(Palette p) {
+  static const Segments kBluesSegments = segments_of(kBlues), kViridisSegments = segments_of(kViridis),
+                        kCividisSegments = segments_of(kCividis),
+                        kDivergingSegments = segments_of(kDiverging);
+  switch (p) {
+    case Palette::viridis:
+      return kViridisSegments;
+    case Palette::cividis:
+      return kCividisSegments;
+    case Palette::diverging:
+      return kDivergingSegments;
+    case Palette::blues:
+      break;
+  }
+  return kBluesSegments;
+}
+
+std::uint32_t color_in(const Segments& s, float t) {
   if (std::isnan(t)) return kMaskedColor;
-  const float x = std::fmin(std::fmax(t, 0.0f), 1.0f) * static_cast<float>(a.size() - 1);
-  const std::size_t i = std::min<std::size_t>(static_cast<std::size_t>(x), a.size() - 2);
+  const float x = std::fmin(std::fmax(t, 0.0f), 1.0f) * 16.0f;
+  const int i = std::min(static_cast<int>(x), 15);
   const float f = x - static_cast<float>(i);
-  const auto mix = [&](int shift) {
-    const float lo = static_cast<float>(channel(a[i], shift)),
-                hi = static_cast<float>(channel(a[i + 1], shift));
+  const auto mix = [&](int c) {
     // lround without its call (a libm function in WebAssembly; three a texel were a fifth of colouring the
     // model view's 144 thumbnails): v lies between two channels, in [0, 255], where floor(v + 0.5) in double
     // is exact and equals lround(v) for every float (checked over all of them)
-    return static_cast<unsigned>(static_cast<double>(lo + (hi - lo) * f) + 0.5);
+    return static_cast<unsigned>(static_cast<double>(s.lo[i][c] + s.rise[i][c] * f) + 0.5);
   };
-  return rgba(mix(16), mix(8), mix(0));
+  return rgba(mix(0), mix(1), mix(2));
 }
 
 }  // namespace
@@ -87,52 +104,12 @@ std::optional<Palette> parse_palette(std::string_view s) {
 }
 
 std::uint32_t color_at(Palette p, float t) {
-  return color_in(anchors(p), t);
+  return color_in(segments(p), t);
 }
-
-namespace {
-
-// Each of a map's 16 segments as floats: every channel's low end and its rise to the next anchor, the two
-// numbers color_in's blend starts from (small whole numbers, exact in float), so that a row's texels skip
-// unpacking the anchors' bytes.
-struct Segments {
-  float lo[16][3], rise[16][3];
-};
-Segments segments_of(const Anchors& a) {
-  Segments s{};
-  for (int i = 0; i < 16; ++i)
-    for (int c = 0; c < 3; ++c) {
-      const int shift = 16 - 8 * c;
-      s.lo[i][c] = static_cast<float>(channel(a[static_cast<std::size_t>(i)], shift));
-      s.rise[i][c] = static_cast<float>(channel(a[static_cast<std::size_t>(i) + 1], shift)) - s.lo[i][c];
-    }
-  return s;
-}
-
-}  // namespace
 
 void color_row(Palette p, const float* t, int n, std::uint32_t* out) {
-  static const Segments kBySegment[4] = {
-      segments_of(anchors(Palette::blues)), segments_of(anchors(Palette::viridis)),
-      segments_of(anchors(Palette::cividis)), segments_of(anchors(Palette::diverging))};
-  const Segments& s = kBySegment[p == Palette::viridis     ? 1
-                                 : p == Palette::cividis   ? 2
-                                 : p == Palette::diverging ? 3
-                                                           : 0];
-  for (int j = 0; j < n; ++j) {
-    // color_in's steps, the same operations in the same order (the palettes test holds them to it)
-    if (std::isnan(t[j])) {
-      out[j] = kMaskedColor;
-      continue;
-    }
-    const float x = std::fmin(std::fmax(t[j], 0.0f), 1.0f) * 16.0f;
-    const int i = std::min(static_cast<int>(x), 15);
-    const float f = x - static_cast<float>(i);
-    const auto mix = [&](int c) {
-      return static_cast<unsigned>(static_cast<double>(s.lo[i][c] + s.rise[i][c] * f) + 0.5);
-    };
-    out[j] = rgba(mix(0), mix(1), mix(2));
-  }
+  const Segments& s = segments(p);
+  for (int j = 0; j < n; ++j) out[j] = color_in(s, t[j]);
 }
 
 }  // namespace attnviz::viz
