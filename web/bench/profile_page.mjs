@@ -61,14 +61,15 @@ try {
   for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, top))
     console.log(`${((100 * us) / total).toFixed(1).padStart(5)}%  ${(us / 1e3 / passes).toFixed(1).padStart(8)}  ` +
                 name.slice(0, 160));
+  // each node's caller, and a node's function name, for the listings below
+  const parentOf = new Map();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parentOf.set(c, n.id);
+  const nameOf = (id) => nodes.get(id).callFrame.functionName || '(anonymous)';
   if (inclusive) {
-    const parentOf = new Map();
-    for (const n of profile.nodes) for (const c of n.children ?? []) parentOf.set(c, n.id);
     const within = new Map();
     profile.samples.forEach((id, i) => {
       const names = new Set();
-      for (let p = id; p !== undefined; p = parentOf.get(p))
-        names.add(nodes.get(p).callFrame.functionName || '(anonymous)');
+      for (let p = id; p !== undefined; p = parentOf.get(p)) names.add(nameOf(p));
       if (under && !names.has(under)) return;
       for (const name of names) within.set(name, (within.get(name) ?? 0) + (profile.timeDeltas[i] ?? 0));
     });
@@ -78,14 +79,11 @@ try {
   }
   if (callersOf) {
     // the sampled nodes of NAME, keyed by the path of function names above them (innermost first, 6 deep)
-    const parent = new Map();
-    for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
     const paths = new Map();
     profile.samples.forEach((id, i) => {
-      if (nodes.get(id).callFrame.functionName !== callersOf) return;
+      if (nameOf(id) !== callersOf) return;
       const names = [];
-      for (let p = parent.get(id); p !== undefined && names.length < 6; p = parent.get(p))
-        names.push(nodes.get(p).callFrame.functionName || '(anonymous)');
+      for (let p = parentOf.get(id); p !== undefined && names.length < 6; p = parentOf.get(p)) names.push(nameOf(p));
       const key = names.join(' < ');
       paths.set(key, (paths.get(key) ?? 0) + (profile.timeDeltas[i] ?? 0));
     });
