@@ -25,9 +25,10 @@ inline double fma_probe_all(Isa isa, int threads, long iterations = 20'000'000) 
   return flops;
 }
 
-// FLOP/s the machine gives at this moment: the best of four short probes (about 50 ms in all). One probe
-// alone read low whenever a thread started late or lost its core for a while, which the next pass need not
-// suffer: on the Zen 4 VM one such reading put a pass at 149% of the peak.
+// FLOP/s the machine gives at this moment: the best of four short probes, the 20M iterations of one long
+// probe in all. Interference only slows a probe down. One long probe read low when a thread started late or
+// lost its core for a while, which the next pass need not suffer: on the Zen 4 VM one such reading put a
+// pass at 149% of the peak.
 inline double fma_rate_now(Isa isa, int threads) {
   double best = 0;
   for (int probe = 0; probe < 4; ++probe) {
