@@ -10,8 +10,8 @@
 
 namespace attnviz::bench {
 
-// Independent FMA chains on every thread at once, with `isa`'s kernels (`iterations` of 12 chains; 20M take
-// about 50 ms): the FLOPs done.
+// Independent FMA chains on every thread at once, with `isa`'s kernels (`iterations` of 12 chains; 20M took
+// 30-70 ms on the machines bench/README names, by ISA): the FLOPs done.
 inline double fma_probe_all(Isa isa, int threads, long iterations = 20'000'000) {
   ThreadPool& pool = ThreadPool::shared(threads);
   std::vector<float> sink(static_cast<std::size_t>(threads));
