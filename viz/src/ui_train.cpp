@@ -53,7 +53,7 @@ void note_train_control(App& app, const char* name, float width) {
   if (width > 0.0f) b.x = std::min(b.x, a.x + width);
   const ImVec2 w = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
   const bool visible = a.x >= w.x && a.y >= w.y && b.x <= w.x + size.x && b.y <= w.y + size.y;
-  t.controls.push_back({name, a.x, a.y, b.x, b.y, visible});
+  t.controls.push_back({name, a.x, a.y, b.x, b.y, visible, ImGui::IsItemHovered()});
 }
 
 namespace {

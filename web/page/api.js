@@ -33,7 +33,7 @@
 //                           continued_from + 1), snapshots, the shown snapshot's step and head kinds, the
 //                           dropped or chosen text ({name, size, max}), the control waiting for GPT-2's
 //                           vocabulary (waiting), and the panel's controls as the last frame drew
-//                           them ({start: {x, y, w, h, visible}, ...}) for tests that click them
+//                           them ({start: {x, y, w, h, visible, hovered}, ...}) for tests that click them
 import { call, heapF32, needModule, wellFormed } from './module.js';
 import { loadModelFiles, loads, openModel, setReadChunk } from './model-files.js';
 import { forget, getEndpoint, hubLoads, hubModels, openHub, setEndpoint, stored } from './hub.js';

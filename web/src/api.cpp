@@ -101,7 +101,8 @@ std::string status_json() {
   nlohmann::json controls = nlohmann::json::object();
   for (const attnviz::viz::TrainView::Control& c : tv.controls)
     controls[c.name] = {
-        {"x", c.x0}, {"y", c.y0}, {"w", c.x1 - c.x0}, {"h", c.y1 - c.y0}, {"visible", c.visible}};
+        {"x", c.x0},           {"y", c.y0}, {"w", c.x1 - c.x0}, {"h", c.y1 - c.y0}, {"visible", c.visible},
+        {"hovered", c.hovered}};
   train["controls"] = controls;
   if (tv.session) {
     const attnviz::viz::TrainSession& ts = *tv.session;

@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { repo, start, openPage, load, clean } from './harness.mjs';
 import { startHub } from './hub_server.mjs';
+import { mouse } from './train_ui.mjs';
 
 const TEXT = 'A rose is a rose is a rose';
 const tokenizer = readFileSync(join(repo, 'tests', 'fixtures', 'hub', 'tokenizer.json'));
@@ -90,10 +91,10 @@ test('the Model panel lists the models with their sizes; a click downloads one w
 
   hub.delayMs = 60;  // 16 kB every 60 ms: the progress is seen
   const row = listed.models.find((m) => m.repo === 'HuggingFaceTB/SmolLM2-135M');
-  await page.mouse.move((row.x0 + row.x1) / 2, (row.y0 + row.y1) / 2);
-  await page.mouse.down();
-  await page.waitForTimeout(50);
-  await page.mouse.up();
+  // each mouse event in a frame of its own, as Dear ImGui needs to see a click
+  await mouse(page, () => page.mouse.move((row.x0 + row.x1) / 2, (row.y0 + row.y1) / 2));
+  await mouse(page, () => page.mouse.down());
+  await mouse(page, () => page.mouse.up());
   await page.waitForFunction(() => attnviz.status().model.open, null, { timeout: 60000 });
   hub.delayMs = 0;
   const m = (await status(page)).model;

@@ -27,9 +27,17 @@ export async function mouse(page, event) {
   await event();
   await page.waitForFunction((f) => attnviz.status().frames > f, frames);
 }
+// A click: the pointer moved onto the control until a frame has drawn it hovered there, then pressed and
+// released. The rectangle is the last frame's, and the panel's layout can change in the next (a fetch's
+// outcome, the first view): with the CPUs busy, presses at the old place missed the Start button and the
+// panel's header now and then.
 export async function click(page, name) {
-  const c = await control(page, name);
-  await mouse(page, () => page.mouse.move(c.x + c.w / 2, c.y + c.h / 2));
+  for (let i = 0; ; ++i) {
+    const c = await control(page, name);
+    await mouse(page, () => page.mouse.move(c.x + c.w / 2, c.y + c.h / 2));
+    if ((await train(page)).controls[name]?.hovered) break;
+    if (i === 20) throw new Error(`the Train panel's ${name} control was never hovered`);
+  }
   await mouse(page, () => page.mouse.down());
   await mouse(page, () => page.mouse.up());
 }

@@ -176,6 +176,7 @@ struct TrainView {
     std::string name;
     float x0, y0, x1, y1;
     bool visible;
+    bool hovered;  // the pointer was over it in that frame (a test presses only then)
   };
   std::vector<Control> controls;
   int controls_frame = -1;  // the ImGui frame they are from
