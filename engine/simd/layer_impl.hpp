@@ -43,9 +43,9 @@ constexpr int mr_of() {
 // FMA peak on 2 threads this way, against 52-76% in the earlier 96 x 4 tiles blocked over K in 16 kB panel
 // slices, and the whole model at T = 128 / 512 / 1024 was faster in 16 of 20, 10 of 10 and 6 of 6 alternating
 // passes (AVX2: in 8 of 10 at T = 512). 48 x 4 and 24 x 16 did as well as 48 x 8 (bench/README.md).
-// WebAssembly's 96 x 8 lets gemm read more of a short input's weights in one run (kReadAheadFloats): the
-// page at T = 16 on the Zen 4 VM was 1.04x faster than with 96 x 4 tiles, each read whole (43 of 75
-// alternating passes), and no slower at T = 128.
+// WebAssembly's tiles are 8 panels wide so that a run of gemm's reading ahead (kReadAheadFloats) can take 8
+// of gpt2-small's 768-deep panels: with each tile read whole in one run, 96 x 8 against 96 x 4 was 1.04x at
+// T = 16 on the Zen 4 VM (43 of 75 alternating passes, near the noise), no different at T = 128.
 #ifdef __wasm_simd128__
 constexpr int kTileRows = 96, kTilePanels = 8;
 #else
@@ -233,10 +233,10 @@ constexpr bool kReadPanelsFirst = true;
 constexpr bool kReadPanelsFirst = false;
 #endif
 // ... a tile's panels in runs of up to 192 kB (8 of gpt2-small's 768-deep panels, 2 of its 3072-deep ones),
-// well inside L2. Against one panel at a time in 96 x 4 tiles, the page on the Zen 4 VM was 1.065x faster at
-// T = 16 (104 of 150 alternating passes), 1.01x at 128 (5 of 10) and 1.03x at 512 (5 of 5). Reading a panel
-// one line every two k inside the fused kernel instead, the next while multiplying this one, was 0.94x: each
-// load that misses holds up the kernel as a prefetch would not.
+// well inside L2. Against one panel at a time in 96 x 4 tiles, the page on the Zen 4 VM was 1.02x and 1.065x
+// faster at T = 16 in two runs (15 of 25, 104 of 150 alternating passes), no different at 128 (5 of 10) and
+// 1.03x at 512 (5 of 5). Reading a panel one line every two k inside the fused kernel instead, the next while
+// multiplying this one, was 0.94x: each load that misses holds up the kernel as a prefetch would not.
 constexpr std::size_t kReadAheadFloats = 48 * 1024;
 
 // Reads `n` floats (n a multiple of 4, p 16-byte aligned) one 64-byte line at a time, so a weight panel
@@ -279,10 +279,13 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
   for (int p = p0; p < p1; ++p) {
     const float* bp = b + static_cast<std::size_t>(p) * bstride;
     const int n_valid = lesser<A>(NR, N - p * NR);
+    // the run's panels' own K x NR floats: where panels are further apart (a K/V cache with room to spare),
+    // not the rows between them
     const std::size_t panel = static_cast<std::size_t>(K) * NR;
     const int run = static_cast<int>(std::max<std::size_t>(1, kReadAheadFloats / panel));
     if (kReadPanelsFirst && m1 - m0 > 1 && K >= 256 && (p - p0) % run == 0)
-      touch_lines<A>(bp, static_cast<std::size_t>(lesser<A>(run, p1 - p) - 1) * bstride + panel);
+      for (int q = p; q < lesser<A>(p + run, p1); ++q)
+        touch_lines<A>(b + static_cast<std::size_t>(q) * bstride, panel);
     const float* bb = bias ? bias + p * NR : nullptr;
     for_row_blocks(m0, m1, kernels.rows, [&](int i, int rows) {
       kernels.k[rows](K, a + static_cast<std::size_t>(i) * lda, lda, bp,
