@@ -276,14 +276,15 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
   // The micro-kernel for each count of remaining rows, so edge rows need no padding.
   const MicroTable kernels = micro_table<A>();
   if (K == 0) return;
+  // Panels read ahead `run` at a time, each its own K x NR floats: where panels are further apart (a K/V
+  // cache with room to spare), not the rows between them.
+  const std::size_t panel = static_cast<std::size_t>(K) * NR;
+  const int run = static_cast<int>(std::max<std::size_t>(1, kReadAheadFloats / panel));
+  const bool read_first = kReadPanelsFirst && m1 - m0 > 1 && K >= 256;
   for (int p = p0; p < p1; ++p) {
     const float* bp = b + static_cast<std::size_t>(p) * bstride;
     const int n_valid = lesser<A>(NR, N - p * NR);
-    // the run's panels' own K x NR floats: where panels are further apart (a K/V cache with room to spare),
-    // not the rows between them
-    const std::size_t panel = static_cast<std::size_t>(K) * NR;
-    const int run = static_cast<int>(std::max<std::size_t>(1, kReadAheadFloats / panel));
-    if (kReadPanelsFirst && m1 - m0 > 1 && K >= 256 && (p - p0) % run == 0)
+    if (read_first && (p - p0) % run == 0)
       for (int q = p; q < lesser<A>(p + run, p1); ++q)
         touch_lines<A>(b + static_cast<std::size_t>(q) * bstride, panel);
     const float* bb = bias ? bias + p * NR : nullptr;

@@ -62,6 +62,14 @@ export async function load(page, url) {
   return page.evaluate(() => attnviz.status().first_heatmap_at);
 }
 
+// Each mouse event in a frame of its own: Dear ImGui 1.86 sees the button and the pointer once a frame, and
+// a button fires on a release over it.
+export async function mouse(page, event) {
+  const frames = await page.evaluate(() => attnviz.status().frames);
+  await event();
+  await page.waitForFunction((f) => attnviz.status().frames > f, frames);
+}
+
 // Waits until the page has drawn the session's current generation.
 export async function drawn(page) {
   await page.waitForFunction(() => {

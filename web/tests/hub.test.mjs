@@ -17,9 +17,8 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { repo, start, openPage, load, clean } from './harness.mjs';
+import { repo, start, openPage, load, clean, mouse } from './harness.mjs';
 import { startHub } from './hub_server.mjs';
-import { mouse } from './train_ui.mjs';
 
 const TEXT = 'A rose is a rose is a rose';
 const tokenizer = readFileSync(join(repo, 'tests', 'fixtures', 'hub', 'tokenizer.json'));

@@ -13,8 +13,8 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { start, openPage, load, clean, repo } from './harness.mjs';
-import { act, click, control, mouse, train } from './train_ui.mjs';
+import { start, openPage, load, clean, repo, mouse } from './harness.mjs';
+import { act, click, control, train } from './train_ui.mjs';
 
 let env;
 before(async () => {
