@@ -191,6 +191,7 @@ std::string status_json() {
       {"engine_ms", s.result().seconds * 1e3},
       {"frame_ms", p.app.frame_ms},
       {"frames", p.frames},
+      {"inputs", {{"received", p.inputs}, {"drawn", p.inputs_drawn}}},
       {"drawn_generation", p.drawn_generation},
       {"drawn_at", p.drawn_at},
       {"first_heatmap_at", p.first_heatmap_at},
@@ -599,7 +600,10 @@ EMSCRIPTEN_KEEPALIVE void attnviz_set_finish(int on) {
 
 // Input arrived: draw the next few frames.
 EMSCRIPTEN_KEEPALIVE void attnviz_wake() {
-  guarded_void(wake);
+  guarded_void([] {
+    ++page->inputs;
+    wake();
+  });
 }
 
 // Draws one frame now, outside the animation-frame loop: the page calls it right after a key reached the

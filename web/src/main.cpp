@@ -88,6 +88,7 @@ void feed_paste() {
 
 void render() {
   Page& p = *page;
+  p.inputs_drawn = p.inputs;  // the frame polls GLFW's mouse and keys below
   feed_paste();
   p.window.frame(p.app, p.finish);
   ++p.frames;

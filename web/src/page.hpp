@@ -21,6 +21,10 @@ struct Page {
   double drawn_at = 0.0;      // when that frame ended (performance.now() time base)
   double first_heatmap_at = 0.0;
   long frames = 0;
+  // Input events the page script has passed on (attnviz_wake), and how many of them the last frame began
+  // after: a frame that has seen an event has inputs_drawn at least the inputs counted once it arrived.
+  long inputs = 0;
+  long inputs_drawn = 0;
   // Frames still to draw. The page draws only when something happened (input, a resize, a change through
   // the API) and for a few frames after: an idle page costs nothing, and a browser that is not busy
   // drawing delivers the next key at once (in headless Chromium a page drawing 60 frames a second gets its

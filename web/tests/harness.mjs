@@ -63,11 +63,14 @@ export async function load(page, url) {
 }
 
 // Each mouse event in a frame of its own: Dear ImGui 1.86 sees the button and the pointer once a frame, and
-// a button fires on a release over it.
+// a button fires on a release over it. The wait is for a frame that began after the event reached the page
+// (playwright's mouse calls return once the page has handled it), not for any next frame: a frame already
+// due (training, the frames after the last event) can come between reading a frame count and the event, and
+// a release that then lands in the same frame as a move away from the control is lost.
 export async function mouse(page, event) {
-  const frames = await page.evaluate(() => attnviz.status().frames);
   await event();
-  await page.waitForFunction((f) => attnviz.status().frames > f, frames);
+  const inputs = await page.evaluate(() => attnviz.status().inputs.received);
+  await page.waitForFunction((n) => attnviz.status().inputs.drawn >= n, inputs);
 }
 
 // Waits until the page has drawn the session's current generation.

@@ -9,23 +9,20 @@ export const act = (page, c) => page.evaluate((x) => attnviz.train(x), c);
 // mouse wheel until it is.
 export async function control(page, name) {
   for (let i = 0; i < 60; ++i) {
-    const frames = await page.evaluate(() => attnviz.status().frames);
     const c = (await train(page)).controls[name];
     if (c && c.visible) return c;
     if (c) {
-      await page.mouse.move(c.x + 4, 400);
-      await page.mouse.wheel(0, c.y > 400 ? 120 : -120);
+      await mouse(page, () => page.mouse.move(c.x + 4, 400));
+      await mouse(page, () => page.mouse.wheel(0, c.y > 400 ? 120 : -120));
     } else {
-      await page.mouse.move(20, 20 + (i % 2));  // a frame, to draw the control
+      await mouse(page, () => page.mouse.move(20, 20 + (i % 2)));  // a frame, to draw the control
     }
-    await page.waitForFunction((f) => attnviz.status().frames > f, frames);
   }
   throw new Error(`the Train panel's ${name} control never came into view`);
 }
 // A click: the pointer moved onto the control until a frame has drawn it hovered there, then pressed and
-// released. The rectangle is the last frame's, and the panel's layout can change in the next (a fetch's
-// outcome, the first view). Not the whole story: web.train still fails now and then on a busy machine (a
-// Start that does nothing; once Start never hovered after the recipe was picked, as if its popup stayed open).
+// released, each in a frame of its own (mouse()). The rectangle is the last frame's, and the panel's layout
+// can change in the next (a fetch's outcome, the first view).
 export async function click(page, name) {
   for (let i = 0; ; ++i) {
     const c = await control(page, name);
