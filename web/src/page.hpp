@@ -21,8 +21,9 @@ struct Page {
   double drawn_at = 0.0;      // when that frame ended (performance.now() time base)
   double first_heatmap_at = 0.0;
   long frames = 0;
-  // Input events the page script has passed on (attnviz_wake), and how many of them the last frame began
-  // after: a frame that has seen an event has inputs_drawn at least the inputs counted once it arrived.
+  // The page script's wakes (attnviz_wake: each input event, and the script's own wakes once a fetch or a
+  // file read is done), and how many of them the last frame began after. A frame that began after an event
+  // reached the page has inputs_drawn at least the count read once it had.
   long inputs = 0;
   long inputs_drawn = 0;
   // Frames still to draw. The page draws only when something happened (input, a resize, a change through

@@ -63,10 +63,11 @@ export async function load(page, url) {
 }
 
 // Each mouse event in a frame of its own: Dear ImGui 1.86 sees the button and the pointer once a frame, and
-// a button fires on a release over it. The wait is for a frame that began after the event reached the page
-// (playwright's mouse calls return once the page has handled it), not for any next frame: a frame already
-// due (training, the frames after the last event) can come between reading a frame count and the event, and
-// a release that then lands in the same frame as a move away from the control is lost.
+// a button fires on a release over it. The wait is for a frame that began after the event reached the page:
+// playwright's mouse calls return once the page's handlers have run, so the count of wakes read then
+// includes the event's, and inputs.drawn reaches it only in a frame that began later. Waiting for the frame
+// count to move instead can pass on a frame that was already due (training, the frames after the last
+// event), and a release that then shares a frame with the next move away from the control is lost.
 export async function mouse(page, event) {
   await event();
   const inputs = await page.evaluate(() => attnviz.status().inputs.received);

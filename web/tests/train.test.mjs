@@ -46,10 +46,8 @@ test('the Train panel by mouse: start, pause, the slider, exports and Open in mo
   let s = await train(page);
   const paused = s.steps;
   assert.equal(s.recipe, 'Induction heads');
-  const frames = await page.evaluate(() => attnviz.status().frames);
-  await page.mouse.move(700, 300);
-  await page.mouse.move(701, 301);
-  await page.waitForFunction((f) => attnviz.status().frames > f + 1, frames);
+  await mouse(page, () => page.mouse.move(700, 300));  // frames drawn after Pause, each after a move
+  await mouse(page, () => page.mouse.move(701, 301));
   assert.equal((await train(page)).steps, paused, 'paused: frames train nothing');
   t.diagnostic(`a step of the induction recipe in the page: ${s.ms_per_step.toFixed(1)} ms (a figure, not a check)`);
   t.diagnostic(`its slices: ${s.slices.count}, median ${s.slices.median_ms.toFixed(1)} ms, slowest ` +
