@@ -4,12 +4,14 @@
 // files are compared with Hugging Face's own tokenizers by the tokenizer.hf.* tests.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "attnviz/io/bpe.hpp"
 #include "attnviz/io/train_text.hpp"
+#include "attnviz/text.hpp"
 #include "io/tokenizer_json.hpp"
 
 using attnviz::Bpe;
@@ -408,6 +410,197 @@ TEST_CASE("tokenizer.json: a regex that backtracks without end fails encode with
   std::vector<int> out;
   const Status st = b.encode(std::string(40, 'a') + "b", out);
   REQUIRE_FALSE(st.is_ok());
-  CHECK(st.error.find("a tokenizer regex failed") == 0);
+  INFO(st.error);
+  // The search's cost cap comes before PCRE2's own limit at one position.
+  CHECK(st.error.find(
+            "pre_tokenizer.pattern: the regex needs more than 107520 steps on a text of 41 bytes") == 0);
   CHECK(out.empty());
+}
+
+namespace {
+
+// Encoding `text` fails with one line that holds `needle`.
+void check_encode_refused(const Bpe& b, const std::string& text, const std::string& needle) {
+  std::vector<int> out;
+  const Status st = b.encode(text, out, false);
+  REQUIRE_FALSE(st.is_ok());
+  INFO(st.error);
+  CHECK(st.error.find(needle) != std::string::npos);
+  CHECK(st.error.find('\n') == std::string::npos);
+  CHECK(out.empty());
+}
+
+// The old search (PCRE2 left to find the leftmost match from each position itself): what find_matches must
+// still give wherever its cost cap is not reached.
+std::vector<hf::Span> unbounded_matches(const hf::Pattern& p, const std::string& s) {
+  std::vector<hf::Span> out;
+  if (s.empty()) return {{0, 0, false}};
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(p.re.get(), nullptr);
+  const auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
+  std::size_t pos = 0, prev = 0, last_end = SIZE_MAX;
+  while (pos <= s.size()) {
+    if (pcre2_match(p.re.get(), subject, s.size(), pos, 0, md, nullptr) < 0) break;
+    const PCRE2_SIZE* v = pcre2_get_ovector_pointer(md);
+    const std::size_t b = v[0], e = v[1];
+    if (e == b && last_end == e) {
+      if (pos >= s.size()) break;
+      ++pos;
+      while (pos < s.size() && (static_cast<unsigned char>(s[pos]) & 0xC0) == 0x80) ++pos;
+      continue;
+    }
+    if (prev != b) out.push_back({prev, b, false});
+    out.push_back({b, e, true});
+    prev = pos = last_end = e;
+  }
+  pcre2_match_data_free(md);
+  if (prev != s.size()) out.push_back({prev, s.size(), false});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer.json: a regex search gives PCRE2's own matches, one position and window at a time") {
+  // GPT-2's, Llama 3's and Qwen 2's pre-tokenizer patterns, and patterns that look behind, look ahead, match
+  // empty, restart the match (\K), are lazy or anchor at the end, over texts with long runs (past the first
+  // windows). (A pattern whose matches each read to the end of the text, such as "[^a]+?a" with no "a" near
+  // the end, is quadratic, and is refused a text of a few hundred bytes: see the next test.)
+  const char* const patterns[] = {
+      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+      R"((?<=a)b+|x*|\b|$|a\Kb|(?=c)|\p{N})",
+      R"(\s*)",
+      R"([^a]{1,5}?a|1{1,3}(?=\s))",
+      R"(é+|\X)"};
+  const std::string pieces[] = {"a", "b", "c", " ", "  ", "\n", "1", "é", "中", "x", "'s", "!", "\t"};
+  std::uint32_t state = 12345;
+  const auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 8; };
+  for (const char* pattern : patterns) {
+    hf::Pattern p;
+    REQUIRE(hf::compile_regex(pattern, "p", p).is_ok());
+    for (int trial = 0; trial < 60; ++trial) {
+      std::string text;
+      const std::size_t parts = next() % 40;
+      for (std::size_t k = 0; k < parts; ++k) {
+        const std::string& piece = pieces[next() % std::size(pieces)];
+        const std::size_t repeat = next() % 5 == 0 ? next() % 300 : 1;  // runs longer than a window
+        for (std::size_t r = 0; r < repeat; ++r) text += piece;
+      }
+      std::vector<hf::Span> got;
+      const Status st = hf::find_matches(p, text, got);
+      CAPTURE(pattern);
+      CAPTURE(text);
+      REQUIRE_MESSAGE(st.is_ok(), st.error);
+      const std::vector<hf::Span> want = unbounded_matches(p, text);
+      REQUIRE(got.size() == want.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        CHECK(got[i].begin == want[i].begin);
+        CHECK(got[i].end == want[i].end);
+        CHECK(got[i].match == want[i].match);
+      }
+    }
+  }
+}
+
+TEST_CASE("tokenizer.json: a file cannot make tokenizing unbounded") {
+  SUBCASE("normalizers that each grow the text stop at the cap, naming the step") {
+    json j = sp_file();
+    json steps = json::array();
+    for (int i = 0; i < 40; ++i)  // each doubles the text: 2^40 times, unbounded
+      steps.push_back({{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "aa"}});
+    j["normalizer"] = {{"type", "Sequence"}, {"normalizers", steps}};
+    const Bpe b = load(j);
+    // "a": the cap is 16 + 1024 bytes, which the 11th step (2048 bytes) passes.
+    check_encode_refused(
+        b, "a",
+        "normalizer.normalizers[10] (Replace) makes the text longer than 1040 bytes, the cap "
+        "for a text of 1 bytes (16 a byte, plus 1024)");
+    // Every segment between raw added tokens counts toward one cap for the whole text.
+    check_encode_refused(b, std::string(20, 'b') + "</s>a</s>a", "makes the text longer than");
+    // The file's other uses go on: text without the growing character, added tokens, decoding.
+    CHECK(ids(b, "b</s>b", false) == std::vector<int>{5, 2, 5});
+    CHECK(b.decode({5, 2}) == "b</s>");
+    // A regex Replace and a Prepend grow the same way, and stop the same way.
+    json r = sp_file();
+    json grow = json::array();
+    for (int i = 0; i < 20; ++i) grow.push_back({{"type", "Prepend"}, {"prepend", std::string(100, 'b')}});
+    grow.push_back({{"type", "Replace"}, {"pattern", {{"Regex", "b"}}}, {"content", std::string(64, 'b')}});
+    r["normalizer"] = {{"type", "Sequence"}, {"normalizers", grow}};
+    const Bpe p = load(r);
+    check_encode_refused(p, "a",
+                         "normalizer.normalizers[10] (Prepend) makes the text longer than 1040 bytes");
+    check_encode_refused(p, std::string(100, 'a'), "normalizer.normalizers[20] (Replace) makes the text");
+  }
+  SUBCASE("an added token that is normalized when the file is read is bounded as a text is") {
+    json j = sp_file();
+    json steps = json::array();
+    for (int i = 0; i < 40; ++i)
+      steps.push_back({{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "aa"}});
+    j["normalizer"] = {{"type", "Sequence"}, {"normalizers", steps}};
+    j["added_tokens"].push_back({{"id", 12}, {"content", "a"}, {"normalized", true}});
+    check_refused_json(j,
+                       "added_tokens[3]: normalizer.normalizers[14] (Replace) makes the text longer than "
+                       "16384 bytes, an added token's cap of 16384 bytes");
+  }
+  SUBCASE("lstrip looks back only to the last match: linear in the text") {
+    json j = sp_file();
+    j["normalizer"] = nullptr;
+    j["added_tokens"].push_back({{"id", 12}, {"content", "\n"}, {"lstrip", true}, {"normalized", false}});
+    const Bpe b = load(j);
+    // Each newline is the token, its white space before it taken by the previous match (quadratic before:
+    // every match scanned back over the whole run).
+    const std::vector<int> got = ids(b, std::string(300000, '\n'), false);
+    CHECK(got.size() == 300000);
+    CHECK(std::all_of(got.begin(), got.end(), [](int id) { return id == 12; }));
+    CHECK(ids(b, "a \n\n", false) == std::vector<int>{4, 12, 12});
+  }
+  SUBCASE("added tokens that make the matcher walk far at every position are capped") {
+    json j = sp_file();
+    j["added_tokens"].push_back(
+        {{"id", 12}, {"content", std::string(4095, 'a') + "b"}, {"normalized", false}, {"special", true}});
+    const Bpe b = load(j);
+    check_encode_refused(
+        b, std::string(100000, 'a'),
+        "added_tokens: matching them needs more than 6465536 steps on a text of 100000 bytes "
+        "(the cap is 64 a byte, plus 65536)");
+    CHECK(ids(b, std::string(4095, 'a') + "b", false) == std::vector<int>{12});
+  }
+  SUBCASE("a Split regex that scans ahead from every position is capped in total, not per match") {
+    json j = sp_file();
+    j["normalizer"] = nullptr;
+    j["pre_tokenizer"] = {
+        {"type", "Split"}, {"pattern", {{"Regex", "\\p{L}+(?=\\d)"}}}, {"behavior", "Isolated"}};
+    const Bpe b = load(j);
+    // 120 kB of letters: every position's match reads to the end (16 s over the text before, each match
+    // within PCRE2's limit).
+    check_encode_refused(
+        b, std::string(120000, 'a'),
+        "pre_tokenizer.pattern: the regex needs more than 122945536 steps on a text of 120000 "
+        "bytes (the cap is 1024 a byte, plus 65536)");
+    // Where it matches, it matches (a long run is read through growing windows).
+    CHECK(pre(j["pre_tokenizer"], std::string(5000, 'b') + "1") ==
+          std::vector<std::string>{std::string(5000, 'b'), "1"});
+  }
+  SUBCASE("a pattern that could cut a UTF-8 character apart, or that Oniguruma would not read, is refused") {
+    for (const auto& [pattern, needle] :
+         {std::pair<std::string, std::string>{"\\C", "uses \\C, which matches one byte"},
+          {"a(?<=\\C)", "uses \\C"},
+          {"\\G\\w", "uses \\G"},
+          {"(*SKIP)a", "uses a PCRE2 verb or option"},
+          {"(*UTF)(*NO_START_OPT)a", "uses a PCRE2 verb or option"}}) {
+      json j = sp_file();
+      j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}};
+      check_refused_json(j, "pre_tokenizer.pattern: the regex " + attnviz::quote(pattern) + " " + needle);
+    }
+  }
+  SUBCASE("decoders: a replacement is a few characters, and Strip is linear") {
+    json j = sp_file();
+    j["decoder"] = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(65, 'x')}};
+    check_refused_json(j, "decoder.content is longer than 64 bytes");
+    j["decoder"] = {{"type", "Sequence"},
+                    {"decoders", json::array({{{"type", "Fuse"}},
+                                              {{"type", "Strip"}, {"content", "b"}, {"start", 1 << 20}}})}};
+    const Bpe b = load(j);
+    const std::vector<int> many(1 << 21, 5);  // "b" 2^21 times, fused, then 2^20 taken off the front
+    CHECK(b.decode(many) == std::string(1 << 20, 'b'));
+  }
 }

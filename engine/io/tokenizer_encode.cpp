@@ -82,10 +82,20 @@ void tokenize_cached(const Tokenizer& t, std::string_view w, std::vector<int>& i
 Status encode_hf(const Tokenizer& t, std::string_view utf8, bool add_special, std::vector<int>& ids) {
   ids.clear();
   if (Status st = check_utf8(utf8); !st.is_ok()) return st;
+  const auto failed = [&](Status st) {
+    ids.clear();
+    return st;
+  };
   if (add_special) ids = t.prefix;
   std::vector<Segment> raw, normalized;
   std::vector<Piece> pieces;
-  split_added(t.raw_added, utf8, raw);
+  if (Status st = split_added(t.raw_added, utf8, raw); !st.is_ok()) return failed(st);
+  // The normalized text, every segment together, is capped by the length of the whole input.
+  const std::size_t cap = kNormalizedGrowth * utf8.size() + kNormalizedSlack;
+  const std::string cap_is = "the cap for a text of " + std::to_string(utf8.size()) + " bytes (" +
+                             std::to_string(kNormalizedGrowth) + " a byte, plus " +
+                             std::to_string(kNormalizedSlack) + ")";
+  std::size_t normalized_bytes = 0;
   for (const Segment& r : raw) {
     if (r.id >= 0) {
       ids.push_back(r.id);
@@ -93,8 +103,10 @@ Status encode_hf(const Tokenizer& t, std::string_view utf8, bool add_special, st
     }
     if (r.end == r.begin) continue;
     std::string text(utf8.substr(r.begin, r.end - r.begin));
-    if (Status st = normalize(t.normalizers, text); !st.is_ok()) return st;
-    split_added(t.normalized_added, text, normalized);
+    if (Status st = normalize(t.normalizers, text, cap - normalized_bytes, cap_is); !st.is_ok())
+      return failed(st);
+    normalized_bytes += text.size();
+    if (Status st = split_added(t.normalized_added, text, normalized); !st.is_ok()) return failed(st);
     for (const Segment& n : normalized) {
       if (n.id >= 0) {
         ids.push_back(n.id);
@@ -102,10 +114,7 @@ Status encode_hf(const Tokenizer& t, std::string_view utf8, bool add_special, st
       }
       if (n.end == n.begin) continue;
       pieces.assign(1, Piece{text.substr(n.begin, n.end - n.begin), r.begin == 0 && n.begin == 0});
-      if (Status st = pre_tokenize(t.pre_tokenizers, pieces); !st.is_ok()) {
-        ids.clear();
-        return st;
-      }
+      if (Status st = pre_tokenize(t.pre_tokenizers, pieces); !st.is_ok()) return failed(st);
       for (const Piece& p : pieces) tokenize_cached(t, p.text, ids);
     }
   }

@@ -210,6 +210,7 @@ Status read_pattern(const Obj& o, const std::string& where, Pattern& p) {
   if (v->contains("Regex")) return compile_regex(text, where + ".pattern", p);
   p.literal = text;
   p.re.reset();
+  p.where = where + ".pattern";
   return Status::ok();
 }
 
@@ -252,6 +253,7 @@ Status read_normalizer(const json& j, const std::string& where, int depth, std::
     return Status::fail(where + ": the normalizer " + quote(type) +
                         " is not supported (NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence are)");
   }
+  n.where = where + " (" + type + ")";
   out.push_back(std::move(n));
   return Status::ok();
 }
@@ -379,6 +381,10 @@ Status read_decoder(const json& j, const std::string& where, int depth, std::vec
     d.kind = DecKind::Replace;
     if (Status st = read_pattern(o, where, d.pattern); !st.is_ok()) return st;
     if (Status st = o.string("content", d.content); !st.is_ok()) return st;
+    // Decoding runs on every token label and on whole texts: a replacement is a few characters (" " in
+    // every real file), so that a decoded text is at most a fixed multiple of its tokens.
+    if (d.content.size() > kMaxDecoderContent)
+      return Status::fail(where + ".content is longer than " + std::to_string(kMaxDecoderContent) + " bytes");
   } else if (type == "Metaspace") {
     d.kind = DecKind::Metaspace;
     if (Status st = read_replacement(o, d.content); !st.is_ok()) return st;
@@ -627,6 +633,7 @@ Status read_tokenizer_json(std::string_view text, const std::string& name, Token
     if (added->size() > kMaxAddedTokens)
       return fail(Status::fail("added_tokens has more than " + std::to_string(kMaxAddedTokens) + " tokens"));
     std::unordered_map<std::string, int> content_id;
+    std::size_t normalized_bytes = 0;
     for (std::size_t i = 0; i < added->size(); ++i) {
       const Obj o{(*added)[i], "added_tokens[" + std::to_string(i) + "]"};
       if (!o.j.is_object()) return fail(Status::fail(o.where + " is not a JSON object"));
@@ -657,7 +664,16 @@ Status read_tokenizer_json(std::string_view text, const std::string& name, Token
       if (t.special.size() <= index) t.special.resize(index + 1, false);
       t.special[index] = a.special;
       if (a.normalized) {
-        if (Status st = normalize(t.normalizers, a.content); !st.is_ok()) return fail(st);
+        // Normalized when the file is read, so bounded as a typed text is: each token, and all together.
+        if (Status st =
+                normalize(t.normalizers, a.content, kMaxNormalizedToken,
+                          "an added token's cap of " + std::to_string(kMaxNormalizedToken) + " bytes");
+            !st.is_ok())
+          return fail(Status::fail(o.where + ": " + st.error));
+        normalized_bytes += a.content.size();
+        if (normalized_bytes > kMaxNormalizedAdded)
+          return fail(Status::fail(o.where + ": the normalized added tokens are more than " +
+                                   std::to_string(kMaxNormalizedAdded) + " bytes together"));
         if (!a.content.empty()) t.normalized_added.tokens.push_back(std::move(a));
       } else {
         t.raw_added.tokens.push_back(std::move(a));

@@ -31,24 +31,48 @@ inline constexpr int kMaxJsonDepth = 64;
 inline constexpr std::size_t kMaxOtherValues = std::size_t{1} << 20;  // JSON values outside vocab and merges
 inline constexpr int kMaxSteps = 64;                                  // normalizers, pre-tokenizers, decoders
 
+// The bounds on the work a file can ask for, as functions of the text's length n (bytes). Each bound that is
+// hit fails that text's encode (or the file's read, for its added tokens) with one line naming the step; the
+// tokenizer stays usable for other texts.
+//  - Normalizing: the normalized text (every raw segment of one encode together) is at most
+//    kNormalizedGrowth n + kNormalizedSlack bytes, checked as each step writes, so that a sequence of growing
+//    steps stops at the cap instead of multiplying the text; a normalized added token is at most
+//    kMaxNormalizedToken bytes, and all of them together kMaxNormalizedAdded.
+//  - A regex search (find_matches) over m bytes costs at most kRegexCostPerByte m + kRegexCostBase (see
+//    find_matches for what a unit is).
+//  - Matching the added tokens over n bytes takes at most kAddedStepsPerByte n + kAddedStepsBase trie steps.
+inline constexpr std::size_t kNormalizedGrowth = 16, kNormalizedSlack = 1024;
+inline constexpr std::size_t kMaxNormalizedToken = 4 * kMaxTokenBytes;
+inline constexpr std::size_t kMaxNormalizedAdded = std::size_t{16} << 20;
+inline constexpr std::uint64_t kRegexCostPerByte = 1024, kRegexCostBase = std::uint64_t{1} << 16;
+inline constexpr std::size_t kMaxDecoderContent = 64;  // a Replace decoder's replacement
+inline constexpr std::uint64_t kAddedStepsPerByte = 64, kAddedStepsBase = std::uint64_t{1} << 16;
+
 // A Split or Replace pattern: a literal string, or a regex (Oniguruma's syntax, compiled with PCRE2 in UTF
 // and Unicode-property mode, \s and \S read as Unicode's White_Space as Oniguruma does).
 struct Pattern {
   std::string literal;
-  std::shared_ptr<pcre2_code> re;  // null for a literal
+  std::shared_ptr<pcre2_code> re;             // null for a literal
+  std::string where;                          // the pattern's place in the file, for messages
+  const std::uint8_t* first_bytes = nullptr;  // PCRE2's 256-bit table of the bytes a match can start with
 };
 // One piece of a text: [begin, end) and whether a pattern matched it.
 struct Span {
   std::size_t begin, end;
   bool match;
 };
-// Hugging Face's find_matches: matches and the text between them, in order, covering all of `s`.
+// Hugging Face's find_matches: matches and the text between them, in order, covering all of `s`. A regex
+// search costs at most kRegexCostPerByte s.size() + kRegexCostBase; past that it fails naming the pattern.
 Status find_matches(const Pattern& p, std::string_view s, std::vector<Span>& out);
+// Compiles an Oniguruma-syntax regex with PCRE2. Refused: what could cut a UTF-8 character apart (\C), and
+// what would make a search's result depend on where it started other than as Oniguruma's does (\G, PCRE2's
+// backtracking verbs "(*...)", which Oniguruma does not have).
 Status compile_regex(std::string_view pattern, const std::string& where, Pattern& out);
 
 enum class NormKind { NFC, NFD, NFKC, NFKD, Prepend, Replace };
 struct Normalizer {
   NormKind kind = NormKind::NFC;
+  std::string where;    // "normalizer.normalizers[2] (Replace)", for messages
   Pattern pattern;      // Replace
   std::string content;  // Replace: the replacement; Prepend: the prefix
 };
@@ -93,7 +117,7 @@ struct AddedMatcher {
     int token = -1;  // index into `tokens`
   };
   std::vector<AddedToken> tokens;
-  std::vector<Node> nodes;
+  std::vector<Node> nodes;  // each node's `next` sorted by byte
   void build();
   bool empty() const { return tokens.empty(); }
 };
@@ -102,7 +126,8 @@ struct Segment {
   std::size_t begin, end;
   int id;
 };
-void split_added(const AddedMatcher& m, std::string_view s, std::vector<Segment>& out);
+// Leftmost-longest matching, at most kAddedStepsPerByte s.size() + kAddedStepsBase trie steps.
+Status split_added(const AddedMatcher& m, std::string_view s, std::vector<Segment>& out);
 
 struct MergeRule {
   int rank, result;
@@ -180,6 +205,10 @@ bool from_byte_alphabet(std::string_view s, std::string& raw);
 // Parses and validates `json` (errors begin with `name`).
 Status read_tokenizer_json(std::string_view json, const std::string& name, Tokenizer& out);
 
+// Runs the normalizers on `s`; a step that would make it longer than `cap` bytes fails, naming the step and
+// `cap_is` (what the cap is, for the message). Without a cap: kNormalizedGrowth s.size() + kNormalizedSlack.
+Status normalize(const std::vector<Normalizer>& steps, std::string& s, std::size_t cap,
+                 const std::string& cap_is);
 Status normalize(const std::vector<Normalizer>& steps, std::string& s);
 Status pre_tokenize(const std::vector<PreTokenizer>& steps, std::vector<Piece>& pieces);
 // Runs the decoders on token strings in place. `labels`: one token alone, shown whole (no Strip, and

@@ -20,21 +20,6 @@ struct ContextDeleter {
   void operator()(pcre2_match_context* c) const { pcre2_match_context_free(c); }
 };
 
-// A bound on each regex match's work, so that a hostile pattern fails with a message instead of running for
-// hours (real files' patterns need a few hundred steps a match).
-pcre2_match_context* match_context() {
-  static const std::unique_ptr<pcre2_match_context, ContextDeleter> ctx = [] {
-    pcre2_match_context* c = pcre2_match_context_create(nullptr);
-    if (c) {
-      pcre2_set_match_limit(c, 1000000);
-      pcre2_set_depth_limit(c, 10000);
-      pcre2_set_heap_limit(c, 16384);  // KiB
-    }
-    return std::unique_ptr<pcre2_match_context, ContextDeleter>(c);
-  }();
-  return ctx.get();
-}
-
 std::size_t char_len(std::string_view s, std::size_t i) {
   std::size_t n = 1;
   while (i + n < s.size() && (static_cast<unsigned char>(s[i + n]) & 0xC0) == 0x80) ++n;
@@ -138,17 +123,19 @@ Status split_pieces(const Pattern& p, Behavior b, bool invert, std::vector<Piece
   return Status::ok();
 }
 
-std::string replace_all(const Pattern& p, std::string_view s, std::string_view content, Status& st) {
+// `s` with every match of `p` replaced by `content`; fails naming `where` once the result would pass `cap`.
+Status replace_all(const Pattern& p, std::string_view s, std::string_view content, std::size_t cap,
+                   const std::string& where, const std::string& cap_is, std::string& out) {
   std::vector<Span> spans;
-  st = find_matches(p, s, spans);
-  std::string out;
+  if (Status st = find_matches(p, s, spans); !st.is_ok()) return st;
+  out.clear();
   for (const Span& sp : spans) {
-    if (sp.match)
-      out += content;
-    else
-      out.append(s.substr(sp.begin, sp.end - sp.begin));
+    const std::string_view piece = sp.match ? content : s.substr(sp.begin, sp.end - sp.begin);
+    if (piece.size() > cap - std::min(cap, out.size()))
+      return Status::fail(where + " makes the text longer than " + std::to_string(cap) + " bytes, " + cap_is);
+    out.append(piece);
   }
-  return out;
+  return Status::ok();
 }
 
 std::string replace_literal(std::string_view s, std::string_view from, std::string_view to) {
@@ -193,6 +180,9 @@ int fallback_byte(std::string_view t) {
 Status compile_regex(std::string_view pattern, const std::string& where, Pattern& out) {
   if (pattern.size() > kMaxPatternBytes)
     return Status::fail(where + ": the regex is longer than " + std::to_string(kMaxPatternBytes) + " bytes");
+  const auto refuse = [&](const char* why) {
+    return Status::fail(where + ": the regex " + quote(pattern) + " " + why);
+  };
   // Oniguruma's \s is Unicode's White_Space; PCRE2's also matches U+180E.
   std::string p;
   for (std::size_t i = 0; i < pattern.size(); ++i) {
@@ -202,16 +192,24 @@ Status compile_regex(std::string_view pattern, const std::string& where, Pattern
         p += "\\p{White_Space}";
       else if (c == 'S')
         p += "\\P{White_Space}";
+      else if (c == 'C')
+        return refuse("uses \\C, which matches one byte and can cut a UTF-8 character apart");
+      else if (c == 'G')
+        return refuse("uses \\G, which the tokenizer does not support");
       else
         (p += '\\') += c;
+    } else if (pattern[i] == '(' && i + 1 < pattern.size() && pattern[i + 1] == '*') {
+      // Also inside a character class, where it would be harmless: refused all the same, to keep this simple.
+      return refuse(
+          "uses a PCRE2 verb or option \"(*\", which Oniguruma (Hugging Face's regex engine) does not have");
     } else {
       p += pattern[i];
     }
   }
   int error = 0;
   PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), PCRE2_UTF | PCRE2_UCP,
-                                   &error, &offset, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C, &error, &offset, nullptr);
   if (!code) {
     PCRE2_UCHAR message[160];
     pcre2_get_error_message(error, message, sizeof message);
@@ -220,8 +218,103 @@ Status compile_regex(std::string_view pattern, const std::string& where, Pattern
   }
   out.literal.clear();
   out.re = std::shared_ptr<pcre2_code>(code, pcre2_code_free);
+  out.where = where;
+  out.first_bytes = nullptr;
+  const std::uint8_t* bitmap = nullptr;
+  if (pcre2_pattern_info(code, PCRE2_INFO_FIRSTBITMAP, &bitmap) == 0) out.first_bytes = bitmap;
   return Status::ok();
 }
+
+namespace {
+
+// One regex search's work, bounded in total. PCRE2's match limit bounds the backtracking at one start
+// position, not a search: a pattern that scans ahead from every position ("\p{L}+(?=\d)" over a long word)
+// is quadratic within it, and a pattern whose single-character repeats run on without backtracking is not
+// counted at all. So a search here tries one start position at a time (anchored), shows PCRE2 only a window
+// of the text that doubles when a match attempt runs into its end (PCRE2_PARTIAL_HARD: the same result as
+// on the whole text, once the window holds what the match reads), and gives it a step limit that doubles
+// when it is hit. Each attempt costs its window's bytes plus its step limit; the search may spend
+// kRegexCostPerByte a byte of its text, plus kRegexCostBase. A start position whose first byte PCRE2 knows
+// cannot start a match is skipped without an attempt.
+class RegexSearch {
+ public:
+  static constexpr std::size_t kFirstWindow = 64;
+  static constexpr std::uint32_t kFirstSteps = 64, kMostSteps = 1000000;  // PCRE2's default limit
+
+  RegexSearch(const Pattern& p, std::string_view s)
+      : p_(p), s_(s), budget_(kRegexCostPerByte * s.size() + kRegexCostBase) {}
+
+  Status init() {
+    md_.reset(pcre2_match_data_create_from_pattern(p_.re.get(), nullptr));
+    ctx_.reset(pcre2_match_context_create(nullptr));
+    if (!md_ || !ctx_) return Status::fail("out of memory for a regex");
+    pcre2_set_depth_limit(ctx_.get(), 10000);
+    pcre2_set_heap_limit(ctx_.get(), 16384);  // KiB
+    return Status::ok();
+  }
+
+  // The match anchored at `at`: true and [b, e) when there is one.
+  Status match_at(std::size_t at, bool& found, std::size_t& b, std::size_t& e) {
+    found = false;
+    if (at < s_.size() && p_.first_bytes) {
+      const auto c = static_cast<unsigned char>(s_[at]);
+      if (!(p_.first_bytes[c / 8] & (1u << (c % 8)))) return Status::ok();
+    }
+    std::size_t window = kFirstWindow;
+    std::uint32_t steps = kFirstSteps;
+    for (;;) {
+      std::size_t end = s_.size() - at <= window ? s_.size() : at + window;
+      while (end < s_.size() && (static_cast<unsigned char>(s_[end]) & 0xC0) == 0x80) ++end;
+      const std::uint64_t cost = (end - at) + steps;
+      if (cost > budget_)
+        return Status::fail(p_.where + ": the regex needs more than " +
+                            std::to_string(kRegexCostPerByte * s_.size() + kRegexCostBase) +
+                            " steps on a text of " + std::to_string(s_.size()) + " bytes (the cap is " +
+                            std::to_string(kRegexCostPerByte) + " a byte, plus " +
+                            std::to_string(kRegexCostBase) + ")");
+      budget_ -= cost;
+      pcre2_set_match_limit(ctx_.get(), steps);
+      const std::uint32_t options =
+          PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK | (end < s_.size() ? PCRE2_PARTIAL_HARD : 0);
+      const int rc = pcre2_match(p_.re.get(), reinterpret_cast<PCRE2_SPTR>(s_.data()), end, at, options,
+                                 md_.get(), ctx_.get());
+      if (rc == PCRE2_ERROR_PARTIAL) {
+        window *= 2;
+        continue;
+      }
+      if (rc == PCRE2_ERROR_MATCHLIMIT && steps < kMostSteps) {
+        steps = std::min(2 * steps, kMostSteps);
+        continue;
+      }
+      if (rc == PCRE2_ERROR_NOMATCH) return Status::ok();
+      if (rc < 0) {
+        PCRE2_UCHAR message[160];
+        pcre2_get_error_message(rc, message, sizeof message);
+        return Status::fail("a tokenizer regex failed (" + p_.where +
+                            "): " + reinterpret_cast<const char*>(message));
+      }
+      const PCRE2_SIZE* v = pcre2_get_ovector_pointer(md_.get());
+      b = v[0], e = v[1];
+      // \K can report a start past `at`, or (in a lookahead) an end before the start.
+      if (b > e || e > s_.size() || !boundary(b) || !boundary(e))
+        return Status::fail(p_.where + ": the regex matched part of a UTF-8 character or backwards");
+      found = true;
+      return Status::ok();
+    }
+  }
+
+ private:
+  bool boundary(std::size_t i) const {
+    return i >= s_.size() || (static_cast<unsigned char>(s_[i]) & 0xC0) != 0x80;
+  }
+  const Pattern& p_;
+  std::string_view s_;
+  std::uint64_t budget_;
+  std::unique_ptr<pcre2_match_data, MatchDataDeleter> md_;
+  std::unique_ptr<pcre2_match_context, ContextDeleter> ctx_;
+};
+
+}  // namespace
 
 Status find_matches(const Pattern& p, std::string_view s, std::vector<Span>& out) {
   out.clear();
@@ -243,38 +336,36 @@ Status find_matches(const Pattern& p, std::string_view s, std::vector<Span>& out
     for (std::size_t at = s.find(p.literal); at != std::string_view::npos; at = s.find(p.literal, prev))
       add(at, at + p.literal.size());
   } else {
-    const std::unique_ptr<pcre2_match_data, MatchDataDeleter> md(
-        pcre2_match_data_create_from_pattern(p.re.get(), nullptr));
-    if (!md) return Status::fail("out of memory for a regex");
-    const auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
-    // Oniguruma's find_iter: an empty match right where the last match ended is skipped.
-    std::size_t pos = 0, last_match_end = SIZE_MAX;
-    while (pos <= s.size()) {
-      const int rc =
-          pcre2_match(p.re.get(), subject, s.size(), pos, PCRE2_NO_UTF_CHECK, md.get(), match_context());
-      if (rc == PCRE2_ERROR_NOMATCH) break;
-      if (rc < 0) {
-        PCRE2_UCHAR message[160];
-        pcre2_get_error_message(rc, message, sizeof message);
-        return Status::fail(std::string("a tokenizer regex failed: ") +
-                            reinterpret_cast<const char*>(message));
-      }
-      const PCRE2_SIZE* v = pcre2_get_ovector_pointer(md.get());
-      const std::size_t b = v[0], e = v[1];
-      if (e == b && last_match_end == e) {
-        if (pos >= s.size()) break;
-        pos += char_len(s, pos);
+    RegexSearch search(p, s);
+    if (Status st = search.init(); !st.is_ok()) return st;
+    // Oniguruma's find_iter: the leftmost match from where the last one ended; an empty match right where the
+    // last match ended is skipped.
+    std::size_t last_match_end = SIZE_MAX;
+    for (std::size_t at = 0; at <= s.size();) {
+      bool found = false;
+      std::size_t b = 0, e = 0;
+      if (Status st = search.match_at(at, found, b, e); !st.is_ok()) return st;
+      if (!found || (e == b && last_match_end == e) || b < prev) {
+        if (at >= s.size()) break;
+        at += char_len(s, at);
         continue;
       }
-      pos = last_match_end = e;
       add(b, e);
+      at = last_match_end = e;
     }
   }
   if (prev != s.size()) out.push_back({prev, s.size(), false});
   return Status::ok();
 }
 
-Status normalize(const std::vector<Normalizer>& steps, std::string& s) {
+Status normalize(const std::vector<Normalizer>& steps, std::string& s, std::size_t cap,
+                 const std::string& cap_is) {
+  const auto too_long = [&](const Normalizer& n) {
+    return Status::fail(n.where + " makes the text longer than " + std::to_string(cap) + " bytes, " + cap_is);
+  };
+  if (s.size() > cap)
+    return Status::fail("the text is longer than " + std::to_string(cap) + " bytes, " + cap_is);
+  std::string out;
   for (const Normalizer& n : steps) {
     switch (n.kind) {
       case NormKind::NFC:
@@ -290,6 +381,7 @@ Status normalize(const std::vector<Normalizer>& steps, std::string& s) {
         else
           options |= UTF8PROC_DECOMPOSE;
         if (n.kind == NormKind::NFKC || n.kind == NormKind::NFKD) options |= UTF8PROC_COMPAT;
+        // (A normal form grows a text by a bounded factor: at most 18 code points for one, U+FDFA.)
         utf8proc_uint8_t* result = nullptr;
         const utf8proc_ssize_t len = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
                                                   static_cast<utf8proc_ssize_t>(s.size()), &result,
@@ -298,25 +390,34 @@ Status normalize(const std::vector<Normalizer>& steps, std::string& s) {
           std::free(result);
           return Status::fail(std::string("Unicode normalization failed: ") + utf8proc_errmsg(len));
         }
+        if (static_cast<std::size_t>(len) > cap) {
+          std::free(result);
+          return too_long(n);
+        }
         s.assign(reinterpret_cast<const char*>(result), static_cast<std::size_t>(len));
         std::free(result);
         break;
       }
       case NormKind::Prepend:
-        if (!s.empty()) s.insert(0, n.content);
+        if (s.empty()) break;
+        if (n.content.size() > cap - s.size()) return too_long(n);
+        s.insert(0, n.content);
         break;
       case NormKind::Replace:
-        if (n.pattern.re) {
-          Status st;
-          s = replace_all(n.pattern, s, n.content, st);
-          if (!st.is_ok()) return st;
-        } else {
-          s = replace_literal(s, n.pattern.literal, n.content);
-        }
+        if (Status st = replace_all(n.pattern, s, n.content, cap, n.where, cap_is, out); !st.is_ok())
+          return st;
+        s.swap(out);
         break;
     }
   }
   return Status::ok();
+}
+
+Status normalize(const std::vector<Normalizer>& steps, std::string& s) {
+  return normalize(steps, s, kNormalizedGrowth * s.size() + kNormalizedSlack,
+                   "the cap for a text of " + std::to_string(s.size()) + " bytes (" +
+                       std::to_string(kNormalizedGrowth) + " a byte, plus " +
+                       std::to_string(kNormalizedSlack) + ")");
 }
 
 Status pre_tokenize(const std::vector<PreTokenizer>& steps, std::vector<Piece>& pieces) {
@@ -358,13 +459,8 @@ void decode_tokens(const std::vector<Decoder>& steps, std::vector<std::string>& 
         break;
       case DecKind::Replace:
         for (std::string& t : tokens) {
-          if (d.pattern.re) {
-            Status st;
-            std::string r = replace_all(d.pattern, t, d.content, st);
-            if (st.is_ok()) t = std::move(r);
-          } else {
-            t = replace_literal(t, d.pattern.literal, d.content);
-          }
+          std::string r;  // (at most kMaxDecoderContent bytes for each byte of the token)
+          if (replace_all(d.pattern, t, d.content, SIZE_MAX, "", "", r).is_ok()) t = std::move(r);
         }
         break;
       case DecKind::ByteFallback:  // raw bytes, never U+FFFD: callers make text valid where they need it
@@ -380,12 +476,13 @@ void decode_tokens(const std::vector<Decoder>& steps, std::vector<std::string>& 
       }
       case DecKind::Strip:
         if (labels) break;
-        for (std::string& t : tokens) {
-          for (int i = 0; i < d.start && starts_with(t, d.content); ++i) t.erase(0, d.content.size());
-          for (int i = 0; i < d.stop && t.size() >= d.content.size() &&
-                          t.compare(t.size() - d.content.size(), d.content.size(), d.content) == 0;
-               ++i)
-            t.resize(t.size() - d.content.size());
+        for (std::string& t : tokens) {  // one erase: a fused text can be long, and start up to 2^20
+          const std::size_t n = d.content.size();
+          std::size_t front = 0;
+          for (int i = 0; i < d.start && t.compare(front, n, d.content) == 0; ++i) front += n;
+          t.erase(0, front);
+          for (int i = 0; i < d.stop && t.size() >= n && t.compare(t.size() - n, n, d.content) == 0; ++i)
+            t.resize(t.size() - n);
         }
         break;
       case DecKind::Metaspace:
@@ -414,27 +511,36 @@ void AddedMatcher::build() {
     Node& end = nodes[static_cast<std::size_t>(at)];
     if (end.token < 0) end.token = static_cast<int>(k);
   }
+  for (Node& n : nodes) std::sort(n.next.begin(), n.next.end());  // matching looks children up by bisection
 }
 
-// tokenizers' AddedVocabulary::find_matches: leftmost-longest matches, single_word, lstrip and rstrip.
-void split_added(const AddedMatcher& m, std::string_view s, std::vector<Segment>& out) {
+// tokenizers' AddedVocabulary::find_matches: leftmost-longest matches, single_word, lstrip and rstrip. Each
+// start position walks the trie as far as the text follows a token (up to kMaxTokenBytes steps): linear in
+// practice, and capped at kAddedStepsPerByte a byte against files made to walk far at every position.
+Status split_added(const AddedMatcher& m, std::string_view s, std::vector<Segment>& out) {
   out.clear();
   std::size_t start_offset = 0;
   if (!m.empty()) {
     int root_next[256];
     std::fill(std::begin(root_next), std::end(root_next), -1);
     for (const auto& [byte, child] : m.nodes[0].next) root_next[byte] = child;
+    const std::uint64_t cap = kAddedStepsPerByte * s.size() + kAddedStepsBase;
+    std::uint64_t steps = 0;
     for (std::size_t i = 0; i < s.size();) {
       int best = -1;
       std::size_t best_end = 0;
       for (int at = root_next[static_cast<unsigned char>(s[i])], j = static_cast<int>(i) + 1; at >= 0;) {
         const AddedMatcher::Node& node = m.nodes[static_cast<std::size_t>(at)];
         if (node.token >= 0) best = node.token, best_end = static_cast<std::size_t>(j);
-        if (static_cast<std::size_t>(j) >= s.size()) break;
-        int next = -1;
-        for (const auto& [byte, child] : node.next)
-          if (byte == static_cast<unsigned char>(s[static_cast<std::size_t>(j)])) next = child;
-        at = next;
+        if (static_cast<std::size_t>(j) >= s.size() || node.next.empty()) break;
+        if (++steps > cap)
+          return Status::fail("added_tokens: matching them needs more than " + std::to_string(cap) +
+                              " steps on a text of " + std::to_string(s.size()) + " bytes (the cap is " +
+                              std::to_string(kAddedStepsPerByte) + " a byte, plus " +
+                              std::to_string(kAddedStepsBase) + ")");
+        const auto c = static_cast<unsigned char>(s[static_cast<std::size_t>(j)]);
+        const auto it = std::lower_bound(node.next.begin(), node.next.end(), std::make_pair(c, -1));
+        at = it != node.next.end() && it->first == c ? it->second : -1;
         ++j;
       }
       if (best < 0) {
@@ -451,16 +557,16 @@ void split_added(const AddedMatcher& m, std::string_view s, std::vector<Segment>
         const bool after_ok = e == s.size() || !(decode_utf8(s, e, next) && is_word_char(next));
         if (!before_ok || !after_ok) continue;
       }
-      if (t.lstrip) {
+      if (t.lstrip) {  // the white space before it, back to the end of the last match (never further)
         std::size_t nb = b;
-        while (nb > 0) {
+        while (nb > start_offset) {
           std::size_t k = nb - 1;
-          while (k > 0 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+          while (k > start_offset && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
           char32_t cp = 0;
           if (!decode_utf8(s, k, cp) || !is_white_space(cp)) break;
           nb = k;
         }
-        b = std::max(nb, start_offset);
+        b = nb;
       }
       if (t.rstrip) {
         char32_t cp = 0;
@@ -468,13 +574,13 @@ void split_added(const AddedMatcher& m, std::string_view s, std::vector<Segment>
         while (e < s.size() && (n = decode_utf8(s, e, cp)) && is_white_space(cp)) e += n;
         i = std::max(i, e);
       }
-      if (b < start_offset) continue;
       if (start_offset < b) out.push_back({start_offset, b, -1});
       out.push_back({b, e, t.id});
       start_offset = e;
     }
   }
   if (start_offset != s.size() || s.empty()) out.push_back({start_offset, s.size(), -1});
+  return Status::ok();
 }
 
 std::size_t MergeMap::slot(std::uint64_t key) const {
