@@ -156,6 +156,20 @@ TEST_CASE("--tokenize prints GPT-2's ids of --text as a JSON array") {
   CHECK(cli({"--tokenize", "--text", "", "--vocab", ATTNVIZ_GPT2_DIR}).out == "[]\n");
   check_refused({"--tokenize", "--text", "bad \xff", "--vocab", ATTNVIZ_GPT2_DIR}, "not valid UTF-8");
   check_refused({"--tokenize", "--vocab", "/nonexistent/vocab"}, "no vocabulary in '/nonexistent/vocab'");
+  // A tokenizer.json that would grow "a" 2^40 times: one line naming the step that passed the cap.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "attnviz_test_growing";
+  std::filesystem::create_directories(dir);
+  nlohmann::json steps = nlohmann::json::array();
+  for (int i = 0; i < 40; ++i)
+    steps.push_back({{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "aa"}});
+  std::ofstream(dir / "tokenizer.json") << nlohmann::json{
+      {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}}}, {"merges", nlohmann::json::array()}}},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers", steps}}}}.dump();
+  check_refused({"--tokenize", "--text", "a", "--vocab", dir.string()},
+                "normalizer.normalizers[10] (Replace) makes the text longer than 1040 bytes");
+  CHECK(cli({"--tokenize", "--text", "bb", "--vocab", dir.string()}).out == "[1,1]\n");
 }
 
 TEST_CASE("numbers are decimal and seeds are torch.manual_seed's") {

@@ -412,8 +412,9 @@ TEST_CASE("tokenizer.json: a regex that backtracks without end fails encode with
   REQUIRE_FALSE(st.is_ok());
   INFO(st.error);
   // The search's cost cap comes before PCRE2's own limit at one position.
-  CHECK(st.error.find(
-            "pre_tokenizer.pattern: the regex needs more than 107520 steps on a text of 41 bytes") == 0);
+  CHECK(
+      st.error.find("pre_tokenizer.pattern: the regex needs more than 107520 steps on a text of 41 bytes") !=
+      std::string::npos);
   CHECK(out.empty());
 }
 
@@ -594,8 +595,8 @@ TEST_CASE("tokenizer.json: a file cannot make tokenizing unbounded") {
   }
   SUBCASE("decoders: a replacement is a few characters, and Strip is linear") {
     json j = sp_file();
-    j["decoder"] = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(65, 'x')}};
-    check_refused_json(j, "decoder.content is longer than 64 bytes");
+    j["decoder"] = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "xxxxx"}};
+    check_refused_json(j, "decoder.content is longer than 4 bytes");
     j["decoder"] = {{"type", "Sequence"},
                     {"decoders", json::array({{{"type", "Fuse"}},
                                               {{"type", "Strip"}, {"content", "b"}, {"start", 1 << 20}}})}};

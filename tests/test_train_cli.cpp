@@ -180,6 +180,21 @@ TEST_CASE("train cli: bad input gets one line") {
                 "too short for one batch of 2 windows of 257 tokens");
   check_refused({"train", file("bad.txt", "ok \xff"), "--vocab", kVocab},
                 "not valid UTF-8 (bad byte 0xFF at offset 3)");
+  // A tokenizer.json whose normalizers double the text 40 times: refused while the text is tokenized, before
+  // anything trains, naming the step (unbounded before: 2^40 times the text).
+  {
+    const fs::path vocab = dir / "growing";
+    fs::create_directories(vocab);
+    json steps = json::array();
+    for (int i = 0; i < 40; ++i)
+      steps.push_back({{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "aa"}});
+    std::ofstream(vocab / "tokenizer.json")
+        << json{{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}}}, {"merges", json::array()}}},
+                {"normalizer", {{"type", "Sequence"}, {"normalizers", steps}}}}
+               .dump();
+    check_refused({"train", kStory, "--vocab", vocab.string()},
+                  "growing/tokenizer.json: normalizer.normalizers[7] (Replace) makes the text longer than");
+  }
   check_refused({"train", (dir / "missing.txt").string(), "--vocab", kVocab}, "missing.txt");
   check_refused(reduced({"--epochs", "0"}), "--epochs is 0: it must be at least 1");
   check_refused(reduced({"--train-ratio", "1.5"}), "--train-ratio must be between 0 and 1");

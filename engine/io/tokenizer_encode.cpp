@@ -82,9 +82,9 @@ void tokenize_cached(const Tokenizer& t, std::string_view w, std::vector<int>& i
 Status encode_hf(const Tokenizer& t, std::string_view utf8, bool add_special, std::vector<int>& ids) {
   ids.clear();
   if (Status st = check_utf8(utf8); !st.is_ok()) return st;
-  const auto failed = [&](Status st) {
+  const auto failed = [&](const Status& st) {  // a bound of the file's steps: the message names the file
     ids.clear();
-    return st;
+    return Status::fail(t.name + ": " + st.error);
   };
   if (add_special) ids = t.prefix;
   std::vector<Segment> raw, normalized;

@@ -381,8 +381,6 @@ Status read_decoder(const json& j, const std::string& where, int depth, std::vec
     d.kind = DecKind::Replace;
     if (Status st = read_pattern(o, where, d.pattern); !st.is_ok()) return st;
     if (Status st = o.string("content", d.content); !st.is_ok()) return st;
-    // Decoding runs on every token label and on whole texts: a replacement is a few characters (" " in
-    // every real file), so that a decoded text is at most a fixed multiple of its tokens.
     if (d.content.size() > kMaxDecoderContent)
       return Status::fail(where + ".content is longer than " + std::to_string(kMaxDecoderContent) + " bytes");
   } else if (type == "Metaspace") {
@@ -523,6 +521,7 @@ Status read_tokenizer_json(std::string_view text, const std::string& name, Token
     return Status::fail(name + ": " + (r.error.empty() ? std::string("not valid JSON") : r.error));
   if (!r.root.is_object()) return Status::fail(name + ": expected a JSON object");
   if (!r.model) return Status::fail(name + ": \"model\" is missing or not an object");
+  t.name = name;
   const Obj model{*r.model, "model"};
   std::string type;
   if (Status st = model.string("type", type); !st.is_ok()) return Status::fail(name + ": " + st.error);

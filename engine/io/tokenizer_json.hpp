@@ -45,7 +45,9 @@ inline constexpr std::size_t kNormalizedGrowth = 16, kNormalizedSlack = 1024;
 inline constexpr std::size_t kMaxNormalizedToken = 4 * kMaxTokenBytes;
 inline constexpr std::size_t kMaxNormalizedAdded = std::size_t{16} << 20;
 inline constexpr std::uint64_t kRegexCostPerByte = 1024, kRegexCostBase = std::uint64_t{1} << 16;
-inline constexpr std::size_t kMaxDecoderContent = 64;  // a Replace decoder's replacement
+// A Replace decoder's replacement: one character's worth (" " in every real file). Decoding runs on every
+// token's label when the file is read, so a decoded token is at most this many bytes for each of its own.
+inline constexpr std::size_t kMaxDecoderContent = 4;
 inline constexpr std::uint64_t kAddedStepsPerByte = 64, kAddedStepsBase = std::uint64_t{1} << 16;
 
 // A Split or Replace pattern: a literal string, or a regex (Oniguruma's syntax, compiled with PCRE2 in UTF
@@ -178,6 +180,7 @@ class IdMap {
 };
 
 struct Tokenizer {
+  std::string name;  // the file, quoted, as messages name it
   // The model.
   bool byte_level = false;  // symbols are bytes; tokens are kept as raw bytes
   bool ignore_merges = false, byte_fallback = false, fuse_unk = false;

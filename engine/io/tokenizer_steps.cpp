@@ -459,7 +459,7 @@ void decode_tokens(const std::vector<Decoder>& steps, std::vector<std::string>& 
         break;
       case DecKind::Replace:
         for (std::string& t : tokens) {
-          std::string r;  // (at most kMaxDecoderContent bytes for each byte of the token)
+          std::string r;  // (at most kMaxDecoderContent bytes for each of the token's, and one before)
           if (replace_all(d.pattern, t, d.content, SIZE_MAX, "", "", r).is_ok()) t = std::move(r);
         }
         break;
