@@ -409,3 +409,41 @@ TEST_CASE("arch views: the grid labels grouped heads, draws a sink bar per layer
   ui.frame(app);
   CHECK(app.view.qk_step == QkStep::rotated);
 }
+
+TEST_CASE(
+    "arch views: a model folder whose tokenizer.json would grow a text without end keeps its last view") {
+  // The llama fixture with a tokenizer whose 40 normalizers each double every "a": the app's edit is refused
+  // in one line naming the step, and the last good pass stays on screen.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "attnviz_viz_growing_tokenizer";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors"})
+    std::filesystem::copy_file(kArch / "llama" / f, dir / f,
+                               std::filesystem::copy_options::overwrite_existing);
+  json steps = json::array();
+  for (int i = 0; i < 40; ++i)
+    steps.push_back({{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "aa"}});
+  json vocab = json::object();
+  for (int i = 0; i < 96; ++i)
+    vocab[i < 26 ? std::string(1, static_cast<char>('a' + i)) : "t" + std::to_string(i)] = i;
+  std::ofstream(dir / "tokenizer.json")
+      << json{{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}},
+              {"normalizer", {{"type", "Sequence"}, {"normalizers", steps}}}}
+             .dump();
+  ModelSession ms;
+  ModelChoice c;
+  c.kind = ModelKind::file;
+  c.path = dir.string();
+  const Status opened = ms.open(c);
+  INFO(opened.error);
+  REQUIRE(opened.is_ok());
+  REQUIRE(ms.recompute("bcd").is_ok());
+  const std::vector<int> good = ms.ids();
+  CHECK(good == std::vector<int>{1, 2, 3});
+  const Status st = ms.recompute("bad");
+  REQUIRE_FALSE(st.is_ok());
+  CHECK(st.error.find("tokenizer.json: normalizer.normalizers[10] (Replace) makes the text longer than 1072 "
+                      "bytes") != std::string::npos);
+  CHECK(st.error.find('\n') == std::string::npos);
+  CHECK(ms.error() == st.error);
+  CHECK(ms.ids() == good);  // the last good pass stays
+}
