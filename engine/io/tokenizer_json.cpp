@@ -210,6 +210,7 @@ Status read_pattern(const Obj& o, const std::string& where, Pattern& p) {
   if (v->contains("Regex")) return compile_regex(text, where + ".pattern", p);
   p.literal = text;
   p.re.reset();
+  p.first_bytes = nullptr;
   p.where = where + ".pattern";
   return Status::ok();
 }

@@ -1,6 +1,6 @@
 // Hostile model files dropped onto the page: a header with 100,000 entries, weights whose scores overflow, a file
-// cut short inside its data, a config.json with an activation the engine does not compute, and a tokenizer with a
-// million merges. Each must end in a one-line message with the model that was open kept, and the module alive:
+// cut short inside its data, a config.json with an activation the engine does not compute, a tokenizer with a
+// million merges, and a tokenizer.json whose normalizers would grow a text without end. Each must end in a one-line message with the model that was open kept, and the module alive:
 // never a hung tab or a dead module. Every file is made here from the repository's small Hugging Face fixture.
 //   ATTNVIZ_SITE   the built site (default build/wasm-release/web/site)
 import { test, before, after } from 'node:test';
@@ -181,5 +181,33 @@ test('a tokenizer with a million merges ends in a message, and the tab stays ali
   const files = { ...fixture, 'vocab.json': Buffer.from(JSON.stringify(Object.fromEntries(vocab))),
                   'merges.txt': Buffer.from(merges.join('\n') + '\n') };
   const message = await refusedAndKept(files, /tokenizer|vocabulary|merges/);
+  console.log(`# ${message}`);
+});
+
+test('a tokenizer.json whose normalizers would grow a text without end is refused per text, in one line', async () => {
+  // 40 Replace steps that each double every "a" (2^40 times the text before the cap): the text with "a"s is
+  // refused in the Model panel's line, naming the step; a text without one computes with the same tokenizer.
+  const vocab = {};
+  for (let i = 0; i < 26; ++i) vocab[String.fromCharCode(97 + i)] = i;
+  vocab[' '] = 26;
+  const steps = [];
+  for (let i = 0; i < 40; ++i) steps.push({ type: 'Replace', pattern: { String: 'a' }, content: 'aa' });
+  const tokenizer = { model: { type: 'BPE', vocab, merges: [] },
+                      normalizer: { type: 'Sequence', normalizers: steps } };
+  const { page, context, log } = await openPage(env);
+  await load(page, env.url + '#text=' + encodeURIComponent('bad'));
+  await drop(page, { 'model.safetensors': fixture['model.safetensors'], 'config.json': fixture['config.json'],
+                     'tokenizer.json': Buffer.from(JSON.stringify(tokenizer)) });
+  await page.waitForFunction(() => /makes the text longer than/.test(attnviz.status().model.error || ''));
+  const message = (await model(page)).error;
+  assert.match(message, /tokenizer\.json'?: normalizer\.normalizers\[10\] \(Replace\) makes the text longer than 1072 bytes/);
+  assert.equal(message.includes('\n'), false, 'one line');
+  // The same tokenizer computes a text without an "a".
+  const generation = (await page.evaluate(() => attnviz.status())).generation;
+  assert.equal(await page.evaluate(() => attnviz.setText('bcd')), '');
+  await page.waitForFunction((g) => attnviz.status().generation > g && !attnviz.status().model.error, generation);
+  assert.deepEqual((await model(page)).ids, [1, 2, 3]);
+  clean(log);
+  await context.close();
   console.log(`# ${message}`);
 });
