@@ -414,11 +414,17 @@ const std::vector<std::string>& decoder_architectures() {
   return names;
 }
 
-std::string config_model_type(std::string_view text) {
+Status config_model_type(const std::string& where, std::string_view text, std::string& type) {
+  type.clear();
   json j;
-  if (!parse_strict_json("config.json", text, j).is_ok()) return {};
+  if (Status st = parse_strict_json(where, text, j); !st.is_ok()) return st;
   const auto it = j.find("model_type");
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  if (it == j.end()) return Status::ok();
+  if (!it->is_string())
+    return Status::fail(quote(where, kQuoteCap, '\0') + ": model_type is " + shown(*it) +
+                        ", not a string naming the architecture");
+  type = it->get<std::string>();
+  return Status::ok();
 }
 
 Status read_decoder_config(const std::string& where, std::string_view text, DecoderConfig& out) {
@@ -428,7 +434,8 @@ Status read_decoder_config(const std::string& where, std::string_view text, Deco
   json j;
   if (Status st = parse_strict_json(where, text, j); !st.is_ok()) return st;
   const auto mt = j.find("model_type");
-  if (mt == j.end() || !mt->is_string()) return fail("states no model_type");
+  if (mt == j.end()) return fail("states no model_type");
+  if (!mt->is_string()) return fail("model_type is " + shown(*mt) + ", not a string naming the architecture");
   const std::string type = mt->get<std::string>();
   const ArchName* arch = nullptr;
   for (const ArchName& a : kArchs)
