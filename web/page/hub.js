@@ -66,7 +66,7 @@ const REPO = /^[A-Za-z0-9][A-Za-z0-9._-]{0,95}\/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$
 const REV = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/;
 // A shard's name in model.safetensors.index.json: a plain file name beside the index.
 const SHARD = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}\.safetensors$/;
-const MAX_SHARDS = 1024;
+const MAX_SHARDS = 1000;  // the engine's kMaxWeightShards: the most shards it reads
 const MAX_CONFIG = 1 << 20, MAX_INDEX = 16 << 20, MAX_TOKENIZER = 64 << 20;  // the engine's own limits
 const DTYPE_BYTES = { F64: 8, F32: 4, F16: 2, BF16: 2, I64: 8, I32: 4, I16: 2, I8: 1, U8: 1, BOOL: 1 };
 
