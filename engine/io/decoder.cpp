@@ -717,11 +717,13 @@ Status load_decoder(const WeightFiles& files, const std::string& config_where, s
   const Dtype matrices = opts.keep_16bit && embed_tensor ? embed_tensor->dtype : Dtype::f32;
   const std::uint64_t bytes = packed_bytes(c, dc.tied, isa, matrices);
   const std::uint64_t mapping = opts.count_mapping ? files.mapped_bytes() : 0;
-  if (opts.memory_budget && sat_add(bytes, mapping) > opts.memory_budget)
-    return fail("the weights need " + format_bytes(bytes) +
+  if (opts.memory_budget && sat_add(bytes, mapping) > opts.memory_budget) {
+    const BytesApart b = format_bytes_apart(bytes, opts.memory_budget);  // without a mapping, bytes > budget
+    return fail("the weights need " + b.first +
                 (matrices == Dtype::f32 ? " as float32" : " with 16-bit matrices") +
                 (mapping ? " and the mapped files " + format_bytes(mapping) + " of address space" : "") +
-                ", the budget is " + format_bytes(opts.memory_budget));
+                ", the budget is " + b.second);
+  }
 
   const int V = c.vocab_size, d = c.d_model, hd = c.head_dim(), QW = c.q_width(), KW = c.kv_width(),
             F = c.ff_width();

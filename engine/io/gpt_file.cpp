@@ -372,12 +372,13 @@ Status load(const SafetensorsFile& file, const std::optional<std::string>& confi
   if (Status s = make_plan(file, config_json, config_where, opts, plan); !s.is_ok()) return s;
   const GptConfig& c = plan.info.config;
   const std::uint64_t mapping = opts.count_mapping && file.mapped() ? file.file_size() : 0;
-  if (opts.memory_budget && sat_add(plan.info.packed_bytes, mapping) > opts.memory_budget)
+  if (opts.memory_budget && sat_add(plan.info.packed_bytes, mapping) > opts.memory_budget) {
+    const BytesApart b = format_bytes_apart(plan.info.packed_bytes, opts.memory_budget);
     return Status::fail(
-        quote(file.name(), kQuoteCap, '\0') + ": the weights need " + format_bytes(plan.info.packed_bytes) +
-        " as float32" +
+        quote(file.name(), kQuoteCap, '\0') + ": the weights need " + b.first + " as float32" +
         (mapping ? " and the mapped file " + format_bytes(mapping) + " of address space" : "") +
-        ", the budget is " + format_bytes(opts.memory_budget));
+        ", the budget is " + b.second);
+  }
 
   const Isa isa = resolve(opts.isa);
   const bool conv1d = plan.conv1d;

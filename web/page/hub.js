@@ -51,8 +51,8 @@ export const getEndpoint = () => endpoint;
 // The Model panel's list (the module draws it; a click comes back through the fetchHub hook).
 export function showList() {
   if (!window.Module || !Module._attnviz_set_hub || !$('overlay').hidden) return;
-  const roughly = (n) => (n >= 1e9 ? `${(n / 1e9).toFixed(1)} GB` : `${Math.round(n / 1e6)} MB`);
-  const models = hubModels.map((m) => ({ repo: m.repo, note: `about ${roughly(m.bytes)}`, detail: m.about }));
+  // The engine's format_bytes, as every size the page writes: "about 0 MB" was written for a model under 0.5 MB.
+  const models = hubModels.map((m) => ({ repo: m.repo, note: `about ${formatBytes(m.bytes)}`, detail: m.about }));
   call('attnviz_set_hub', JSON.stringify({ endpoint: endpoint === HUB ? '' : endpoint, models }));
 }
 
