@@ -3,6 +3,7 @@
 // validates, with sizes its arithmetic can hold. Seeds: fuzz/corpus/decoder_config/ (the fixtures' configs).
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "attnviz/io/decoder.hpp"
@@ -17,6 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)packed_bytes(d.config, d.tied, Isa::scalar, Dtype::bf16);
   (void)parameter_count(d.config, d.tied);
   (void)pass_bytes(d.config, 64, GptRequest{});
-  (void)config_model_type(text);
+  std::string type;
+  if (!config_model_type("config.json", text, type).is_ok()) __builtin_trap();  // read_decoder_config took it
   return 0;
 }

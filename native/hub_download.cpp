@@ -346,10 +346,11 @@ class Downloader {
     struct statvfs vfs {};
     if (::statvfs((repo_ / "blobs").c_str(), &vfs) == 0) {
       const std::uint64_t free_bytes = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-      if (need > free_bytes)
-        return Status::fail(id_ + " needs " + format_bytes(need) + " more in " +
-                            quote(o_.cache, kQuoteCap, '\0') + ", which has " + format_bytes(free_bytes) +
-                            " free");
+      if (need > free_bytes) {
+        const BytesApart b = format_bytes_apart(need, free_bytes);
+        return Status::fail(id_ + " needs " + b.first + " more in " + quote(o_.cache, kQuoteCap, '\0') +
+                            ", which has " + b.second + " free");
+      }
     }
 
     // 3. The bytes, then the snapshot's links and the ref.

@@ -143,8 +143,9 @@ void add_memory_budget_option(CLI::App& app, ConfigArgs& a) {
 
 Status check_memory(std::uint64_t needed, std::uint64_t budget, bool given, const std::string& breakdown) {
   if (!budget || needed <= budget) return Status::ok();
-  return Status::fail("this configuration needs " + format_bytes(needed) + " of memory (" + breakdown +
-                      "), more than the " + format_bytes(budget) +
+  const BytesApart b = format_bytes_apart(needed, budget);
+  return Status::fail("this configuration needs " + b.first + " of memory (" + breakdown +
+                      "), more than the " + b.second +
                       (given ? " of --memory-budget" : " available (--memory-budget sets another budget)") +
                       ": use smaller sizes, fewer heads or fewer tokens");
 }

@@ -428,9 +428,20 @@ TEST_CASE("gpt file: the memory budget is checked before anything is packed") {
   REQUIRE(inspect_gpt(file, kHeads2, {}, info).is_ok());
   GptLoadOptions opts;
   opts.memory_budget = info.packed_bytes - 1;
+  // A byte apart, the two sizes are written to the byte (both read "20.5 kB" before).
+  REQUIRE(info.packed_bytes >= 10'000);
+  REQUIRE(info.packed_bytes < 1'000'000);
+  const auto kb = [](std::uint64_t n) {
+    const std::string frac = std::to_string(1000 + n % 1000).substr(1);
+    return std::to_string(n / 1000) + "." + frac + " kB";
+  };
+  CHECK(error_of(m.bytes(), kHeads2, opts) == "model.safetensors: the weights need " + kb(info.packed_bytes) +
+                                                  " as float32, the budget is " + kb(opts.memory_budget));
+  opts.memory_budget = info.packed_bytes - 300;  // apart in the first decimal: written as format_bytes does
   CHECK(error_of(m.bytes(), kHeads2, opts) ==
         "model.safetensors: the weights need " + format_bytes(info.packed_bytes) +
             " as float32, the budget is " + format_bytes(opts.memory_budget));
+  CHECK(format_bytes(info.packed_bytes) != format_bytes(opts.memory_budget));
   opts.memory_budget = info.packed_bytes;
   GptWeights w;
   REQUIRE(load_bytes(m.bytes(), w, kHeads2, opts).is_ok());

@@ -16,7 +16,9 @@
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <unordered_map>
+#include <utility>
 
+#include "attnviz/engine.hpp"
 #include "attnviz/text.hpp"
 #include "io/tokenizer_json.hpp"
 
@@ -330,8 +332,12 @@ Status Bpe::load(std::string_view vocab_json, std::string_view merges_text, cons
   // The files' paths begin its messages: escaped and capped, so that a message stays one line.
   const std::string vocab_name = quote(vocab_file, kQuoteCap, '\0');
   const std::string merges_name = quote(merges_file, kQuoteCap, '\0');
-  if (vocab_json.size() > kMaxVocabFileBytes) return Status::fail(vocab_name + " is larger than 64 MB");
-  if (merges_text.size() > kMaxVocabFileBytes) return Status::fail(merges_name + " is larger than 64 MB");
+  for (const auto& [name, size] :
+       {std::pair{&vocab_name, vocab_json.size()}, {&merges_name, merges_text.size()}})
+    if (size > kMaxVocabFileBytes) {
+      const BytesApart b = format_bytes_apart(size, kMaxVocabFileBytes);
+      return Status::fail(*name + " is " + b.first + ", more than the " + b.second + " limit");
+    }
 
   // The vocabulary: {token: id}.
   const nlohmann::json j = nlohmann::json::parse(vocab_json.begin(), vocab_json.end(), nullptr, false);

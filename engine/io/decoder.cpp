@@ -2,6 +2,9 @@
 #include "attnviz/io/decoder.hpp"
 
 #include <sys/stat.h>
+#if !defined(__EMSCRIPTEN__)
+#include <sys/resource.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -414,11 +417,17 @@ const std::vector<std::string>& decoder_architectures() {
   return names;
 }
 
-std::string config_model_type(std::string_view text) {
+Status config_model_type(const std::string& where, std::string_view text, std::string& type) {
+  type.clear();
   json j;
-  if (!parse_strict_json("config.json", text, j).is_ok()) return {};
+  if (Status st = parse_strict_json(where, text, j); !st.is_ok()) return st;
   const auto it = j.find("model_type");
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  if (it == j.end()) return Status::ok();
+  if (!it->is_string())
+    return Status::fail(quote(where, kQuoteCap, '\0') + ": model_type is " + shown(*it) +
+                        ", not a string naming the architecture");
+  type = it->get<std::string>();
+  return Status::ok();
 }
 
 Status read_decoder_config(const std::string& where, std::string_view text, DecoderConfig& out) {
@@ -428,7 +437,8 @@ Status read_decoder_config(const std::string& where, std::string_view text, Deco
   json j;
   if (Status st = parse_strict_json(where, text, j); !st.is_ok()) return st;
   const auto mt = j.find("model_type");
-  if (mt == j.end() || !mt->is_string()) return fail("states no model_type");
+  if (mt == j.end()) return fail("states no model_type");
+  if (!mt->is_string()) return fail("model_type is " + shown(*mt) + ", not a string naming the architecture");
   const std::string type = mt->get<std::string>();
   const ArchName* arch = nullptr;
   for (const ArchName& a : kArchs)
@@ -509,19 +519,16 @@ Status WeightFiles::open_dir(const std::string& dir_in, WeightFiles& out) {
     return Status::fail(quote(index_path, kQuoteCap, '\0') + ": " + m);
   };
   std::string text;
-  if (Status s = read_untrusted_file(index_path, std::size_t{64} << 20, text); !s.is_ok()) return s;
+  constexpr std::size_t kMaxIndexBytes = std::size_t{64} << 20;
+  if (Status s = read_untrusted_file(index_path, kMaxIndexBytes, text); !s.is_ok()) return s;
+  // Strictly, as config.json: a tensor named twice (nlohmann keeps the last silently), NaN, trailing text.
   json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return fail("not JSON (" + json_error_text(e) + ")");
-  } catch (const std::bad_alloc&) {
-    return fail("needs more memory than is available");
-  }
-  const auto map = j.is_object() ? j.find("weight_map") : j.end();
+  if (Status s = parse_strict_json(index_path, text, j, kMaxIndexBytes); !s.is_ok()) return s;
+  const auto map = j.find("weight_map");
   if (map == j.end() || !map->is_object() || map->empty()) return fail("has no weight_map object");
+  // The shards' names first, checked and counted before any is opened.
+  std::vector<std::string> order;
   std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;
-  std::set<std::string> claimed;
   for (const auto& [tensor, file] : map->items()) {
     if (!file.is_string()) return fail("weight_map's entry for " + quote(tensor) + " is not a file name");
     const std::string f = file.get<std::string>();
@@ -529,12 +536,36 @@ Status WeightFiles::open_dir(const std::string& dir_in, WeightFiles& out) {
     if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." ||
         f == ".." || f.find('\0') != std::string::npos)
       return fail("weight_map names " + quote(f) + ", not a file name in the model's folder");
-    if (!shards.count(f)) {
-      if (shards.size() >= 1000) return fail("names more than 1000 shards");
-      auto sf = std::make_shared<SafetensorsFile>();
-      if (Status s = SafetensorsFile::open(dir + f, *sf); !s.is_ok()) return s;
-      shards[f] = sf;
+    if (shards.emplace(f, nullptr).second) {
+      if (order.size() == kMaxWeightShards)
+        return fail("names more than " + std::to_string(kMaxWeightShards) +
+                    " shards, the most attnviz reads");
+      order.push_back(f);
     }
+  }
+#if !defined(__EMSCRIPTEN__)
+  // Every shard stays open while the model loads (its mapping is guarded against a file that shrinks): the
+  // soft limit on open files (often 1,024) is raised toward the hard one when the shards need it.
+  const rlim_t need = static_cast<rlim_t>(order.size() + 64);
+  struct rlimit files {};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY && files.rlim_cur < need) {
+    struct rlimit raised = files;
+    raised.rlim_cur = files.rlim_max == RLIM_INFINITY ? need : std::min(need, files.rlim_max);
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) files = raised;
+    if (files.rlim_cur < need)
+      return fail("names " + std::to_string(order.size()) + " shards, but this process may open only " +
+                  std::to_string(files.rlim_cur) + " files at once (ulimit -n): it needs " +
+                  std::to_string(need));
+  }
+#endif
+  for (const std::string& f : order) {
+    auto sf = std::make_shared<SafetensorsFile>();
+    if (Status s = SafetensorsFile::open(dir + f, *sf); !s.is_ok()) return s;
+    shards[f] = std::move(sf);
+  }
+  std::set<std::string> claimed;
+  for (const auto& [tensor, file] : map->items()) {
+    const std::string& f = file.get_ref<const std::string&>();
     if (!shards[f]->find(tensor))
       return fail("weight_map puts " + quote(tensor) + " in " + quote(f) + ", which does not hold it");
     claimed.insert(tensor);
@@ -686,11 +717,13 @@ Status load_decoder(const WeightFiles& files, const std::string& config_where, s
   const Dtype matrices = opts.keep_16bit && embed_tensor ? embed_tensor->dtype : Dtype::f32;
   const std::uint64_t bytes = packed_bytes(c, dc.tied, isa, matrices);
   const std::uint64_t mapping = opts.count_mapping ? files.mapped_bytes() : 0;
-  if (opts.memory_budget && sat_add(bytes, mapping) > opts.memory_budget)
-    return fail("the weights need " + format_bytes(bytes) +
+  if (opts.memory_budget && sat_add(bytes, mapping) > opts.memory_budget) {
+    const BytesApart b = format_bytes_apart(bytes, opts.memory_budget);  // without a mapping, bytes > budget
+    return fail("the weights need " + b.first +
                 (matrices == Dtype::f32 ? " as float32" : " with 16-bit matrices") +
                 (mapping ? " and the mapped files " + format_bytes(mapping) + " of address space" : "") +
-                ", the budget is " + format_bytes(opts.memory_budget));
+                ", the budget is " + b.second);
+  }
 
   const int V = c.vocab_size, d = c.d_model, hd = c.head_dim(), QW = c.q_width(), KW = c.kv_width(),
             F = c.ff_width();

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "attnviz/engine.hpp"
 #include "attnviz/text.hpp"
 
 namespace attnviz {
@@ -36,10 +37,9 @@ Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::
   } else if (!S_ISREG(st.st_mode)) {
     result = fail("is " + file_kind(static_cast<unsigned>(st.st_mode)));
   } else if (static_cast<std::uintmax_t>(st.st_size) > max_bytes) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "%.1f MB, more than the %.1f MB limit",
-                  static_cast<double>(st.st_size) / 1e6, static_cast<double>(max_bytes) / 1e6);
-    result = fail(buf);
+    // Both as format_bytes writes them: "%.1f MB" wrote a 4 kB limit as "0.0 MB".
+    const BytesApart b = format_bytes_apart(static_cast<std::uint64_t>(st.st_size), max_bytes);
+    result = fail(b.first + ", more than the " + b.second + " limit");
   } else {
     // Read to the end, not to st_size: /proc entries say 0 and are longer; growing files are cut at the
     // limit.
@@ -49,7 +49,7 @@ Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::
     for (;;) {
       if (got == body.size()) {
         if (body.size() > max_bytes) {
-          result = fail("more than the " + std::to_string(max_bytes / 1000000) + " MB limit");
+          result = fail("more than the " + format_bytes(max_bytes) + " limit");
           break;
         }
         body.resize(std::min(max_bytes + 1, body.size() * 2 + 4096));

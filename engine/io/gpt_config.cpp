@@ -361,13 +361,14 @@ std::string shown(const nlohmann::json& v) {
   return v.dump();
 }
 
-Status parse_strict_json(const std::string& where, std::string_view text, nlohmann::json& out) {
+Status parse_strict_json(const std::string& where, std::string_view text, nlohmann::json& out,
+                         std::size_t max_bytes) {
   const auto fail = [&](const std::string& m) {
     return Status::fail(quote(where, kQuoteCap, '\0') + ": " + m);
   };
-  if (text.size() > kMaxConfigBytes)
-    return fail("holds " + std::to_string(text.size()) + " bytes, more than a config.json's " +
-                std::to_string(kMaxConfigBytes));
+  if (text.size() > max_bytes)
+    return fail("holds " + std::to_string(text.size()) + " bytes, more than the " +
+                std::to_string(max_bytes) + " such a file may hold");
   // nlohmann's parser takes a NUL as the end of the text: what follows one would be silently ignored.
   if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos)
     return fail("not JSON (a NUL byte at offset " + std::to_string(nul) + ")");

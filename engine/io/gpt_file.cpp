@@ -372,12 +372,13 @@ Status load(const SafetensorsFile& file, const std::optional<std::string>& confi
   if (Status s = make_plan(file, config_json, config_where, opts, plan); !s.is_ok()) return s;
   const GptConfig& c = plan.info.config;
   const std::uint64_t mapping = opts.count_mapping && file.mapped() ? file.file_size() : 0;
-  if (opts.memory_budget && sat_add(plan.info.packed_bytes, mapping) > opts.memory_budget)
+  if (opts.memory_budget && sat_add(plan.info.packed_bytes, mapping) > opts.memory_budget) {
+    const BytesApart b = format_bytes_apart(plan.info.packed_bytes, opts.memory_budget);
     return Status::fail(
-        quote(file.name(), kQuoteCap, '\0') + ": the weights need " + format_bytes(plan.info.packed_bytes) +
-        " as float32" +
+        quote(file.name(), kQuoteCap, '\0') + ": the weights need " + b.first + " as float32" +
         (mapping ? " and the mapped file " + format_bytes(mapping) + " of address space" : "") +
-        ", the budget is " + format_bytes(opts.memory_budget));
+        ", the budget is " + b.second);
+  }
 
   const Isa isa = resolve(opts.isa);
   const bool conv1d = plan.conv1d;
@@ -480,27 +481,35 @@ Status inspect_gpt(const SafetensorsFile& file, const std::optional<std::string>
 namespace {
 
 // Whether config.json names another architecture than GPT-2's: then the decoder reader (decoder.hpp) loads
-// it.
-bool other_architecture(const std::optional<std::string>& config_json) {
-  if (!config_json) return false;
-  const std::string type = config_model_type(*config_json);
-  return !type.empty() && type != "gpt2";
+// it. A config.json that fails strict parsing is refused here with its own error: read as GPT-2's instead, it
+// was blamed on the weights ("has neither 'wte.weight' ...", a missing tensor).
+Status other_architecture(const std::string& where, const std::optional<std::string>& config_json,
+                          bool& other) {
+  other = false;
+  if (!config_json) return Status::ok();
+  std::string type;
+  if (Status s = config_model_type(where, *config_json, type); !s.is_ok()) return s;
+  other = !type.empty() && type != "gpt2";
+  return Status::ok();
 }
 
 }  // namespace
 
 Status load_gpt(const SafetensorsFile& file, const std::optional<std::string>& config_json,
                 const GptLoadOptions& opts, GptWeights& out) {
-  if (other_architecture(config_json))
-    return load_decoder(WeightFiles::single(file), "config.json", *config_json, opts, out);
+  bool other = false;
+  if (Status s = other_architecture("config.json", config_json, other); !s.is_ok()) return s;
+  if (other) return load_decoder(WeightFiles::single(file), "config.json", *config_json, opts, out);
   return load(file, config_json, "config.json", opts, out);
 }
 
 Status load_gpt(std::shared_ptr<const std::vector<unsigned char>> bytes, const std::string& name,
                 const std::optional<std::string>& config_json, const GptLoadOptions& opts, GptWeights& out) {
+  bool other = false;
+  if (Status s = other_architecture("config.json", config_json, other); !s.is_ok()) return s;
   SafetensorsFile file;
   if (Status s = SafetensorsFile::from_memory(std::move(bytes), name, file); !s.is_ok()) return s;
-  if (other_architecture(config_json))
+  if (other)
     return load_decoder(WeightFiles::single(std::move(file)), "config.json", *config_json, opts, out);
   return load(file, config_json, "config.json", opts, out);
 }
@@ -524,13 +533,15 @@ Status load_gpt(const std::string& path, const GptLoadOptions& opts, GptWeights&
     if (Status s = read_untrusted_file(config_path, kMaxConfigBytes, *config); !s.is_ok()) return s;
   }
   // Another architecture (config.json's model_type), or weights sharded through an index: the decoder reader.
+  bool other = false;
+  if (Status s = other_architecture(config_path, config, other); !s.is_ok()) return s;
   const bool sharded = file_path != path && ::stat(file_path.c_str(), &st) != 0 &&
                        ::stat((path + "/model.safetensors.index.json").c_str(), &st) == 0;
-  if (other_architecture(config) || sharded) {
+  if (other || sharded) {
     if (!config)
       return Status::fail(quote(path, kQuoteCap, '\0') +
                           ": sharded weights need the folder's config.json to say what model they are");
-    if (!other_architecture(config))
+    if (!other)
       return Status::fail(
           quote(path, kQuoteCap, '\0') +
           ": GPT-2 weights sharded over several files are not read (one model.safetensors is); "

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnviz/io/files.hpp"
+#include "attnviz/io/safetensors.hpp"
 #include "attnviz/text.hpp"
 
 namespace attnviz {
@@ -16,7 +17,6 @@ namespace {
 constexpr std::size_t kMaxRepoPart = 96;    // huggingface_hub's REPO_ID_MAX_LENGTH per part
 constexpr std::size_t kMaxRevision = 128;   // git allows more; no branch a model uses comes near
 constexpr std::size_t kMaxRefBytes = 4096;  // a ref holds 40 characters
-constexpr std::size_t kMaxShards = 100000;  // the largest models on the hub have a few hundred
 
 bool repo_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
@@ -148,8 +148,10 @@ Status parse_shard_index(std::string_view json, std::vector<std::string>& shards
       return Status::fail("names the shard " + quote(f) +
                           ": a shard must be a plain file name beside the index (no folder, no \"..\")");
     if (std::find(names.begin(), names.end(), f) == names.end()) {
-      if (names.size() == kMaxShards)
-        return Status::fail("names more than " + std::to_string(kMaxShards) + " shards");
+      if (names.size() ==
+          kMaxWeightShards)  // the loader's cap: a larger model would download, then be refused
+        return Status::fail("names more than " + std::to_string(kMaxWeightShards) +
+                            " shards, the most attnviz reads");
       names.push_back(f);
     }
   }

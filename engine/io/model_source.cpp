@@ -34,9 +34,11 @@ Status open_model(const ModelSpec& spec, OpenedModel& out) {
   std::string vocab_dir = spec.vocab_dir;
   if (std::optional<GptConfig> preset = find_gpt_preset(spec.model)) {
     const std::uint64_t bytes = packed_bytes(*preset, false, spec.options.exec.isa);
-    if (spec.memory_budget && bytes > spec.memory_budget)
-      return Status::fail(spec.model + " needs " + format_bytes(bytes) + " as float32, more than the " +
-                          format_bytes(spec.memory_budget) + " available");
+    if (spec.memory_budget && bytes > spec.memory_budget) {
+      const BytesApart b = format_bytes_apart(bytes, spec.memory_budget);
+      return Status::fail(spec.model + " needs " + b.first + " as float32, more than the " + b.second +
+                          " available");
+    }
     if (Status st = seeded_gpt(*preset, spec.seed, spec.options, m.model); !st.is_ok()) return st;
     m.seeded = true;
     m.seed = spec.seed;
@@ -136,10 +138,11 @@ Status check_pass_memory(const GptConfig& c, int tokens, const GptRequest& reque
   if (!budget || need <= budget) return Status::ok();
   const std::uint64_t pass = pass_bytes(c, tokens, request);
   const int fit = tokens_that_fit(c, request, json, budget, tokens);
-  return Status::fail(std::to_string(tokens) + (tokens == 1 ? " token needs " : " tokens need ") +
-                      format_bytes(need) + " of memory (the pass " + format_bytes(pass) +
+  const BytesApart b = format_bytes_apart(need, budget);
+  return Status::fail(std::to_string(tokens) + (tokens == 1 ? " token needs " : " tokens need ") + b.first +
+                      " of memory (the pass " + format_bytes(pass) +
                       (json ? ", its JSON " + format_bytes(need - pass) : "") + "), more than the " +
-                      format_bytes(budget) + (given ? " of --memory-budget" : " available") +
+                      b.second + (given ? " of --memory-budget" : " available") +
                       (fit ? ": about " + std::to_string(fit) + (fit == 1 ? " token fits" : " tokens fit")
                            : ": not even 1 token fits"));
 }

@@ -40,7 +40,9 @@ struct GuardSlot {
   std::atomic<std::uintptr_t> begin{0}, end{0};  // the mapping, [begin, end); begin 0 while unset
   std::atomic<bool> faulted{false};
 };
-constexpr int kGuardSlots = 64;  // files mapped at once; more are refused with a message
+// Files mapped at once; more are refused with a message. A sharded model's shards are all mapped while it
+// loads (kMaxWeightShards); the table held 64 while the loader read up to 1,000 shards.
+constexpr int kGuardSlots = static_cast<int>(SafetensorsFile::kMaxMappedFiles);
 GuardSlot g_guard[kGuardSlots];
 struct sigaction g_previous_sigbus {};
 std::uintptr_t g_page = 4096;
@@ -392,7 +394,9 @@ Status SafetensorsFile::open(const std::string& path, SafetensorsFile& out) {
   storage->map_size = size;
   storage->fd = std::exchange(fd.fd, -1);
   storage->guard = guard_mapping(map, size);
-  if (storage->guard < 0) return fail("cannot be read: too many weights files are open at once");
+  if (storage->guard < 0)
+    return fail("cannot be read: " + std::to_string(kGuardSlots) +
+                " weights files are mapped already, the most this program maps at once");
   f.bytes_ = static_cast<const unsigned char*>(map);
 #endif
   f.size_ = size;

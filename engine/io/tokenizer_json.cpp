@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "attnviz/engine.hpp"
 #include "attnviz/io/bpe.hpp"
 #include "attnviz/text.hpp"
 #include "io/tokenizer_json.hpp"
@@ -515,7 +516,10 @@ std::string hex_token(int b) {
 }  // namespace
 
 Status read_tokenizer_json(std::string_view text, const std::string& name, Tokenizer& t) {
-  if (text.size() > kMaxVocabFileBytes) return Status::fail(name + " is larger than 64 MB");
+  if (text.size() > kMaxVocabFileBytes) {
+    const BytesApart b = format_bytes_apart(text.size(), kMaxVocabFileBytes);
+    return Status::fail(name + " is " + b.first + ", more than the " + b.second + " limit");
+  }
   Reader r;
   const bool parsed = json::sax_parse(text.begin(), text.end(), &r, json::input_format_t::json, true);
   if (!parsed || !r.error.empty())

@@ -94,11 +94,13 @@ Status validate(const Config& config, int tokens) {
   // The parameters count from the start (build_params validates without tokens), the tensors once the
   // tokens are known.
   const RunMemory m = run_memory(c, tokens);
-  if (m.total() > kMaxBytes)
-    return Status::fail("this configuration needs " + format_bytes(m.total()) + " of memory (parameters " +
+  if (m.total() > kMaxBytes) {
+    const BytesApart b = format_bytes_apart(m.total(), kMaxBytes);
+    return Status::fail("this configuration needs " + b.first + " of memory (parameters " +
                         format_bytes(m.params) + ", tensors " + format_bytes(m.tensors) +
-                        "), more than the engine's " + format_bytes(kMaxBytes) +
+                        "), more than the engine's " + b.second +
                         " limit: use smaller sizes, fewer heads or fewer tokens");
+  }
   return Status::ok();
 }
 

@@ -93,18 +93,48 @@ RunMemory run_memory(const Config& config, int tokens, const Exec& exec) {
   return m;
 }
 
-std::string format_bytes(std::uint64_t bytes) {
+namespace {
+
+constexpr const char* kUnits[] = {"kB", "MB", "GB"};
+
+// The unit format_bytes writes `bytes` in: -1 for bytes, else an index into kUnits. Chosen on the rounded
+// value, so that 999,950 bytes are "1.0 MB" and not "1000.0 kB".
+int unit_of(std::uint64_t bytes) {
+  if (bytes < 1000) return -1;
+  double v = static_cast<double>(bytes) / 1e3;
+  int u = 0;
+  while (v >= 999.95 && u + 1 < 3) v /= 1e3, ++u;
+  return u;
+}
+
+std::string in_unit(std::uint64_t bytes, int unit, int decimals) {
+  if (unit < 0) return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
+  double scale = 1e3;
+  for (int i = 0; i < unit; ++i) scale *= 1e3;
   char buf[64];
-  const double b = static_cast<double>(bytes);
-  if (bytes >= 1'000'000'000)
-    std::snprintf(buf, sizeof buf, "%.1f GB", b / 1e9);
-  else if (bytes >= 1'000'000)
-    std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
-  else if (bytes >= 1'000)
-    std::snprintf(buf, sizeof buf, "%.1f kB", b / 1e3);
-  else
-    std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
+  std::snprintf(buf, sizeof buf, "%.*f %s", decimals, static_cast<double>(bytes) / scale, kUnits[unit]);
   return buf;
+}
+
+}  // namespace
+
+std::string format_bytes(std::uint64_t bytes) {
+  return in_unit(bytes, unit_of(bytes), 1);
+}
+
+BytesApart format_bytes_apart(std::uint64_t first, std::uint64_t second) {
+  BytesApart out{format_bytes(first), format_bytes(second)};
+  if (first == second || out.first != out.second) return out;
+  // The same text for different sizes: the same unit (the rounded values agree), with digits added until
+  // they differ. 3 decimals in kB, 6 in MB and 9 in GB are the exact count of bytes, which always differs;
+  // a double holds every count below 2^53 exactly, and past it the bytes are written as an integer.
+  const int unit = unit_of(std::max(first, second));
+  const bool exact_in_double = std::max(first, second) < (std::uint64_t{1} << 53);
+  for (int decimals = 2; exact_in_double && decimals <= 3 * (unit + 1); ++decimals) {
+    out = {in_unit(first, unit, decimals), in_unit(second, unit, decimals)};
+    if (out.first != out.second) return out;
+  }
+  return {in_unit(first, -1, 0), in_unit(second, -1, 0)};
 }
 
 }  // namespace attnviz

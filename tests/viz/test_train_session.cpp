@@ -364,7 +364,11 @@ TEST_CASE("train panel: a dropped text becomes the book recipe's, and each refus
   CHECK(std::equal(app.train.session->probe().begin(), app.train.session->probe().end(), val.begin()));
 
   check_refused(app, "empty.txt", 0, "", "is empty");
-  check_refused(app, "huge.txt", kMaxTrainTextBytes + 1, "", "may be at most 4.2 MB");
+  // a byte over: both sizes to the byte (both read "4.2 MB")
+  check_refused(app, "huge.txt", kMaxTrainTextBytes + 1, "",
+                "huge.txt is 4.194305 MB: a text to train on may be at most 4.194304 MB");
+  check_refused(app, "huge.txt", kMaxTrainTextBytes + 100'000, "",
+                "huge.txt is 4.3 MB: a text to train on may be at most 4.2 MB");
   check_refused(app, "latin1.txt", 12, "caf\xe9 au lait", "is not UTF-8 text (bad byte 0xE9 at offset 3)");
   check_refused(app, "short.txt", 12, "Hello world.", "too short");
   // the session left in place still trains

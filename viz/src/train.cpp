@@ -99,9 +99,10 @@ std::vector<LossAxisTick> loss_axis_ticks(const std::vector<TrainPoint>& points,
 }
 
 Status check_train_text(const std::string& name, std::uint64_t size, std::string_view bytes) {
-  if (size > kMaxTrainTextBytes)
-    return Status::fail(name + " is " + format_bytes(size) + ": a text to train on may be at most " +
-                        format_bytes(kMaxTrainTextBytes));
+  if (size > kMaxTrainTextBytes) {
+    const BytesApart b = format_bytes_apart(size, kMaxTrainTextBytes);
+    return Status::fail(name + " is " + b.first + ": a text to train on may be at most " + b.second);
+  }
   if (size == 0 || bytes.empty()) return Status::fail(name + " is empty: there is no text to train on");
   if (bytes.size() != size)
     return Status::fail(name + ": read " + std::to_string(bytes.size()) + " of its " + std::to_string(size) +
@@ -123,12 +124,13 @@ Status TrainSession::reset(const TrainSettings& s,
         "the batch size (1 to 4096), evaluation and snapshot intervals and learning rate must be "
         "positive");
   const TrainMemory need = train_memory(s.config, s.batch_size, s.config.gpt.context_length);
-  if (s.memory_budget && need.total() > s.memory_budget)
-    return Status::fail("training this model needs " + format_bytes(need.total()) + " (parameters " +
-                        format_bytes(need.params) + ", gradients and AdamW's moments " +
-                        format_bytes(need.grads + need.moments) + ", activations " +
-                        format_bytes(need.activations) + "), more than the " + format_bytes(s.memory_budget) +
+  if (s.memory_budget && need.total() > s.memory_budget) {
+    const BytesApart b = format_bytes_apart(need.total(), s.memory_budget);
+    return Status::fail("training this model needs " + b.first + " (parameters " + format_bytes(need.params) +
+                        ", gradients and AdamW's moments " + format_bytes(need.grads + need.moments) +
+                        ", activations " + format_bytes(need.activations) + "), more than the " + b.second +
                         " available");
+  }
   auto model = std::make_unique<TrainModel>();
   TorchGenerator g(s.seed), data(s.seed + 1);
   if (Status st = TrainModel::build(s.config, g, *model); !st.is_ok()) return st;

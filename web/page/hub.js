@@ -51,8 +51,8 @@ export const getEndpoint = () => endpoint;
 // The Model panel's list (the module draws it; a click comes back through the fetchHub hook).
 export function showList() {
   if (!window.Module || !Module._attnviz_set_hub || !$('overlay').hidden) return;
-  const roughly = (n) => (n >= 1e9 ? `${(n / 1e9).toFixed(1)} GB` : `${Math.round(n / 1e6)} MB`);
-  const models = hubModels.map((m) => ({ repo: m.repo, note: `about ${roughly(m.bytes)}`, detail: m.about }));
+  // The engine's format_bytes, as every size the page writes: "about 0 MB" was written for a model under 0.5 MB.
+  const models = hubModels.map((m) => ({ repo: m.repo, note: `about ${formatBytes(m.bytes)}`, detail: m.about }));
   call('attnviz_set_hub', JSON.stringify({ endpoint: endpoint === HUB ? '' : endpoint, models }));
 }
 
@@ -66,7 +66,7 @@ const REPO = /^[A-Za-z0-9][A-Za-z0-9._-]{0,95}\/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$
 const REV = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/;
 // A shard's name in model.safetensors.index.json: a plain file name beside the index.
 const SHARD = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}\.safetensors$/;
-const MAX_SHARDS = 1024;
+const MAX_SHARDS = 1000;  // the engine's kMaxWeightShards: the most shards it reads
 const MAX_CONFIG = 1 << 20, MAX_INDEX = 16 << 20, MAX_TOKENIZER = 64 << 20;  // the engine's own limits
 const DTYPE_BYTES = { F64: 8, F32: 4, F16: 2, BF16: 2, I64: 8, I32: 4, I16: 2, I8: 1, U8: 1, BOOL: 1 };
 

@@ -268,10 +268,11 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_result_json() {
     std::string json =
         attnviz::result_to_json(s.result(), attnviz::state_dict(s.result().config, s.params()));
     constexpr std::size_t kMaxJsString = (1u << 29) - 24;  // V8's longest string, in UTF-16 units
-    if (json.size() > kMaxJsString)
-      return "the result's JSON is " + attnviz::format_bytes(json.size()) +
-             ", more than a JavaScript string holds (" + attnviz::format_bytes(kMaxJsString) +
+    if (json.size() > kMaxJsString) {
+      const attnviz::BytesApart b = attnviz::format_bytes_apart(json.size(), kMaxJsString);
+      return "the result's JSON is " + b.first + ", more than a JavaScript string holds (" + b.second +
              "): export it as a file (exportFiles('json'))";
+    }
     return json;
   });
 }

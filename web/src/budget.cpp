@@ -69,8 +69,9 @@ Status admit_view(const Config& c, const Input& in, bool new_params) {
   }
   const std::string fits =
       lo > 0 ? "about " + std::to_string(lo) + " tokens fit" : "use smaller sizes or fewer heads";
-  return Status::fail("this view needs " + format_bytes(need) + " of memory, more than the " +
-                      format_bytes(left) + " the page has left: " + fits);
+  const BytesApart b = format_bytes_apart(need, left);
+  return Status::fail("this view needs " + b.first + " of memory, more than the " + b.second +
+                      " the page has left: " + fits);
 }
 
 std::uint64_t result_json_bytes(const Result& r) {
@@ -81,8 +82,9 @@ std::uint64_t result_json_bytes(const Result& r) {
 
 Status check_text_size(std::size_t bytes, const std::string& what) {
   if (bytes <= kMaxTextBytes) return Status::ok();
-  return Status::fail(what + " is " + format_bytes(bytes) + ", more than the page takes (" +
-                      format_bytes(kMaxTextBytes) + ": its link must fit in a URL)");
+  const BytesApart b = format_bytes_apart(bytes, kMaxTextBytes);
+  return Status::fail(what + " is " + b.first + ", more than the page takes (" + b.second +
+                      ": its link must fit in a URL)");
 }
 
 }  // namespace attnviz::web

@@ -149,7 +149,8 @@ test('a text file dropped onto the page is the book recipe\'s; each refusal keep
      'latin1.txt is not UTF-8 text (bad byte 0xE9 at offset 3)'],
     [text('short.txt', 'Hello, world.'), 'short.txt: the text is too short: its first 90% (4 tokens) needs one ' +
      'batch of 2 windows of 65 tokens'],
-    [{ name: 'huge.txt', fill: max + 1, type: 'text/plain' }, 'huge.txt is 4.2 MB: a text to train on may be at most 4.2 MB'],
+    [{ name: 'huge.txt', fill: max + 1, type: 'text/plain' }, // a byte over: both sizes to the byte (both read "4.2 MB")
+     'huge.txt is 4.194305 MB: a text to train on may be at most 4.194304 MB'],
   ];
   for (const [file, why] of refusals) {
     await drop(page, [file], (name) => attnviz.status().train.error.startsWith(name), file.name);

@@ -106,8 +106,18 @@ RunMemory run_memory(const Config& c, int tokens, const Exec& exec = {});
 // The parameters of `c` (floats), as state_dict() lists them.
 std::uint64_t parameter_count(const Config& c);
 
-// "6.2 GB", "310.4 MB", "13.3 kB", "12 bytes" (decimal units): how every memory message writes sizes.
+// "6.2 GB", "310.4 MB", "13.3 kB", "12 bytes", "1 byte" (decimal units): how every message writes sizes.
+// The unit is chosen after rounding (999,999 bytes are "1.0 MB", never "1000.0 kB"), and no size other than
+// 0 reads as 0 (the smallest shown in kB is 1.0 kB).
 std::string format_bytes(std::uint64_t bytes);
+
+// Two sizes one message compares ("X, more than the Y limit"): each as format_bytes writes it, with more
+// digits (up to the exact count of bytes) where two different sizes would otherwise read the same
+// ("1,000,100 bytes, more than the 1.0 MB limit" read "1.0 MB, more than the 1.0 MB limit").
+struct BytesApart {
+  std::string first, second;
+};
+BytesApart format_bytes_apart(std::uint64_t first, std::uint64_t second);
 
 // A forward pass computed somewhere else (the browser page's WebGPU), in the same Result. begin_forward does
 // what forward() does before the arithmetic: it checks the configuration and the input, fills config, shape,

@@ -26,9 +26,11 @@ namespace attnviz {
 // The architectures read here, by model_type.
 const std::vector<std::string>& decoder_architectures();
 
-// config.json's model_type, when the text is a JSON object that has one ("" otherwise: GPT-2's reader
-// decides).
-std::string config_model_type(std::string_view config_text);
+// config.json's model_type, which decides the architecture: "" when the object states none (GPT-2's reader,
+// the book's configs). A text that fails strict parsing (strict_json.hpp: NaN, a duplicate key, trailing
+// text, a NUL, too deep or too large, not an object) and a model_type that is not a string are refused with
+// the file's own one-line error starting "WHERE: ": no other architecture's reading is tried in its place.
+Status config_model_type(const std::string& where, std::string_view config_text, std::string& type);
 
 // What config.json says of a decoder: its sizes and description, and whether the output head is the token
 // embedding. Messages are one line starting "WHERE: " and name the key.

@@ -41,8 +41,15 @@ std::string shape_string(const std::vector<std::uint64_t>& shape);
 // nlohmann's parse error without its "[json.exception.parse_error.101] " prefix.
 std::string json_error_text(const std::exception& e);
 
+// The most shards a sharded model's model.safetensors.index.json may name: the loader maps them all at once,
+// and the hub's downloader (CLI and page) refuses more before anything is downloaded. The largest models on
+// the hub have a few hundred.
+inline constexpr std::size_t kMaxWeightShards = 1000;
+
 class SafetensorsFile {
  public:
+  // Most files mapped at once in one process: every shard of the largest model read, and room beside it.
+  static constexpr std::size_t kMaxMappedFiles = kMaxWeightShards + 24;
   // Largest header the reference parser accepts.
   static constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
   // Most entries (tensors and __metadata__) a header may hold. Files hold a few thousand tensors at most
