@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "attnviz/engine.hpp"
 #include "attnviz/io/files.hpp"
 #include "attnviz/text.hpp"
 
@@ -165,8 +164,8 @@ Status parse_shard_index(std::string_view json, std::vector<std::string>& shards
       total = t->get<std::uint64_t>();
       if (total > kMaxHubDownloadBytes)
         return Status::fail("gives a metadata.total_size of " + std::to_string(total) +
-                            " bytes, more than the " + std::to_string(kMaxHubDownloadBytes) + " bytes (" +
-                            format_bytes(kMaxHubDownloadBytes) + ") one download may hold");
+                            " bytes, more than the " + std::to_string(kMaxHubDownloadBytes) +
+                            " bytes (2^53) one download may hold");
     }
   }
   shards = std::move(names);
@@ -179,8 +178,7 @@ std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
 }
 
 Status sum_announced_sizes(const std::vector<AnnouncedFile>& files, std::uint64_t& total) {
-  const std::string limit =
-      std::to_string(kMaxHubDownloadBytes) + " bytes (" + format_bytes(kMaxHubDownloadBytes) + ")";
+  const std::string limit = std::to_string(kMaxHubDownloadBytes) + " bytes (2^53)";
   std::uint64_t sum = 0;
   for (const AnnouncedFile& f : files) {
     if (f.size > kMaxHubDownloadBytes)

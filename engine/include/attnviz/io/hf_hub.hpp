@@ -61,8 +61,8 @@ struct AnnouncedFile {
   std::uint64_t size = 0;
 };
 // Refuses, in one line naming the file and both numbers, a size above kMaxHubDownloadBytes, then a total
-// above it ("the hub announces 18446744073709551615 bytes for 'x', more than the 9007199254740992 bytes (9.0
-// PB) one download may hold"); else `total` is the exact sum. Never wraps, whatever the sizes and count.
+// above it ("the hub announces 18446744073709551615 bytes for 'x', more than the 9007199254740992 bytes
+// (2^53) one download may hold"); else `total` is the exact sum. Never wraps, whatever the sizes and count.
 Status sum_announced_sizes(const std::vector<AnnouncedFile>& files, std::uint64_t& total);
 
 // model.safetensors.index.json: the shard names its weight_map names (each is_plain_file_name, listed once,
