@@ -33,6 +33,9 @@ namespace {
 
 constexpr int kMaxRedirects = 10;
 constexpr std::size_t kMaxIndexBytes = std::size_t{64} << 20;  // an index of 100,000 tensors is ~10 MB
+// The headers of one exchange, all responses together: the hub sends about 2 kB. More ends the exchange, so
+// that a server sending header after header neither runs on nor fills memory (libcurl keeps them too).
+constexpr std::size_t kMaxHeaderBytes = std::size_t{256} << 10;
 
 // A URL as messages show it: without its query (a CDN's signed parameters) and capped.
 std::string shown_url(const std::string& url) {
@@ -95,6 +98,8 @@ bool is_plain_file(const fs::path& p) {
 struct Answer {
   long code = 0;
   std::map<std::string, std::string> headers;
+  std::size_t header_bytes = 0;  // over every response of the exchange
+  bool too_many_headers = false;
   std::string redirect;  // the absolute URL a 3xx points at
   std::string header(const std::string& name) const {
     const auto it = headers.find(name);
@@ -166,6 +171,11 @@ struct Transfer {
 
 extern "C" size_t on_header(char* data, size_t size, size_t n, void* user) {
   auto* a = static_cast<Answer*>(user);
+  a->header_bytes += size * n;
+  if (a->header_bytes > kMaxHeaderBytes) {
+    a->too_many_headers = true;
+    return 0;
+  }
   std::string line(data, size * n);
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
   if (line.rfind("HTTP/", 0) == 0) {
@@ -551,6 +561,7 @@ class Downloader {
         stopped_ = true;
         return Status::fail("stopped by Ctrl-C before any file was written");
       }
+      if (a.too_many_headers) return too_many_headers(file, url);
       if (t.too_slow)
         return Status::fail(id_ + ": the hub's answer for " + quote(file) + " from " + host_of(url) +
                             " did not come within " + std::to_string(o_.rate_window_s) + " s (" +
@@ -598,10 +609,16 @@ class Downloader {
     return Status::ok();
   }
 
+  Status too_many_headers(const std::string& file, const std::string& url) const {
+    return Status::fail(id_ + ": the answer for " + quote(file) + " from " + host_of(url) +
+                        " has more than " + std::to_string(kMaxHeaderBytes) +
+                        " bytes of headers (a hub sends about 2,000)");
+  }
+
   std::string too_slow_rule() const {
-    return "every " + std::to_string(o_.rate_window_s) + " s must bring " +
-           std::to_string(kHubMinBytesPerSecond) + " bytes/s" +
-           (o_.rate_window_s == kHubRateWindowSeconds ? "" : ", ATTNVIZ_HUB_RATE_WINDOW");
+    return "a request must average " + std::to_string(kHubMinBytesPerSecond) + " bytes/s over each " +
+           std::to_string(o_.rate_window_s) + " s" +
+           (o_.rate_window_s == kHubRateWindowSeconds ? "" : ", the window ATTNVIZ_HUB_RATE_WINDOW sets");
   }
 
   // The file's bytes into blobs/ETAG, through ETAG.incomplete (resumed from where an earlier run stopped).
@@ -649,6 +666,10 @@ class Downloader {
           progress.clear();
           return Status::fail("stopped by Ctrl-C: " + quote(f.name) + " has " + format_bytes(have) + " of " +
                               format_bytes(f.size) + resume_hint);
+        }
+        if (a.too_many_headers) {
+          progress.clear();
+          return too_many_headers(f.name, url);
         }
         if (t.too_slow) {
           progress.clear();

@@ -14,6 +14,8 @@ gated repository without the right token. Misbehaviours a repository can ask for
   loop     model.safetensors redirects to itself
   huge     X-Linked-Size announces 2^50 bytes
   drip     the first GET of a CDN file sends half of it, then one byte every half second (for up to 60 s)
+  slowhead config.json's answer sends a header line every half second (for up to 60 s), never its end
+  headers  config.json's answer sends 100,000 header lines of 100 bytes, as fast as it can
 What a repository announces can be set per file: Repo.sizes (name -> the size header's text, X-Linked-Size
 for a .safetensors file, else Content-Length, e.g. str(2**64 - 1)) and Repo.etags (name -> the ETag header's
 text, X-Linked-Etag for a .safetensors file, e.g. '"%s.incomplete"' % sha256).
@@ -113,6 +115,18 @@ class HubServer:
         if rev not in repo.branches and rev != repo.commit:
             return self._answer(h, 404, {"X-Error-Code": "RevisionNotFound"}, b"Invalid rev", head)
         common = {"X-Repo-Commit": repo.commit}
+        if name == "config.json" and {"slowhead", "headers"} & repo.modes:
+            try:
+                h.wfile.write(b"HTTP/1.1 200 OK\r\nX-Repo-Commit: %s\r\n" % repo.commit.encode())
+                for i in range(120 if "slowhead" in repo.modes else 100000):
+                    if "slowhead" in repo.modes and self.closing.wait(0.5):
+                        break
+                    h.wfile.write(b"X-Pad-%06d: %s\r\n" % (i, b"x" * 85))
+                    h.wfile.flush()
+            except OSError:
+                pass
+            h.close_connection = True
+            return
         if name == "model.safetensors" and "loop" in repo.modes:
             return self._answer(h, 302, dict(common, Location="/%s/resolve/%s/%s" % (repo_id, rev, name)),
                                 b"", head)

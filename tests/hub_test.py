@@ -11,7 +11,8 @@ must never appear in any output, cache file or cache path, nor reach the CDN's h
 
 Numbers from a hub are untrusted (issue 44), each class with inputs generated here: sizes that overflow a sum
 or uint64 (refused before any weights are written), ETags that are no blob name or that two files share, a
-download that drips a byte now and then (ended by the minimum rate, its .incomplete kept for the resume), and a
+download that drips a byte now and then (ended by the minimum rate, its .incomplete kept for the resume; headers
+that drip or never end too), and a
 refs/ entry that is a link to a file outside the cache (its contents never in the refusal).
 """
 
@@ -205,6 +206,13 @@ def hostile_numbers(hub, root, model, sharded, shards, index):
     for bad in ["0", "3601", "-1", "1.5", "abc", "99999999999999999999"]:
         one_line_error(run(["download", "tiny/gpt2"], cache, None, ep, extra_env={"ATTNVIZ_HUB_RATE_WINDOW": bad}),
                        "ATTNVIZ_HUB_RATE_WINDOW", "a window of %r" % bad)
+    # An answer without a body that never ends (a header line every half second): ended by the same window.
+    # One that sends header after header fast: ended past 256 kB of them.
+    p = run(["download", serve(model, modes={"slowhead"})], cache, None, ep, extra_env={"ATTNVIZ_HUB_RATE_WINDOW": "4"})
+    one_line_error(p, "the hub's answer for 'config.json' from 127.0.0.1:%d did not come within 4 s" % hub.port,
+                   "headers that drip")
+    one_line_error(run(["download", serve(model, modes={"headers"})], cache, None, ep),
+                   "has more than 262144 bytes of headers", "header after header")
     drip = serve(model, modes={"drip"})
     window = {"ATTNVIZ_HUB_RATE_WINDOW": "4"}
     p = run(["download", drip], cache, None, ep, extra_env=window)
