@@ -1,9 +1,13 @@
 // Fuzzes what attnviz reads from the Hugging Face hub and its cache: a model name (ORG/NAME[@REV]), a refs/
 // file, model.safetensors.index.json's shard list and the header values (ETag, Content-Length,
-// Content-Range). Every parser sees every input; whatever they accept must keep its promise: a name's cache
-// folder is one plain path segment, a shard or an ETag is a plain file name, a range lies inside its total.
+// Content-Range), and the input's bytes as a list of announced sizes (sum_announced_sizes). Every parser sees
+// every input; whatever they accept must keep its promise: a name's cache folder is one plain path segment, a
+// shard is a plain file name, an ETag a lowercase sha1 or sha256, a length the decimal it reads, a range lies
+// inside its total, a sum is exact and at most kMaxHubDownloadBytes (never wrapped), a ref's refusal quotes
+// none of its bytes.
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,7 +40,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)attnviz::looks_like_hub_name(in);
 
   std::string commit;
-  if (attnviz::parse_ref(in, commit).is_ok()) require(attnviz::is_commit_hash(commit));
+  const attnviz::Status ref = attnviz::parse_ref(in, commit);
+  if (ref.is_ok())
+    require(attnviz::is_commit_hash(commit));
+  else  // never a byte of the ref: it may be a link to another file
+    require(ref.error == "holds " + std::to_string(in.size()) + " bytes that are not a 40-hex commit");
 
   std::vector<std::string> shards;
   std::uint64_t total = 0;
@@ -44,12 +52,37 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (index.is_ok()) {
     require(!shards.empty());
     for (const std::string& s : shards) require(attnviz::is_plain_file_name(s) && s != "." && s != "..");
+    require(total <= attnviz::kMaxHubDownloadBytes);
   } else {
     require(index.error.find('\n') == std::string::npos);
   }
 
-  if (const auto etag = attnviz::etag_file_name(in)) require(plain(*etag) && etag->front() != '.');
-  if (const auto n = attnviz::parse_content_length(in)) require(*n < (std::uint64_t{1} << 63));
+  if (const auto etag = attnviz::etag_file_name(in)) {
+    require(plain(*etag) && (etag->size() == 40 || etag->size() == 64));
+    for (char c : *etag) require((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+  }
+  if (const auto n = attnviz::parse_content_length(in)) {
+    const std::string digits = std::to_string(*n);  // the input, less spaces and leading zeros
+    require(in.find(digits) != std::string_view::npos);
+  }
+
+  // Eight bytes a size: the sum is accepted exactly when its true value (two words) is at most the limit.
+  std::vector<attnviz::AnnouncedFile> files;
+  std::uint64_t hi = 0, lo = 0;
+  for (std::size_t at = 0; at + 8 <= size; at += 8) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, data + at, 8);
+    files.push_back({"f", v});
+    lo += v;
+    if (lo < v) ++hi;
+  }
+  std::uint64_t sum = 0;
+  const attnviz::Status summed = attnviz::sum_announced_sizes(files, sum);
+  require(summed.is_ok() == (hi == 0 && lo <= attnviz::kMaxHubDownloadBytes));
+  if (summed.is_ok())
+    require(sum == lo);
+  else
+    require(summed.error.find('\n') == std::string::npos);
   if (const auto r = attnviz::parse_content_range(in)) require(r->first <= r->last && r->last < r->total);
   return 0;
 }

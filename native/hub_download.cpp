@@ -6,6 +6,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -18,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "attnviz/engine.hpp"
@@ -31,6 +33,9 @@ namespace {
 
 constexpr int kMaxRedirects = 10;
 constexpr std::size_t kMaxIndexBytes = std::size_t{64} << 20;  // an index of 100,000 tensors is ~10 MB
+// The headers of one exchange, all responses together: the hub sends about 2 kB. More ends the exchange, so
+// that a server sending header after header neither runs on nor fills memory (libcurl keeps them too).
+constexpr std::size_t kMaxHeaderBytes = std::size_t{256} << 10;
 
 // A URL as messages show it: without its query (a CDN's signed parameters) and capped.
 std::string shown_url(const std::string& url) {
@@ -74,10 +79,27 @@ std::string origin(const std::string& url) {
          u.part(CURLUPART_PORT, CURLU_DEFAULT_PORT);
 }
 
+// "host" or "host:port" (an explicit port), as messages name a server.
+std::string host_of(const std::string& url) {
+  CurlUrl u;
+  if (curl_url_set(u.h, CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) return quote(url, 64);
+  const std::string port = u.part(CURLUPART_PORT);
+  return quote(u.part(CURLUPART_HOST) + (port.empty() ? "" : ":" + port), 64, '\0');
+}
+
+// A file the cache may trust as its own: a regular file, not a link (huggingface_hub writes no link into
+// blobs/; one there could lead to any file, whose bytes a refusal might then quote or a write overwrite).
+bool is_plain_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::symlink_status(p, ec).type() == fs::file_type::regular;
+}
+
 // One HTTP exchange's answer: the status and the last response's headers (names lowercased).
 struct Answer {
   long code = 0;
   std::map<std::string, std::string> headers;
+  std::size_t header_bytes = 0;  // over every response of the exchange
+  bool too_many_headers = false;
   std::string redirect;  // the absolute URL a 3xx points at
   std::string header(const std::string& name) const {
     const auto it = headers.find(name);
@@ -123,7 +145,11 @@ struct Sink {
         return false;
       }
     }
-    file = std::fopen(path.c_str(), code == 206 ? "ab" : "wb");
+    // O_NOFOLLOW: a link planted at ETAG.incomplete is not followed to write elsewhere
+    const int fd = ::open(
+        path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (code == 206 ? O_APPEND : O_TRUNC), 0644);
+    file = fd < 0 ? nullptr : ::fdopen(fd, code == 206 ? "ab" : "wb");
+    if (!file && fd >= 0) ::close(fd);
     if (!file) {
       error = "cannot write " + quote(path, kQuoteCap, '\0') + ": " + std::strerror(errno);
       return false;
@@ -132,14 +158,24 @@ struct Sink {
   }
 };
 
+// One request's progress: Ctrl-C, the terminal's line, and the minimum rate. Every window of
+// o->rate_window_s seconds must bring kHubMinBytesPerSecond * window bytes; libcurl calls on_progress at
+// least about once a second, data or not, so a window is checked within about a second of its end.
 struct Transfer {
   const HubDownloadOptions* o = nullptr;
   std::function<void(std::uint64_t)> progress;
-  bool stopped = false;
+  bool stopped = false, too_slow = false;
+  std::chrono::steady_clock::time_point window_start = std::chrono::steady_clock::now();
+  std::uint64_t window_bytes = 0;  // the bytes received when the window began
 };
 
 extern "C" size_t on_header(char* data, size_t size, size_t n, void* user) {
   auto* a = static_cast<Answer*>(user);
+  a->header_bytes += size * n;
+  if (a->header_bytes > kMaxHeaderBytes) {
+    a->too_many_headers = true;
+    return 0;
+  }
   std::string line(data, size * n);
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
   if (line.rfind("HTTP/", 0) == 0) {
@@ -160,8 +196,8 @@ extern "C" size_t on_body(char* data, size_t size, size_t n, void* user) {
   auto* s = static_cast<Sink*>(user);
   const std::size_t bytes = size * n;
   if (!s->started && !s->start()) return 0;
-  if (!s->file) return bytes;  // a redirect's or an error's body: not the file
-  if (s->offset + s->written + bytes > s->size) {
+  if (!s->file) return bytes;                      // a redirect's or an error's body: not the file
+  if (bytes > s->size - s->offset - s->written) {  // offset + written <= size: no sum that could wrap
     s->too_long = true;
     return 0;
   }
@@ -179,7 +215,18 @@ extern "C" int on_progress(void* user, curl_off_t, curl_off_t now, curl_off_t, c
     t->stopped = true;
     return 1;
   }
-  if (t->progress) t->progress(static_cast<std::uint64_t>(now));
+  const std::uint64_t got = now > 0 ? static_cast<std::uint64_t>(now) : 0;
+  const auto clock = std::chrono::steady_clock::now();
+  if (clock - t->window_start >= std::chrono::seconds(t->o->rate_window_s)) {
+    const std::uint64_t need = kHubMinBytesPerSecond * static_cast<std::uint64_t>(t->o->rate_window_s);
+    if (got < t->window_bytes || got - t->window_bytes < need) {
+      t->too_slow = true;
+      return 1;
+    }
+    t->window_start = clock;
+    t->window_bytes = got;
+  }
+  if (t->progress) t->progress(got);
   return 0;
 }
 
@@ -195,6 +242,7 @@ class Progress {
     const auto now = std::chrono::steady_clock::now();
     if (now - last_ < (o_.tty ? std::chrono::milliseconds(100) : std::chrono::seconds(10))) return;
     last_ = now;
+    done = std::min(done, total_);
     const double secs = std::chrono::duration<double>(now - start_).count();
     const double pct = total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0;
     char buf[64];
@@ -293,26 +341,49 @@ class Downloader {
     endpoint_origin_ = origin(endpoint_);
     if (o_.cache.empty())
       return Status::fail("no cache folder: set HF_HUB_CACHE (or HF_HOME, or HOME) to where models may go");
+    if (!o_.env_error.empty()) return Status::fail(o_.env_error);
 
     // 1. What each file is: its commit, blob name, size and location (HEAD requests), before any byte moves.
+    // Each file's blob is its own: two files of one download never share a blob name (nor a file name: an
+    // index naming config.json as a shard).
     std::vector<RemoteFile> files;
+    const auto admit = [&](const RemoteFile& file) {
+      for (const RemoteFile& other : files) {
+        if (other.name == file.name)
+          return Status::fail(id_ + ": model.safetensors.index.json names " + quote(file.name) +
+                              " as a shard, a file this download has already");
+        if (other.etag == file.etag)
+          return Status::fail(id_ + ": the hub gives " + quote(other.name) + " and " + quote(file.name) +
+                              " the same blob name " + file.etag + "; each file of a download needs its own");
+      }
+      files.push_back(file);
+      return Status::ok();
+    };
     bool missing = false;
     RemoteFile f;
     if (Status st = metadata("config.json", false, f, missing); !st.is_ok()) return st;
-    files.push_back(f);
+    if (Status st = admit(f); !st.is_ok()) return st;
     for (const char* optional : {"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"}) {
       if (Status st = metadata(optional, true, f, missing); !st.is_ok()) return st;
-      if (!missing) files.push_back(f);
+      if (!missing)
+        if (Status st = admit(f); !st.is_ok()) return st;
     }
     if (Status st = metadata("model.safetensors", true, f, missing); !st.is_ok()) return st;
     if (!missing) {
-      files.push_back(f);
+      if (Status st = admit(f); !st.is_ok()) return st;
     } else {
       if (Status st = metadata("model.safetensors.index.json", true, f, missing); !st.is_ok()) return st;
       if (missing)
         return Status::fail(id_ +
                             " has neither model.safetensors nor model.safetensors.index.json on the hub: "
                             "attnviz reads safetensors weights only");
+      // The index is fetched before the others are counted: its size is checked against its own cap first.
+      if (f.size > kMaxIndexBytes)
+        return Status::fail(id_ + ": the hub announces " + std::to_string(f.size) +
+                            " bytes for 'model.safetensors.index.json', more than the " +
+                            std::to_string(kMaxIndexBytes) + " bytes (" + format_bytes(kMaxIndexBytes) +
+                            ") an index may have");
+      if (Status st = admit(f); !st.is_ok()) return st;
       Progress none(o_, id_, f.size);
       if (Status st = fetch(f, none, 0, r); !st.is_ok()) return st;
       std::string text;
@@ -323,20 +394,32 @@ class Downloader {
         return st;
       if (Status st = parse_shard_index(text, shards, total); !st.is_ok())
         return Status::fail(id_ + ": model.safetensors.index.json " + st.error);
-      files.push_back(f);
       for (const std::string& shard : shards) {
+        if (const auto same = std::find_if(files.begin(), files.end(),
+                                           [&](const RemoteFile& other) { return other.name == shard; });
+            same != files.end())
+          return admit(*same);  // refused, naming the shard, before asking the hub about it
         if (Status st = metadata(shard, false, f, missing); !st.is_ok()) return st;
-        files.push_back(f);
+        if (Status st = admit(f); !st.is_ok()) return st;
       }
     }
 
-    // 2. Room for what is missing, before any of it is written.
+    // 2. Sizes no download may hold, then room for what is missing, before any of it is written. Every sum
+    // is checked: the announced sizes by sum_announced_sizes (at most kMaxHubDownloadBytes together), so
+    // `need` and every progress figure below it cannot wrap.
+    std::vector<AnnouncedFile> announced;
+    for (const RemoteFile& file : files) announced.push_back({file.name, file.size});
+    std::uint64_t total = 0;
+    if (Status st = sum_announced_sizes(announced, total); !st.is_ok())
+      return Status::fail(id_ + ": " + st.error);
     std::uint64_t need = 0;
     for (RemoteFile& file : files) {
       const fs::path blob = repo_ / "blobs" / file.etag;
-      file.cached = fs::is_regular_file(blob) && file_size_or_0(blob) == file.size;
-      file.partial = file.cached ? 0 : std::min(file_size_or_0(blob.string() + ".incomplete"), file.size);
-      if (!file.cached) need += file.size - file.partial;
+      file.cached = is_plain_file(blob) && file_size_or_0(blob) == file.size;
+      const fs::path partial = blob.string() + ".incomplete";
+      file.partial =
+          file.cached || !is_plain_file(partial) ? 0 : std::min(file_size_or_0(partial), file.size);
+      if (!file.cached) need = saturating_add(need, file.size - file.partial);
     }
     std::error_code ec;
     fs::create_directories(repo_ / "blobs", ec);
@@ -345,7 +428,9 @@ class Downloader {
                           ec.message());
     struct statvfs vfs {};
     if (::statvfs((repo_ / "blobs").c_str(), &vfs) == 0) {
-      const std::uint64_t free_bytes = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+      const auto blocks = static_cast<std::uint64_t>(vfs.f_bavail),
+                 block = static_cast<std::uint64_t>(vfs.f_frsize);
+      const std::uint64_t free_bytes = block && blocks > UINT64_MAX / block ? UINT64_MAX : blocks * block;
       if (need > free_bytes) {
         const BytesApart b = format_bytes_apart(need, free_bytes);
         return Status::fail(id_ + " needs " + b.first + " more in " + quote(o_.cache, kQuoteCap, '\0') +
@@ -359,7 +444,7 @@ class Downloader {
     for (RemoteFile& file : files) {
       if (!file.cached) {
         if (Status st = fetch(file, progress, done, r); !st.is_ok()) return st;
-        done += file.size - file.partial;
+        done = saturating_add(done, file.size - file.partial);
       }
       if (Status st = link(file); !st.is_ok()) return st;
     }
@@ -393,8 +478,10 @@ class Downloader {
     curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(curl_, CURLOPT_WRITEDATA, sink ? sink : &dropped);
     curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT, 30L);
-    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_LIMIT, 1L);  // a connection that sends nothing for a minute
-    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_TIME, 60L);
+    // The minimum rate is on_progress's (Transfer); libcurl's own check stays behind it, for a connection
+    // that sends nothing at all for twice the window, and makes libcurl wake at least once a second.
+    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_TIME, 2 * o_.rate_window_s + 10);
     curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, error_);
     error_[0] = '\0';
     if (t) {
@@ -475,6 +562,11 @@ class Downloader {
         stopped_ = true;
         return Status::fail("stopped by Ctrl-C before any file was written");
       }
+      if (a.too_many_headers) return too_many_headers(file, url);
+      if (t.too_slow)
+        return Status::fail(id_ + ": the hub's answer for " + quote(file) + " from " + host_of(url) +
+                            " did not come within " + std::to_string(o_.rate_window_s) + " s (" +
+                            too_slow_rule() + "); running again tries again");
       if (rc != CURLE_OK) return unreachable(url, rc);
       const std::string location = a.header("location");
       if (a.code < 300 || a.code > 399 || location.empty() || location.find("://") != std::string::npos)
@@ -503,22 +595,37 @@ class Downloader {
     if (etag.empty()) etag = a.header("etag");
     const std::optional<std::string> blob = etag_file_name(etag);
     if (!blob)
-      return Status::fail(id_ + ": the hub's answer for " + quote(file) + " has no usable ETag (" +
-                          quote(etag, 48) + ")");
-    std::string length = a.header("x-linked-size");
-    if (length.empty()) length = a.header("content-length");
+      return Status::fail(id_ + ": the hub's answer for " + quote(file) + " has the ETag " + quote(etag, 80) +
+                          ", not a blob name (40 or 64 lowercase hex digits: a sha1 or a sha256)");
+    // A large file's answer (a redirect to its bytes, with X-Linked-Etag) must say its size in X-Linked-Size:
+    // its Content-Length is the redirect's own.
+    const bool linked = !a.header("x-linked-etag").empty() || (a.code >= 300 && a.code <= 399);
+    const std::string length = linked ? a.header("x-linked-size") : a.header("content-length");
     const std::optional<std::uint64_t> size = parse_content_length(length);
     if (!size)
-      return Status::fail(id_ + ": the hub's answer for " + quote(file) + " gives no size (" +
-                          quote(length, 32) + ")");
+      return Status::fail(id_ + ": the hub's answer for " + quote(file) + " gives the size " +
+                          quote(length, 32) +
+                          ", not a number of bytes (decimal digits, at most 18446744073709551615)");
     out = RemoteFile{file, *blob, *size, a.code >= 300 && !a.redirect.empty() ? a.redirect : url, 0, false};
     return Status::ok();
+  }
+
+  Status too_many_headers(const std::string& file, const std::string& url) const {
+    return Status::fail(id_ + ": the answer for " + quote(file) + " from " + host_of(url) +
+                        " has more than " + std::to_string(kMaxHeaderBytes) +
+                        " bytes of headers (a hub sends about 2,000)");
+  }
+
+  std::string too_slow_rule() const {
+    return "a request must average " + std::to_string(kHubMinBytesPerSecond) + " bytes/s over each " +
+           std::to_string(o_.rate_window_s) + " s" +
+           (o_.rate_window_s == kHubRateWindowSeconds ? "" : ", the window ATTNVIZ_HUB_RATE_WINDOW sets");
   }
 
   // The file's bytes into blobs/ETAG, through ETAG.incomplete (resumed from where an earlier run stopped).
   Status fetch(const RemoteFile& f, Progress& progress, std::uint64_t done_before, HubDownloadResult& r) {
     const fs::path blob = repo_ / "blobs" / f.etag;
-    if (fs::is_regular_file(blob) && file_size_or_0(blob) == f.size) return Status::ok();
+    if (is_plain_file(blob) && file_size_or_0(blob) == f.size) return Status::ok();
     BlobLock lock;
     if (Status st = lock.take(fs::path(o_.cache) / ".locks" / name_.folder() / (f.etag + ".lock"));
         !st.is_ok())
@@ -526,6 +633,8 @@ class Downloader {
     std::error_code ec;
     fs::create_directories(blob.parent_path(), ec);
     const std::string partial = blob.string() + ".incomplete";
+    if (fs::exists(fs::symlink_status(partial, ec)) && !is_plain_file(partial))
+      fs::remove(partial, ec);  // a link or a folder is no partial download of ours: start again
     std::uint64_t offset = file_size_or_0(partial);
     if (offset > f.size) {
       fs::remove(partial, ec);
@@ -547,8 +656,8 @@ class Downloader {
         sink.size = f.size;
         Transfer t;
         t.o = &o_;
-        const std::uint64_t base = done_before + offset - f.partial;
-        t.progress = [&progress, base](std::uint64_t now) { progress.update(base + now); };
+        const std::uint64_t base = saturating_add(done_before, offset > f.partial ? offset - f.partial : 0);
+        t.progress = [&progress, base](std::uint64_t now) { progress.update(saturating_add(base, now)); };
         const CURLcode rc = exchange(url, false, a, &sink, &t);
         sink.close();
         const std::uint64_t have = file_size_or_0(partial);
@@ -558,6 +667,17 @@ class Downloader {
           progress.clear();
           return Status::fail("stopped by Ctrl-C: " + quote(f.name) + " has " + format_bytes(have) + " of " +
                               format_bytes(f.size) + resume_hint);
+        }
+        if (a.too_many_headers) {
+          progress.clear();
+          return too_many_headers(f.name, url);
+        }
+        if (t.too_slow) {
+          progress.clear();
+          return Status::fail(id_ + ": the download of " + quote(f.name) + " from " + host_of(url) +
+                              " fell below " + std::to_string(kHubMinBytesPerSecond) + " bytes/s for " +
+                              std::to_string(o_.rate_window_s) + " s (it has " + format_bytes(have) + " of " +
+                              format_bytes(f.size) + "); running again resumes it");
         }
         if (sink.too_long || !sink.error.empty()) {
           fs::remove(partial, ec);
@@ -648,6 +768,14 @@ HubDownloadOptions hub_options_from_env() {
   o.endpoint = endpoint && *endpoint ? endpoint : "https://huggingface.co";
   const char* token = std::getenv("HF_TOKEN");
   if (token) o.token = token;
+  if (const char* w = std::getenv("ATTNVIZ_HUB_RATE_WINDOW"); w && *w) {
+    const std::optional<std::uint64_t> s = parse_content_length(w);  // decimal digits, within uint64
+    if (s && *s >= 1 && *s <= static_cast<std::uint64_t>(kHubMaxRateWindowSeconds))
+      o.rate_window_s = static_cast<long>(*s);
+    else
+      o.env_error = "ATTNVIZ_HUB_RATE_WINDOW is " + quote(w, 32) +
+                    ", not a whole number of seconds from 1 to " + std::to_string(kHubMaxRateWindowSeconds);
+  }
   return o;
 }
 

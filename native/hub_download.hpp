@@ -23,17 +23,31 @@
 
 namespace attnviz {
 
+// The slowest a request to the hub (or its CDN) may be: every window of kHubRateWindowSeconds must bring at
+// least kHubMinBytesPerSecond bytes a second on average (61,440 bytes a minute), or the request ends and the
+// download is refused ("tiny/gpt2: the download of 'model.safetensors' from HOST fell below 1024 bytes/s for
+// 60 s; running again resumes it"). A server that sends a byte now and then, or a burst now and then, so
+// ends: a file of B bytes within about B / 1024 + 60 seconds, an answer without a body (a HEAD request)
+// within 60 s. ATTNVIZ_HUB_RATE_WINDOW (whole seconds, 1 to 3600) sets another window: a connection that
+// stalls for long, or a test that needs a short one.
+constexpr std::uint64_t kHubMinBytesPerSecond = 1024;
+constexpr long kHubRateWindowSeconds = 60;
+constexpr long kHubMaxRateWindowSeconds = 3600;
+
 struct HubDownloadOptions {
-  std::string cache;                        // the cache folder (hub_cache_dir())
-  std::string endpoint;                     // $HF_ENDPOINT, else https://huggingface.co
-  std::string token;                        // $HF_TOKEN ("": none)
-  std::string program;                      // the messages' prefix ("attnviz-cli")
-  std::ostream* log = nullptr;              // progress and notes (stderr)
-  bool tty = false;                         // a progress bar redrawn in place, else a line now and then
-  const std::atomic<bool>* stop = nullptr;  // set by Ctrl-C: the download stops, its .incomplete stays
+  std::string cache;                           // the cache folder (hub_cache_dir())
+  std::string endpoint;                        // $HF_ENDPOINT, else https://huggingface.co
+  std::string token;                           // $HF_TOKEN ("": none)
+  std::string program;                         // the messages' prefix ("attnviz-cli")
+  std::ostream* log = nullptr;                 // progress and notes (stderr)
+  bool tty = false;                            // a progress bar redrawn in place, else a line now and then
+  const std::atomic<bool>* stop = nullptr;     // set by Ctrl-C: the download stops, its .incomplete stays
+  long rate_window_s = kHubRateWindowSeconds;  // the window of the minimum rate (above)
+  std::string env_error;  // a bad ATTNVIZ_HUB_RATE_WINDOW: hub_download refuses with this line
 };
 
-// The options from the environment: HF_HUB_CACHE / HF_HOME / ..., HF_ENDPOINT and HF_TOKEN.
+// The options from the environment: HF_HUB_CACHE / HF_HOME / ..., HF_ENDPOINT, HF_TOKEN and
+// ATTNVIZ_HUB_RATE_WINDOW.
 HubDownloadOptions hub_options_from_env();
 
 struct HubDownloadResult {
@@ -45,8 +59,10 @@ struct HubDownloadResult {
 
 // Brings `name` at its revision into the cache (what is there already is kept), then returns its snapshot.
 // Fails in one line: no such model, file or revision; a gated or private model without a token that opens
-// it; a size that differs from the announced one; too little disk space (both sizes named); a redirect loop;
-// a connection failure (the .incomplete stays, and running it again resumes).
+// it; a size that differs from the announced one; sizes that no download may hold (kMaxHubDownloadBytes) or
+// too little disk space (both sizes named); an ETag that is not a blob name, or one that two files share; a
+// redirect loop; a connection failure or a request slower than the minimum rate (the .incomplete stays, and
+// running it again resumes).
 Status hub_download(const HubName& name, const HubDownloadOptions& options, HubDownloadResult& result);
 
 // What a host's --download (and attnviz-cli download) does with what the user typed: `model` must be a hub

@@ -13,6 +13,12 @@ gated repository without the right token. Misbehaviours a repository can ask for
   badsize  X-Linked-Size announces 7 bytes more than the file has
   loop     model.safetensors redirects to itself
   huge     X-Linked-Size announces 2^50 bytes
+  drip     the first GET of a CDN file sends half of it, then one byte every half second (for up to 60 s)
+  slowhead config.json's answer sends a header line every half second (for up to 60 s), never its end
+  headers  config.json's answer sends 100,000 header lines of 100 bytes, as fast as it can
+What a repository announces can be set per file: Repo.sizes (name -> the size header's text, X-Linked-Size
+for a .safetensors file, else Content-Length, e.g. str(2**64 - 1)) and Repo.etags (name -> the ETag header's
+text, X-Linked-Etag for a .safetensors file, e.g. '"%s.incomplete"' % sha256).
 Every request is logged (method, path, Range, whether it carried Authorization, Host).
 """
 
@@ -23,12 +29,14 @@ import urllib.parse
 
 
 class Repo:
-    def __init__(self, files, commit, branches=("main",), gated=False, modes=()):
+    def __init__(self, files, commit, branches=("main",), gated=False, modes=(), sizes=None, etags=None):
         self.files = dict(files)  # name -> bytes
         self.commit = commit
         self.branches = set(branches)
         self.gated = gated
         self.modes = set(modes)
+        self.sizes = dict(sizes or {})  # name -> the announced size's text
+        self.etags = dict(etags or {})  # name -> the announced ETag's text
 
 
 class HubServer:
@@ -38,6 +46,7 @@ class HubServer:
         self.log = []
         self.half_sent = threading.Event()
         self.released = threading.Event()
+        self.closing = threading.Event()  # the server stops: a drip ends
         self._served_once = set()
         hub = self
 
@@ -66,6 +75,7 @@ class HubServer:
 
     def stop(self):
         self.released.set()
+        self.closing.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -105,6 +115,18 @@ class HubServer:
         if rev not in repo.branches and rev != repo.commit:
             return self._answer(h, 404, {"X-Error-Code": "RevisionNotFound"}, b"Invalid rev", head)
         common = {"X-Repo-Commit": repo.commit}
+        if name == "config.json" and {"slowhead", "headers"} & repo.modes:
+            try:
+                h.wfile.write(b"HTTP/1.1 200 OK\r\nX-Repo-Commit: %s\r\n" % repo.commit.encode())
+                for i in range(120 if "slowhead" in repo.modes else 100000):
+                    if "slowhead" in repo.modes and self.closing.wait(0.5):
+                        break
+                    h.wfile.write(b"X-Pad-%06d: %s\r\n" % (i, b"x" * 85))
+                    h.wfile.flush()
+            except OSError:
+                pass
+            h.close_connection = True
+            return
         if name == "model.safetensors" and "loop" in repo.modes:
             return self._answer(h, 302, dict(common, Location="/%s/resolve/%s/%s" % (repo_id, rev, name)),
                                 b"", head)
@@ -116,9 +138,12 @@ class HubServer:
             size = len(data) + 7 if "badsize" in repo.modes else 2 ** 50 if "huge" in repo.modes else len(data)
             location = "http://localhost:%d/cdn/%s/%s/%s" % (self.port, repo_id, repo.commit, name)
             return self._answer(h, 302, dict(common, **{
-                "Location": location, "X-Linked-Etag": '"%s"' % self.etag(data, True),
-                "X-Linked-Size": str(size), "ETag": '"redirect-etag"'}), b"", head)
-        return self._answer(h, 200, dict(common, ETag='"%s"' % self.etag(data, False)), data, head)
+                "Location": location, "X-Linked-Etag": repo.etags.get(name, '"%s"' % self.etag(data, True)),
+                "X-Linked-Size": repo.sizes.get(name, str(size)), "ETag": '"redirect-etag"'}), b"", head)
+        headers = dict(common, ETag=repo.etags.get(name, '"%s"' % self.etag(data, False)))
+        if name in repo.sizes:  # announced only: a GET would then send another length than it says
+            headers["Content-Length"] = repo.sizes[name]
+        return self._answer(h, 200, headers, data, head)
 
     def _cdn(self, h, head, repo_id, commit, name):
         repo = self.repos.get(repo_id)
@@ -138,7 +163,7 @@ class HubServer:
             code = 206
             headers["Content-Range"] = "bytes %d-%d/%d" % (start, len(data) - 1, len(data))
         key = (repo_id, name)
-        misbehave = ({"cut", "hold"} & repo.modes) and key not in self._served_once and not head
+        misbehave = ({"cut", "hold", "drip"} & repo.modes) and key not in self._served_once and not head
         self._served_once.add(key)
         if not misbehave:
             return self._answer(h, code, headers, body, head)
@@ -151,4 +176,13 @@ class HubServer:
         self.half_sent.set()
         if "hold" in repo.modes:
             self.released.wait(30)
+        if "drip" in repo.modes:  # until the client gives up (the write fails) or a minute has passed
+            try:
+                for i in range(120):
+                    if self.closing.wait(0.5):
+                        break
+                    h.wfile.write(body[len(body) // 2 + i: len(body) // 2 + i + 1])
+                    h.wfile.flush()
+            except OSError:
+                pass
         h.close_connection = True

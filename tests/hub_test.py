@@ -8,11 +8,18 @@ a download into an empty cache, with the server stopped, `--model ORG/NAME` must
 missing revision, a gated model with and without HF_TOKEN, a size that differs from the announced one, a
 redirect loop, a model too large for the disk, shards and an index naming a shard outside the folder. HF_TOKEN
 must never appear in any output, cache file or cache path, nor reach the CDN's host.
+
+Numbers from a hub are untrusted (issue 44), each class with inputs generated here: sizes that overflow a sum
+or uint64 (refused before any weights are written), ETags that are no blob name or that two files share, a
+download that drips a byte now and then (ended by the minimum rate, its .incomplete kept for the resume; headers
+that drip or never end too), and a
+refs/ entry that is a link to a file outside the cache (its contents never in the refusal).
 """
 
 import hashlib
 import json
 import os
+import random
 import shutil
 import signal
 import struct
@@ -40,8 +47,9 @@ def check(cond, what):
         print("FAIL:", what, file=sys.stderr)
 
 
-def run(args, cache, token=None, endpoint=None, program=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+def run(args, cache, token=None, endpoint=None, program=None, extra_env=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_") and not k.startswith("ATTNVIZ_HUB")}
+    env.update(extra_env or {})
     env["HF_HUB_CACHE"] = cache
     if endpoint:
         env["HF_ENDPOINT"] = endpoint
@@ -87,6 +95,175 @@ def shard(st_bytes, names):
         files[name] = struct.pack("<Q", len(text)) + text + blob
     index = {"metadata": {"total_size": len(data)}, "weight_map": weight_map}
     return files, json.dumps(index).encode()
+
+
+def cdn_gets(hub, repo_id):
+    return [r for r in hub.log if r["method"] == "GET" and r["path"].startswith("/cdn/%s/" % repo_id)]
+
+
+def hostile_numbers(hub, root, model, sharded, shards, index):
+    """Sizes, ETags and rates from the hub, each class with generated inputs; every refusal one line."""
+    ep = hub.endpoint
+    rng = random.Random(44)
+    cache = os.path.join(root, "cache-numbers")
+    names = sorted(shards)
+    limit = "more than the %d bytes" % 2 ** 53
+    serial = [0]
+
+    def serve(files, **kw):
+        serial[0] += 1
+        repo_id = "hostile/n%d" % serial[0]
+        hub.repos[repo_id] = Repo(files, COMMIT, **kw)
+        return repo_id
+
+    def refused_before_weights(repo_id, needles, what):
+        p = run(["download", repo_id], cache, None, ep)
+        last = p.stderr.splitlines()[-1] if p.stderr else ""
+        check(p.returncode == 1 and p.stderr.startswith("attnviz-cli: ") and any(n in last for n in needles),
+              "%s: %r" % (what, p.stderr))
+        check(not cdn_gets(hub, repo_id), "%s: no weights requested" % what)
+        blobs = os.path.join(cache, "models--" + repo_id.replace("/", "--"), "blobs")
+        kept = os.listdir(blobs) if os.path.isdir(blobs) else []
+        weights = {HubServer.etag(d, True) for n, d in sharded.items() if n.endswith(".safetensors")}
+        check(not [b for b in kept if b.split(".")[0] in weights], "%s: no weights written: %r" % (what, kept))
+        return last
+
+    # Sizes: several shards announcing 2^63 and 2^64-1 (a sum that wraps a uint64 to a few bytes), sums past
+    # the limit from sizes each below it, numbers past uint64, and a random mix of them.
+    wrap = {names[0]: str(2 ** 63), names[1]: str(2 ** 64 - 1)}
+    last = refused_before_weights(serve(sharded, sizes=wrap), [limit], "sizes 2^63 and 2^64-1")
+    check("9223372036854775808 bytes for '%s'" % names[0] in last, "the size and the file named: %r" % last)
+    last = refused_before_weights(serve(sharded, sizes={n: str(2 ** 52 + 1) for n in names}), [limit],
+                                  "a sum past the limit")
+    check("up to '%s'" % names[1] in last, "the sum names where it passed the limit: %r" % last)
+    for text in [str(2 ** 64), "99999999999999999999999", "-1", "1e3", "0x10", "+5", "12 34", ""]:
+        refused_before_weights(serve(sharded, sizes={names[1]: text}), ["not a number of bytes"],
+                               "the size %r" % text)
+    refused_before_weights(serve(sharded, sizes={"config.json": str(2 ** 64 - 1)}), [limit], "a small file's size")
+    refused_before_weights(serve(sharded, sizes={"model.safetensors.index.json": str(2 ** 40)}),
+                           ["an index may have"], "an index larger than its cap")
+    hostile = [2 ** 64 - 1, 2 ** 63, 2 ** 63 + 1, 2 ** 62, 2 ** 53 + 1, 2 ** 53, 2 ** 52 + 12345]
+    for i in range(12):
+        count = rng.randint(2, 5)
+        parts = ["m-%05d-of-%05d.safetensors" % (k + 1, count) for k in range(count)]
+        many = dict(model)
+        del many["model.safetensors"]
+        data = model["model.safetensors"]
+        for k, part in enumerate(parts):  # distinct bytes: distinct blobs
+            many[part] = data + bytes([k])
+        many["model.safetensors.index.json"] = json.dumps(
+            {"weight_map": {"t%d" % k: part for k, part in enumerate(parts)}}).encode()
+        sizes = {part: str(rng.choice(hostile)) for part in rng.sample(parts, rng.randint(2, count))}
+        refused_before_weights(serve(many, sizes=sizes), [limit, "free"], "generated sizes %r" % sizes)
+    for total in [2 ** 64, 2 ** 70, -1, 1.5, "12", 2 ** 53 + 1]:
+        bad = json.loads(index)
+        bad["metadata"]["total_size"] = total
+        refused_before_weights(serve(dict(sharded, **{"model.safetensors.index.json": json.dumps(bad).encode()})),
+                               ["metadata.total_size"], "total_size %r" % total)
+
+    # ETags: only a sha1 or a sha256 in lowercase hex names a blob; no two files share one; none can be
+    # another's .incomplete.
+    sha1 = HubServer.etag(model["config.json"], False)
+    sha256 = HubServer.etag(model["model.safetensors"], True)
+    shapes = [sha1[:39], sha1 + "0", sha256[:63], sha256 + "0", sha1.upper(), sha256.upper(), sha256 + ".incomplete",
+              sha1 + ".lock", "../" + sha1, sha1[:20] + "/" + sha1[21:], "g" * 40, "", "W/", "redirect-etag",
+              sha256[:32] + "-" + sha256[33:]]
+    shapes += ["".join(rng.choice("0123456789abcdef.-_") for _ in range(rng.choice([40, 64]))) for _ in range(6)]
+    for shape in shapes:
+        for name in ["config.json", "model.safetensors"]:
+            etag = '"%s"' % shape
+            if name == "model.safetensors" or rng.random() < 0.5:
+                etag = "W/" + etag
+            bad = "-" in shape or "." in shape or "/" in shape or "_" in shape or len(shape) not in (40, 64) \
+                or shape != shape.lower() or "g" in shape
+            if not bad:
+                continue
+            last = refused_before_weights(serve(model, etags={name: etag}), ["not a blob name"],
+                                          "ETag %r for %s" % (etag, name))
+            check("'%s'" % name in last, "the ETag's file is named: %r" % last)
+    shared = [("config.json", "model.safetensors", sha256), ("vocab.json", "merges.txt", HubServer.etag(model["merges.txt"], False)),
+              ("model.safetensors", "vocab.json", HubServer.etag(model["vocab.json"], False))]
+    for a, b, etag in shared:
+        last = refused_before_weights(serve(model, etags={a: '"%s"' % etag, b: '"%s"' % etag}), ["same blob name"],
+                                      "%s and %s share a blob" % (a, b))
+        check("'%s' and '%s'" % (a, b) in last or "'%s' and '%s'" % (b, a) in last, "both named: %r" % last)
+    last = refused_before_weights(serve(sharded, etags={names[1]: '"%s"' % HubServer.etag(shards[names[0]], True)}),
+                                  ["same blob name"], "two shards share a blob")
+    check(names[0] in last and names[1] in last, "both shards named: %r" % last)
+    for other in ["config.json", "vocab.json", "model.safetensors.index.json"]:
+        bad = json.loads(index)
+        bad["weight_map"]["extra"] = other
+        last = refused_before_weights(serve(dict(sharded, **{"model.safetensors.index.json": json.dumps(bad).encode()})),
+                                      ["as a shard"], "a shard named %s" % other)
+    weak = serve(model, etags={"config.json": 'W/"%s"' % sha1})
+    p = run(["download", weak], cache, None, ep)
+    check(p.returncode == 0, "a weak ETag of the right shape: %r" % p.stderr)
+    check(os.path.isfile(os.path.join(cache, "models--" + weak.replace("/", "--"), "blobs", sha1)), "its blob")
+
+    # A download that drips a byte every half second: the minimum rate ends it (a window of 4 s here: 4096
+    # bytes asked, 8 sent; the first window carries half the file), the .incomplete stays, and running again
+    # resumes it.
+    for bad in ["0", "3601", "-1", "1.5", "abc", "99999999999999999999"]:
+        one_line_error(run(["download", "tiny/gpt2"], cache, None, ep, extra_env={"ATTNVIZ_HUB_RATE_WINDOW": bad}),
+                       "ATTNVIZ_HUB_RATE_WINDOW", "a window of %r" % bad)
+    # An answer without a body that never ends (a header line every half second): ended by the same window.
+    # One that sends header after header fast: ended past 256 kB of them.
+    p = run(["download", serve(model, modes={"slowhead"})], cache, None, ep, extra_env={"ATTNVIZ_HUB_RATE_WINDOW": "4"})
+    one_line_error(p, "the hub's answer for 'config.json' from 127.0.0.1:%d did not come within 4 s" % hub.port,
+                   "headers that drip")
+    one_line_error(run(["download", serve(model, modes={"headers"})], cache, None, ep),
+                   "has more than 262144 bytes of headers", "header after header")
+    drip = serve(model, modes={"drip"})
+    window = {"ATTNVIZ_HUB_RATE_WINDOW": "4"}
+    p = run(["download", drip], cache, None, ep, extra_env=window)
+    one_line_error(p, "fell below 1024 bytes/s for 4 s", "a drip")
+    last = p.stderr.splitlines()[-1] if p.stderr else ""
+    check("the download of 'model.safetensors' from localhost:%d" % hub.port in last and
+          last.endswith("running again resumes it"), "the drip's refusal: %r" % last)
+    part = os.path.join(cache, "models--" + drip.replace("/", "--"), "blobs", sha256 + ".incomplete")
+    half = len(model["model.safetensors"]) // 2
+    check(os.path.isfile(part) and half <= os.path.getsize(part) < len(model["model.safetensors"]),
+          "the drip's .incomplete is kept")
+    p = run(["download", drip], cache, None, ep, extra_env=window)
+    check(p.returncode == 0, "the drip resumed: %r" % p.stderr)
+    ranges = [r["range"] for r in cdn_gets(hub, drip)]
+    check(len(ranges) == 2 and ranges[1] and int(ranges[1][6:-1]) >= half, "the resume asks a Range: %r" % ranges)
+
+
+def hostile_refs(root, cache):
+    """refs/REV that is a link (or through a linked folder) to a file outside the cache: refused, and no
+    refusal shows the file's bytes, whatever they hold (a valid commit too)."""
+    rng = random.Random(4401)
+    source = os.path.join(cache, "models--tiny--gpt2")
+    secrets = ["SECRET-%032x" % rng.getrandbits(128), "%040x" % rng.getrandbits(160),
+               "%040x SECRET-%08x" % (rng.getrandbits(160), rng.getrandbits(32))]
+    for i, secret in enumerate(secrets):
+        outside = os.path.join(root, "outside-%d" % i)
+        os.makedirs(outside)
+        with open(os.path.join(outside, "main"), "w") as f:
+            f.write(secret)
+        for how in ["link", "folder", "plain"]:
+            name = "refs%d%s" % (i, how)
+            repo = os.path.join(cache, "models--tiny--" + name)
+            shutil.copytree(source, repo, symlinks=True)
+            refs = os.path.join(repo, "refs")
+            shutil.rmtree(refs)
+            if how == "link":
+                os.makedirs(refs)
+                os.symlink(os.path.join(outside, "main"), os.path.join(refs, "main"))
+            elif how == "folder":
+                os.symlink(outside, refs)
+            else:
+                os.makedirs(refs)
+                with open(os.path.join(refs, "main"), "w") as f:
+                    f.write(secret)
+            p = run(["--model", "tiny/" + name, "--eval", "--text", TEXT], cache)
+            if how == "plain" and secret.count(" ") == 0 and len(secret) == 40:
+                check(p.returncode == 1 and "has no snapshot" in p.stderr, "a plain ref: %r" % p.stderr)
+                continue
+            needle = {"link": "is a link", "folder": "leads outside", "plain": "not a 40-hex commit"}[how]
+            one_line_error(p, needle, "refs/main by %s" % how)
+            check(secret not in p.stderr and secret[:12] not in p.stderr, "the ref's bytes in %r" % p.stderr)
 
 
 def main():
@@ -207,6 +384,8 @@ def main():
             one_line_error(run(["download", "a/b"], cache, None, "http://127.0.0.1:1"), "cannot reach",
                            "connection refused")
 
+            hostile_numbers(hub, root, model, sharded, shards, index)
+
             # The desktop app: --download, then the cache alone (below).
             if APP:
                 png = os.path.join(root, "app.png")
@@ -244,6 +423,7 @@ def main():
             check(p.returncode == 1 and "not in the Hugging Face cache" in p.stderr, "the app: %r" % p.stderr)
         one_line_error(run(["--model", "tiny/gpt2", "--download", "--text", TEXT], cache, None, ep),
                        "cannot reach", "--download with the server gone")
+        hostile_refs(root, cache)
 
         # HF_TOKEN nowhere: outputs, cache paths, cache files.
         check(all(TOKEN not in o for o in outputs), "HF_TOKEN in an output")

@@ -3,9 +3,11 @@
 // The downloads themselves are tests/hub_test.py's, against a local stand-in for the hub.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -119,17 +121,16 @@ TEST_CASE("The hub's small texts: refs, shard indexes and header values") {
             std::string::npos,
         bad);
 
-  CHECK(attnviz::etag_file_name("\"abc123\"") == "abc123");
-  CHECK(attnviz::etag_file_name("W/\"abc-1.2_3\"") == "abc-1.2_3");
-  CHECK(attnviz::etag_file_name(" deadbeef\r\n") == "deadbeef");
-  for (const char* bad : {"", "\"\"", "\"../x\"", "\".hidden\"", "\"a/b\"", "\"a b\"", "b.."})
+  CHECK(attnviz::etag_file_name("\"" + kCommit + "\"") == kCommit);
+  CHECK(attnviz::etag_file_name("W/\"" + kCommit + kCommit.substr(0, 24) + "\"") ==
+        kCommit + kCommit.substr(0, 24));
+  CHECK(attnviz::etag_file_name(" " + kOther + "\r\n") == kOther);
+  for (const char* bad : {"", "\"\"", "\"../x\"", "\".hidden\"", "\"a/b\"", "\"a b\"", "b..", "\"abc123\""})
     CHECK_MESSAGE(!attnviz::etag_file_name(bad), bad);
-  CHECK_FALSE(attnviz::etag_file_name(std::string(129, 'a')));
-
   CHECK(attnviz::parse_content_length("292776") == 292776u);
   CHECK(attnviz::parse_content_length(" 42\r\n") == 42u);
   CHECK(attnviz::parse_content_length("999999999999999999") == 999999999999999999u);
-  for (const char* bad : {"", "-1", "1e3", "0x10", "12 34", "9999999999999999999"})
+  for (const char* bad : {"", "-1", "1e3", "0x10", "12 34", "+5", "18446744073709551616"})
     CHECK_MESSAGE(!attnviz::parse_content_length(bad), bad);
 
   const auto range = attnviz::parse_content_range("bytes 100-199/200");
@@ -140,6 +141,112 @@ TEST_CASE("The hub's small texts: refs, shard indexes and header values") {
   for (const char* bad :
        {"bytes 5-4/10", "bytes 0-10/10", "bytes */10", "items 0-1/2", "bytes 0-1", "bytes -1/2"})
     CHECK_MESSAGE(!attnviz::parse_content_range(bad), bad);
+}
+
+TEST_CASE("hub ETags: only a lowercase sha1 or sha256 names a blob, never another's .incomplete") {
+  std::mt19937_64 rng(44);
+  const std::string hex = "0123456789abcdef";
+  const auto random_hex = [&](std::size_t n) {
+    std::string s;
+    for (std::size_t i = 0; i < n; ++i) s += hex[rng() % 16];
+    return s;
+  };
+  for (std::size_t n = 0; n <= 130; ++n) {
+    const std::string h = random_hex(n);
+    const bool shaped = n == 40 || n == 64;
+    for (const std::string& v : {h, "\"" + h + "\"", "W/\"" + h + "\""}) {
+      const auto name = attnviz::etag_file_name(v);
+      CHECK_MESSAGE(name.has_value() == shaped, v);
+      if (name) CHECK(*name == h);
+    }
+    if (!shaped) continue;
+    // One byte of another kind anywhere, an uppercase digit, a suffix or a path: refused.
+    for (int k = 0; k < 40; ++k) {
+      std::string bad = h;
+      const std::size_t at = rng() % n;
+      const std::string others = "ABCDEFghijxyz./-_ \t\"\\%:\x01\x7f\xc3";
+      bad[at] = others[rng() % others.size()];
+      CHECK_MESSAGE(!attnviz::etag_file_name("\"" + bad + "\""), bad);
+    }
+    for (const std::string tail : {".incomplete", ".lock", "/x", "0", ".", "-"})
+      CHECK_MESSAGE(!attnviz::etag_file_name("\"" + h + tail + "\""), (h + tail));
+    CHECK_FALSE(attnviz::etag_file_name("\"../" + h.substr(3) + "\""));
+  }
+}
+
+TEST_CASE("hub sizes: decimal within uint64, and sums that saturate or are refused, never wrap") {
+  CHECK(attnviz::parse_content_length("18446744073709551615") == UINT64_MAX);
+  CHECK(attnviz::parse_content_length("00000000000000000000000042") == 42u);
+  CHECK_FALSE(attnviz::parse_content_length("18446744073709551616"));
+  CHECK_FALSE(attnviz::parse_content_length("99999999999999999999999999"));
+  std::mt19937_64 rng(4402);
+  for (int i = 0; i < 2000; ++i) {
+    const std::uint64_t v = rng() >> (rng() % 64);
+    CHECK(attnviz::parse_content_length(std::to_string(v)) == v);
+    // Ten times v (and more) past 2^64 is refused, not wrapped.
+    if (v > UINT64_MAX / 10)
+      CHECK_FALSE(attnviz::parse_content_length(std::to_string(v) + std::to_string(i % 10)));
+  }
+
+  CHECK(attnviz::saturating_add(1, 2) == 3u);
+  CHECK(attnviz::saturating_add(UINT64_MAX, 0) == UINT64_MAX);
+  CHECK(attnviz::saturating_add(std::uint64_t{1} << 63, std::uint64_t{1} << 63) == UINT64_MAX);
+  for (int i = 0; i < 2000; ++i) {
+    const std::uint64_t a = rng() >> (rng() % 4), b = rng() >> (rng() % 4);
+    const std::uint64_t sum = attnviz::saturating_add(a, b);
+    CHECK((a <= UINT64_MAX - b ? sum == a + b : sum == UINT64_MAX));
+    CHECK(sum >= a);
+    CHECK(sum >= b);
+  }
+
+  const std::uint64_t limit = attnviz::kMaxHubDownloadBytes;
+  std::uint64_t total = 7;
+  // 2^63 + 2^63 + 2^64-1 + 2 wraps a uint64 to 0: the first size is refused, by name and with both numbers.
+  Status st = attnviz::sum_announced_sizes({{"a.safetensors", std::uint64_t{1} << 63},
+                                            {"b.safetensors", std::uint64_t{1} << 63},
+                                            {"c.safetensors", UINT64_MAX},
+                                            {"d.safetensors", 2}},
+                                           total);
+  CHECK(
+      st.error.find("9223372036854775808 bytes for 'a.safetensors', more than the 9007199254740992 bytes") !=
+      std::string::npos);
+  CHECK(total == 7);
+  st = attnviz::sum_announced_sizes({{"config.json", 300}, {"x", limit - 299}, {"y", 0}}, total);
+  CHECK(st.error.find("9007199254740993 bytes for the first 2 files (up to 'x')") != std::string::npos);
+  REQUIRE(attnviz::sum_announced_sizes({{"config.json", 300}, {"x", limit - 300}, {"y", 0}}, total).is_ok());
+  CHECK(total == limit);
+  // Generated lists: accepted exactly when the true sum (two words, no wrap) is at most the limit.
+  for (int i = 0; i < 500; ++i) {
+    std::vector<attnviz::AnnouncedFile> files;
+    std::uint64_t hi = 0, lo = 0;
+    const int count = 1 + static_cast<int>(rng() % 40);
+    for (int k = 0; k < count; ++k) {
+      const std::uint64_t size = (rng() % 4 == 0) ? rng() : rng() >> (12 + rng() % 52);
+      files.push_back({"f" + std::to_string(k), size});
+      lo += size;
+      if (lo < size) ++hi;
+    }
+    const bool fits = hi == 0 && lo <= limit;
+    std::uint64_t got = 0;
+    const Status s = attnviz::sum_announced_sizes(files, got);
+    CHECK(s.is_ok() == fits);
+    if (fits) CHECK(got == lo);
+    if (!fits) CHECK(s.error.find("more than the 9007199254740992 bytes (2^53)") != std::string::npos);
+    CHECK(s.error.find('\n') == std::string::npos);
+  }
+
+  std::vector<std::string> shards;
+  const std::string map = R"("weight_map":{"a":"x.safetensors"})";
+  REQUIRE(attnviz::parse_shard_index("{\"metadata\":{\"total_size\":9007199254740992}," + map + "}", shards,
+                                     total)
+              .is_ok());
+  CHECK(total == limit);
+  for (const char* bad : {"18446744073709551616", "18446744073709551615", "9007199254740993", "-1", "1.5",
+                          "1e3", "\"12\"", "null", "[]"})
+    CHECK_MESSAGE(attnviz::parse_shard_index(
+                      std::string("{\"metadata\":{\"total_size\":") + bad + "}," + map + "}", shards, total)
+                          .error.find("metadata.total_size") != std::string::npos,
+                  bad);
 }
 
 #if !defined(__EMSCRIPTEN__)  // the hosts look in the cache natively only (the page has none)
@@ -206,6 +313,37 @@ TEST_CASE("--model ORG/NAME opens the cache's snapshot: refs/main, @branch, @com
   CHECK(error("tiny/gpt2@a/../../x").find("\"..\"") != std::string::npos);
   tmp.write("hub/models--tiny--gpt2/refs/bad", std::string("../../../etc"));
   CHECK(error("tiny/gpt2@bad").find("not a 40-hex commit") != std::string::npos);
+  CHECK(error("tiny/gpt2@bad").find("../../../etc") == std::string::npos);  // a ref's bytes are never quoted
+
+  // refs/REV that is a link, or a path through a linked folder, to a file outside: refused, its bytes (a
+  // secret, a valid commit too) in no message.
+  std::mt19937_64 rng(4403);
+  for (int i = 0; i < 6; ++i) {
+    char secret[64];
+    std::snprintf(secret, sizeof secret, i % 2 ? "%016llx%016llx%08llx" : "SECRET-%016llx%016llx-%llx",
+                  static_cast<unsigned long long>(rng()), static_cast<unsigned long long>(rng()),
+                  static_cast<unsigned long long>(rng() >> 32));
+    const std::string outside_dir = "outside" + std::to_string(i);
+    fs::create_directories(tmp.path / outside_dir);
+    const std::string outside = tmp.write(outside_dir + "/main", std::string(secret));
+    const std::string rev = "link" + std::to_string(i);
+    fs::create_symlink(outside, repo / "refs" / rev);
+    const std::string linked = error("tiny/gpt2@" + rev);
+    CHECK(linked.find("is a link") != std::string::npos);
+    CHECK_MESSAGE(linked.find(secret) == std::string::npos, linked);
+    CHECK(linked.find(std::string(secret).substr(0, 16)) == std::string::npos);
+    fs::create_directory_symlink(tmp.path / outside_dir, repo / "refs" / ("dir" + std::to_string(i)));
+    const std::string through = error("tiny/gpt2@dir" + std::to_string(i) + "/main");
+    CHECK(through.find("leads outside the model's cache folder") != std::string::npos);
+    CHECK_MESSAGE(through.find(std::string(secret).substr(0, 16)) == std::string::npos, through);
+    tmp.write("hub/models--tiny--gpt2/refs/plain" + std::to_string(i), std::string(secret) + "x");
+    const std::string plain = error("tiny/gpt2@plain" + std::to_string(i));
+    CHECK(plain.find("not a 40-hex commit") != std::string::npos);
+    CHECK_MESSAGE(plain.find(std::string(secret).substr(0, 16)) == std::string::npos, plain);
+  }
+  // A link to a ref inside the folder is refused too: huggingface_hub writes none.
+  fs::create_symlink("main", repo / "refs" / "alias");
+  CHECK(error("tiny/gpt2@alias").find("is a link") != std::string::npos);
 
   // A link that leads outside the model's cache folder, absolute or relative, is refused.
   const std::string outside = tmp.write("outside.safetensors", std::string("not weights"));

@@ -119,8 +119,8 @@ Status parse_ref(std::string_view text, std::string& commit) {
          (text[end - 1] == '\n' || text[end - 1] == '\r' || text[end - 1] == ' ' || text[end - 1] == '\t'))
     --end;
   const std::string_view hash = text.substr(0, end);
-  if (!is_commit_hash(hash))
-    return Status::fail("holds " + quote(hash.substr(0, 48)) + ", not a 40-hex commit");
+  if (!is_commit_hash(hash))  // its bytes unquoted: a ref that is a link could show another file's secret
+    return Status::fail("holds " + std::to_string(text.size()) + " bytes that are not a 40-hex commit");
   commit = std::string(hash);
   return Status::ok();
 }
@@ -159,10 +159,40 @@ Status parse_shard_index(std::string_view json, std::vector<std::string>& shards
   std::uint64_t total = 0;
   if (const auto meta = j.find("metadata"); meta != j.end() && meta->is_object()) {
     const auto t = meta->find("total_size");
-    if (t != meta->end() && t->is_number_unsigned()) total = t->get<std::uint64_t>();
+    // nlohmann reads a number past 2^64 as a float and a negative one as a signed integer: both refused
+    if (t != meta->end()) {
+      if (!t->is_number_unsigned())
+        return Status::fail("gives a metadata.total_size that is not a whole number of bytes");
+      total = t->get<std::uint64_t>();
+      if (total > kMaxHubDownloadBytes)
+        return Status::fail("gives a metadata.total_size of " + std::to_string(total) +
+                            " bytes, more than the " + std::to_string(kMaxHubDownloadBytes) +
+                            " bytes (2^53) one download may hold");
+    }
   }
   shards = std::move(names);
   total_size = total;
+  return Status::ok();
+}
+
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+Status sum_announced_sizes(const std::vector<AnnouncedFile>& files, std::uint64_t& total) {
+  const std::string limit = std::to_string(kMaxHubDownloadBytes) + " bytes (2^53)";
+  std::uint64_t sum = 0;
+  for (const AnnouncedFile& f : files) {
+    if (f.size > kMaxHubDownloadBytes)
+      return Status::fail("the hub announces " + std::to_string(f.size) + " bytes for " + quote(f.name) +
+                          ", more than the " + limit + " one download may hold");
+    sum = saturating_add(sum, f.size);
+    if (sum > kMaxHubDownloadBytes)  // each term is at most the limit: the sum has not saturated yet
+      return Status::fail("the hub announces " + std::to_string(sum) + " bytes for the first " +
+                          std::to_string(&f - files.data() + 1) + " files (up to " + quote(f.name) +
+                          "), more than the " + limit + " one download may hold");
+  }
+  total = sum;
   return Status::ok();
 }
 
@@ -172,10 +202,9 @@ std::optional<std::string> etag_file_name(std::string_view v) {
     v.remove_suffix(1);
   if (v.substr(0, 2) == "W/") v.remove_prefix(2);
   if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-  if (v.empty() || v.size() > 128 || v.front() == '.' || v.find("..") != std::string_view::npos)
-    return std::nullopt;
+  if (v.size() != 40 && v.size() != 64) return std::nullopt;
   for (char c : v)
-    if (!repo_char(c)) return std::nullopt;
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
   return std::string(v);
 }
 
@@ -183,11 +212,13 @@ std::optional<std::uint64_t> parse_content_length(std::string_view v) {
   while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
   while (!v.empty() && (v.back() == ' ' || v.back() == '\t' || v.back() == '\r' || v.back() == '\n'))
     v.remove_suffix(1);
-  if (v.empty() || v.size() > 18) return std::nullopt;  // 18 digits stay below 2^63
+  if (v.empty()) return std::nullopt;
   std::uint64_t n = 0;
   for (char c : v) {
     if (c < '0' || c > '9') return std::nullopt;
-    n = n * 10 + static_cast<std::uint64_t>(c - '0');
+    const auto digit = static_cast<std::uint64_t>(c - '0');
+    if (n > (UINT64_MAX - digit) / 10) return std::nullopt;  // past 2^64 - 1
+    n = n * 10 + digit;
   }
   return n;
 }
@@ -227,13 +258,24 @@ Status find_in_hub_cache(const HubName& name, const std::string& cache, std::str
                                        : quote(cache, kQuoteCap, '\0')) +
                         "): add --download to fetch it from the hub, or run attnviz-cli download " +
                         quote(id, kQuoteCap, '\0'));
+  const fs::path root = fs::canonical(repo, ec);
+  if (ec) return Status::fail("cannot read " + quote(repo.string(), kQuoteCap, '\0') + ": " + ec.message());
   std::string commit = name.revision;
   if (!is_commit_hash(commit)) {
     const fs::path ref = repo / "refs" / name.revision;
-    if (!fs::exists(ref, ec))
+    const fs::file_status kind = fs::symlink_status(ref, ec);
+    if (!fs::exists(kind))
       return Status::fail(quote(id, kQuoteCap, '\0') + ": the cache has no revision " + quote(name.revision) +
                           " (no " + quote(ref.string(), kQuoteCap, '\0') +
                           "): add --download to fetch it from the hub");
+    // A ref is a plain file in the repository's folder, as huggingface_hub writes it: a link, or a path
+    // through a linked folder to elsewhere, is refused before a byte of it is read.
+    const fs::path real_ref = fs::weakly_canonical(ref, ec);
+    if (fs::is_symlink(kind) || ec || real_ref.string().rfind(root.string() + "/", 0) != 0)
+      return Status::fail(quote(ref.string(), kQuoteCap, '\0') +
+                          (fs::is_symlink(kind) ? " is a link (a ref is a file holding a commit)"
+                                                : " leads outside the model's cache folder") +
+                          "; refusing to read it");
     std::string text;
     if (Status st = read_untrusted_file(ref.string(), kMaxRefBytes, text); !st.is_ok()) return st;
     if (Status st = parse_ref(text, commit); !st.is_ok())
@@ -243,8 +285,6 @@ Status find_in_hub_cache(const HubName& name, const std::string& cache, std::str
   if (!fs::is_directory(snap, ec))
     return Status::fail(quote(id, kQuoteCap, '\0') + ": the cache has no snapshot " + commit +
                         ": add --download to fetch it from the hub");
-  const fs::path root = fs::canonical(repo, ec);
-  if (ec) return Status::fail("cannot read " + quote(repo.string(), kQuoteCap, '\0') + ": " + ec.message());
   const fs::path real_snap = fs::canonical(snap, ec);
   if (ec || real_snap.string().rfind(root.string() + "/", 0) != 0)
     return Status::fail(quote(id, kQuoteCap, '\0') + ": the snapshot " + commit +

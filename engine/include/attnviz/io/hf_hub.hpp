@@ -39,22 +39,46 @@ Status parse_hub_name(std::string_view s, HubName& out);
 // A 40-hex commit (either case).
 bool is_commit_hash(std::string_view s);
 
-// A refs/ file's text: a commit hash, optionally followed by whitespace (huggingface_hub writes none).
+// A refs/ file's text: a commit hash, optionally followed by whitespace (huggingface_hub writes none). The
+// refusal never quotes the text (a ref may be a link to a file that is not the cache's).
 Status parse_ref(std::string_view text, std::string& commit);
 
 // A file name the downloader may write into a snapshot: 1..255 bytes, no '/', '\\' or NUL, not "." or "..",
 // no control characters.
 bool is_plain_file_name(std::string_view s);
 
+// The most bytes one download may announce, each file and all together: far above any model on the hub (the
+// largest are a few TB), and 2^53, so that every size, sum and progress figure stays exact in a double and
+// no sum of up to 2^11 such sizes wraps a uint64.
+constexpr std::uint64_t kMaxHubDownloadBytes = std::uint64_t{1} << 53;
+
+// a + b, or UINT64_MAX where the sum does not fit: sizes from outside are added with this, never wrapped.
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b);
+
+// A file of a download and the size the hub announced for it.
+struct AnnouncedFile {
+  std::string name;
+  std::uint64_t size = 0;
+};
+// Refuses, in one line naming the file and both numbers, a size above kMaxHubDownloadBytes, then a total
+// above it ("the hub announces 18446744073709551615 bytes for 'x', more than the 9007199254740992 bytes
+// (2^53) one download may hold"); else `total` is the exact sum. Never wraps, whatever the sizes and count.
+Status sum_announced_sizes(const std::vector<AnnouncedFile>& files, std::uint64_t& total);
+
 // model.safetensors.index.json: the shard names its weight_map names (each is_plain_file_name, listed once,
 // in order of first appearance) and metadata.total_size when given (0 otherwise). Fails in one line on
-// anything else: not JSON, no weight_map, a value that is not a string, a shard name with a path in it.
+// anything else: not JSON, no weight_map, a value that is not a string, a shard name with a path in it, a
+// total_size that is not a whole number of bytes up to kMaxHubDownloadBytes (negative, fractional, past 2^64,
+// a string).
 Status parse_shard_index(std::string_view json, std::vector<std::string>& shards, std::uint64_t& total_size);
 
-// HTTP header values. An ETag as a cache file name: W/ and the quotes dropped, then 1..128 of
-// [A-Za-z0-9_.-] not starting with '.' nor holding ".." (the hub's are git or sha256 hashes), else nullopt.
+// HTTP header values. An ETag as a blob's file name: W/ and the quotes dropped, it must be what the hub
+// gives, a git blob's sha1 (40 hex digits, small files) or a sha256 (64 hex digits, X-Linked-Etag of LFS
+// files), in lowercase, else nullopt. No such name ends in ".incomplete" or ".lock", holds a '/' or a '.', or
+// differs from another only in case (a case-insensitive disk would make them one file).
 std::optional<std::string> etag_file_name(std::string_view value);
-// A Content-Length (or X-Linked-Size): decimal digits only, below 2^63.
+// A Content-Length (or X-Linked-Size): decimal digits only (spaces around them allowed), within uint64
+// (18446744073709551615 is the largest taken, 18446744073709551616 is refused, as are signs, "0x", "1e3").
 std::optional<std::uint64_t> parse_content_length(std::string_view value);
 // A Content-Range "bytes FIRST-LAST/TOTAL" (FIRST <= LAST < TOTAL), else nullopt.
 struct ContentRange {
@@ -68,9 +92,10 @@ std::string hub_cache_dir();
 
 // The snapshot folder `name` resolves to in `cache`: refs/REV (or the commit itself) picks
 // snapshots/COMMIT/. Every entry of that folder that is a link must lead inside the repository's own cache
-// folder (a snapshot's files are links into blobs/): one that leads elsewhere is refused. Fails in one line:
-// not in the cache (saying how to download it), a ref that is not a commit, a snapshot missing or a link
-// leading outside.
+// folder (a snapshot's files are links into blobs/): one that leads elsewhere is refused. refs/REV must be a
+// plain file inside that folder: a link (huggingface_hub writes none) or a path through a linked folder that
+// leads outside is refused, and no refusal quotes a ref's bytes. Fails in one line: not in the cache (saying
+// how to download it), a ref that is not a commit, a snapshot missing or a link leading outside.
 Status find_in_hub_cache(const HubName& name, const std::string& cache, std::string& snapshot);
 
 // What a host's --model names, as a path to open: `model` itself when it exists (or is not a hub name), else
