@@ -20,6 +20,11 @@
 namespace attnviz {
 namespace {
 
+// --resume from a GPT-2 model folder that holds no optimizer.safetensors: its weights are trained on.
+constexpr const char* kModelOnly =
+    " is a GPT-2 model, not a training checkpoint (no optimizer.safetensors): training starts from its "
+    "weights with a new optimizer";
+
 // Holds GenerateControl::generating set from training through the checkpoint's write: Ctrl-C then only
 // records the stop (cli_main's handler), so that the write finishes whole before the run exits 130.
 class Busy {
@@ -278,7 +283,10 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
   if (Status st = validate(run.task); !st.is_ok()) return fail(st);
   if (Status st = check_train_memory(cfg, run.batch_size, exec_args.memory_budget); !st.is_ok())
     return fail(st);
-  if (!a.resume.empty() && !continued)
+  if (!a.resume.empty() && !resumed_optimizer)
+    err << "attnviz-cli train: " << quote(a.resume) << kModelOnly
+        << ", the task's data and dropout stream from --seed at step 0\n";
+  else if (!a.resume.empty() && !continued)
     err << "attnviz-cli train: " << quote(a.resume)
         << (resumed ? " holds the run state of a book run, not of --task induction"
                     : " has no run state (an older checkpoint)")
@@ -616,6 +624,9 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
   model.dropout_rng = *parse_dropout_rng(a.dropout_rng);
   if (a.resume.empty()) {
     // a new run: the generator stands where building the model left it
+  } else if (!resumed_optimizer) {
+    err << "attnviz-cli train: " << quote(a.resume) << kModelOnly
+        << ", the data and dropout stream from --seed at epoch 1\n";
   } else if (!resumed || resumed->task != RunTask::book) {
     err << "attnviz-cli train: " << quote(a.resume)
         << (resumed ? " holds the run state of --task induction, not of a book run"

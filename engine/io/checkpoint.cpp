@@ -225,7 +225,8 @@ Status parse_manifest(const fs::path& path, Manifest& out) {
 }
 
 // Whether `path` is a regular file of `want.bytes` bytes whose hash is `want.hash`; `why` says how not.
-bool file_matches(const fs::path& path, const SetFile& want, std::string& why) {
+bool file_matches(const fs::path& path, const SetFile& want, std::string& why,
+                  const char* listed_by = kManifest) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
     why = fs::exists(fs::symlink_status(path, ec)) ? "is not a regular file" : "is missing";
@@ -233,8 +234,8 @@ bool file_matches(const fs::path& path, const SetFile& want, std::string& why) {
   }
   const std::uintmax_t size = fs::file_size(path, ec);
   if (ec || size != want.bytes) {
-    why = "has " + std::to_string(ec ? 0 : size) + " bytes, not the " + std::to_string(want.bytes) +
-          " its checkpoint.json lists";
+    why = "has " + std::to_string(ec ? 0 : size) + " bytes, not the " + std::to_string(want.bytes) + " its " +
+          listed_by + " lists";
     return false;
   }
   std::FILE* f = std::fopen(path.string().c_str(), "rb");
@@ -258,7 +259,8 @@ bool file_matches(const fs::path& path, const SetFile& want, std::string& why) {
     return false;
   }
   if (h.digest() != want.hash) {
-    why = "holds other bytes than its checkpoint.json lists (another save's, or changed since)";
+    why =
+        std::string("holds other bytes than its ") + listed_by + " lists (another save's, or changed since)";
     return false;
   }
   return true;
@@ -315,15 +317,15 @@ Status finish_pending(const fs::path& dir) {
   for (const auto& [name, f] : next.files) {
     const fs::path tmp = dir / (name + ".tmp");
     std::string why, why_tmp;
-    if (fs::exists(fs::symlink_status(tmp, ec)) && file_matches(tmp, f, why_tmp)) {
+    if (fs::exists(fs::symlink_status(tmp, ec)) && file_matches(tmp, f, why_tmp, kPending)) {
       fs::rename(tmp, dir / name, ec);
       if (ec)
         return Status::fail("cannot finish the checkpoint write in " + quote(dir.string()) + ": renaming " +
                             name + ".tmp: " + ec.message());
-    } else if (!file_matches(dir / name, f, why)) {
+    } else if (!file_matches(dir / name, f, why, kPending)) {
       return Status::fail(quote(dir.string()) +
                           " holds a checkpoint write that was cut short and cannot be " + "finished: its " +
-                          name + " " + why + " (checkpoint.pending.json lists it)");
+                          name + " " + why);
     }
   }
   for (const char* name : kSetNames)
