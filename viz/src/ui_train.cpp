@@ -393,11 +393,8 @@ void export_training(App& app, bool checkpoint) {
   if (checkpoint) {
     const std::string dir = app.export_dir + "/trained-model";
     if (Status st = s.write_checkpoint(dir); !st.is_ok()) return fail(app, st);
-    // the set, and checkpoint.json that lists it (the page downloads these: a folder with them resumes only
-    // as the set it was written as)
-    std::error_code exists;
-    for (const char* f : {"model.safetensors", "config.json", "optimizer.safetensors", "checkpoint.json"})
-      if (std::filesystem::exists(dir + "/" + f, exists)) app.written.push_back(dir + "/" + f);
+    for (const char* f : {"model.safetensors", "config.json", "optimizer.safetensors"})
+      app.written.push_back(dir + "/" + f);
     app.message = "wrote " + dir;
     return;
   }
