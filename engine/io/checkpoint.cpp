@@ -310,22 +310,24 @@ std::function<Status(const std::string&)>& write_hook() {
 // renamed over NAME (NAME already matching: renamed before an interruption), the files of the old set that
 // the new one lacks removed, the pending manifest made checkpoint.json. Run by the write and by a reader
 // that finds the pending manifest (a write interrupted after its commit point).
-Status finish_pending(const fs::path& dir) {
+// `written`: called by the write that has just written and flushed every NAME.tmp, which are renamed
+// without being read again.
+Status finish_pending(const fs::path& dir, bool written = false) {
   Manifest next;
   if (Status st = parse_manifest(dir / kPending, next); !st.is_ok()) return st;
   std::error_code ec;
   for (const auto& [name, f] : next.files) {
     const fs::path tmp = dir / (name + ".tmp");
     std::string why, why_tmp;
-    if (fs::exists(fs::symlink_status(tmp, ec)) && file_matches(tmp, f, why_tmp, kPending)) {
+    if (written || (fs::exists(fs::symlink_status(tmp, ec)) && file_matches(tmp, f, why_tmp, kPending))) {
       fs::rename(tmp, dir / name, ec);
       if (ec)
         return Status::fail("cannot finish the checkpoint write in " + quote(dir.string()) + ": renaming " +
                             name + ".tmp: " + ec.message());
     } else if (!file_matches(dir / name, f, why, kPending)) {
       return Status::fail(quote(dir.string()) +
-                          " holds a checkpoint write that was cut short and cannot be " + "finished: its " +
-                          name + " " + why);
+                          " holds a checkpoint write that was cut short and cannot be finished: its " + name +
+                          " " + why);
     }
   }
   for (const char* name : kSetNames)
@@ -377,7 +379,7 @@ Status tokenizer_files(const std::string& vocab_dir, std::vector<std::pair<std::
   std::vector<std::pair<std::string, std::string>> from;  // saved name, read name
   if (fs::is_regular_file(v / "tokenizer.json", ec))
     from = {{"tokenizer.json", "tokenizer.json"}};
-  else if (fs::exists(v / "vocab.json", ec))
+  else if (fs::is_regular_file(v / "vocab.json", ec) && fs::is_regular_file(v / "merges.txt", ec))
     from = {{"vocab.json", "vocab.json"}, {"merges.txt", "merges.txt"}};
   else
     from = {{"vocab.json", "encoder.json"}, {"merges.txt", "vocab.bpe"}};
@@ -837,7 +839,7 @@ Status write_checkpoint(const std::string& dir, const TrainModel& m, const AdamW
   fs::rename(pending_tmp, folder / kPending, ec);
   if (ec)
     return abandon(Status::fail("cannot write " + quote((folder / kPending).string()) + ": " + ec.message()));
-  return finish_pending(folder);
+  return finish_pending(folder, true);
 }
 
 Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool& has_optimizer) {
