@@ -793,20 +793,42 @@ TEST_CASE("train cli: checkpoint: a write that fails at any file leaves the prev
   for (const char* name : kSet) REQUIRE(before.count(name) == 1);
   CHECK(resumed_step(dir) == 2);
 
-  // In the CLI: a NAME.tmp that cannot be written (a folder there), after a resumed run has trained on.
+  // In the CLI: the disk filling at each file in turn, after a resumed run has trained on (the hook fails
+  // the write there, as ENOSPC would); and a folder in a NAME.tmp's place, refused before training.
   for (const char* name : kSet) {
     CAPTURE(name);
-    const fs::path blocker = dir / (std::string(name) + ".tmp");
-    fs::create_directory(blocker);
+    set_checkpoint_write_hook([&](const std::string& file) {
+      return file == name ? Status::fail("cannot write " + file + ": No space left on device") : Status::ok();
+    });
     const test::Run r = test::cli(resume_from(dir.string(), {"--out", dir.string(), "--stop-after", "6"}));
+    set_checkpoint_write_hook({});
     CAPTURE(r.err);
     CHECK(r.status == 1);
-    CHECK(r.err.find("cannot write " + quote(blocker.string())) != std::string::npos);
+    CHECK(r.out.find("(Step 000005)") != std::string::npos);  // it trained, then the write failed
+    CHECK(r.err.find("No space left on device") != std::string::npos);
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-    fs::remove(blocker);
     CHECK(folder_files(dir) == before);  // byte for byte, and no NAME.tmp left behind
     CHECK(resumed_step(dir) == 2);
+
+    const fs::path blocker = dir / (std::string(name) + ".tmp");
+    fs::create_directory(blocker);
+    check_refused(
+        resume_from(dir.string(), {"--out", dir.string(), "--stop-after", "6"}),
+        quote(dir.string()) + " holds a folder named " + name + ".tmp, where the checkpoint writes a file");
+    fs::remove(blocker);
+    CHECK(folder_files(dir) == before);
   }
+  for (const char* name : {"checkpoint.json", "checkpoint.pending.json"}) {
+    fs::remove_all(dir);
+    book_checkpoint(dir, 3);
+    fs::remove(dir / name);
+    fs::create_directory(dir / name);
+    // (read first, as the folder's set: refused before training)
+    check_refused(reduced({"--out", dir.string()}),
+                  "cannot read " + quote((dir / name).string()) + ": is a directory");
+  }
+  fs::remove_all(dir);
+  REQUIRE(book_checkpoint(dir, 3) == before);
 
   // In the engine: the disk filling after each file in turn (the hook fails the write there).
   TrainModel m;

@@ -351,6 +351,15 @@ Status finish_pending(const fs::path& dir, bool written = false) {
 // checkpoint's (written before checkpoint.json) are replaced or removed.
 Status foreign_files(const fs::path& dir, const Manifest* listed, const std::vector<std::string>* writing) {
   std::error_code ec;
+  // a folder where the write renames a file would fail after its commit point: refused before it
+  if (writing) {
+    std::vector<std::string> targets = {kManifest, kPending, std::string(kPending) + ".tmp"};
+    for (const char* name : kSetNames) targets.push_back(name), targets.push_back(std::string(name) + ".tmp");
+    for (const std::string& name : targets)
+      if (fs::is_directory(fs::symlink_status(dir / name, ec)))
+        return Status::fail(quote(dir.string()) + " holds a folder named " + name +
+                            ", where the checkpoint writes a file (remove it, or choose another folder)");
+  }
   for (const char* name : kLoaderNames) {
     if (!fs::exists(fs::symlink_status(dir / name, ec))) continue;
     if (listed && listed->files.count(name)) continue;
