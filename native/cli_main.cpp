@@ -12,8 +12,10 @@
 namespace {
 
 // Ctrl-C while tokens are generated stops the generation, which then prints what it has (and during a
-// download stops it, keeping the partial file for the next run); at any other time it ends the program as
-// usual. Both flags are lock-free atomics, which a signal handler may touch.
+// download stops it, keeping the partial file for the next run); while a run trains or writes its
+// checkpoint it stops the run after the step, and the checkpoint is written whole before the exit (130); at
+// any other time it ends the program as usual. Both flags are lock-free atomics, which a signal handler may
+// touch.
 std::atomic<bool> stop{false}, generating{false};
 static_assert(std::atomic<bool>::is_always_lock_free);
 

@@ -20,6 +20,30 @@
 namespace attnviz {
 namespace {
 
+// --resume from a GPT-2 model folder that holds no optimizer.safetensors: its weights are trained on.
+constexpr const char* kModelOnly =
+    " is a GPT-2 model, not a training checkpoint (no optimizer.safetensors): training starts from its "
+    "weights with a new optimizer";
+
+// Holds GenerateControl::generating set from training through the checkpoint's write: Ctrl-C then only
+// records the stop (cli_main's handler), so that the write finishes whole before the run exits 130.
+class Busy {
+ public:
+  explicit Busy(std::atomic<bool>* flag) : flag_(flag) {
+    if (flag_) flag_->store(true);
+  }
+  ~Busy() { release(); }
+  Busy(const Busy&) = delete;
+  Busy& operator=(const Busy&) = delete;
+  void release() {
+    if (flag_) flag_->store(false);
+    flag_ = nullptr;
+  }
+
+ private:
+  std::atomic<bool>* flag_;
+};
+
 constexpr const char* kBookText = "Every effort moves you";
 // A text file larger than this is refused before it is read: the book's story is 20 kB, and 1 GB of text is
 // about 250M tokens, far past what a step-at-a-time CPU run gets through.
@@ -259,7 +283,10 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
   if (Status st = validate(run.task); !st.is_ok()) return fail(st);
   if (Status st = check_train_memory(cfg, run.batch_size, exec_args.memory_budget); !st.is_ok())
     return fail(st);
-  if (!a.resume.empty() && !continued)
+  if (!a.resume.empty() && !resumed_optimizer)
+    err << "attnviz-cli train: " << quote(a.resume) << kModelOnly
+        << ", the task's data and dropout stream from --seed at step 0\n";
+  else if (!a.resume.empty() && !continued)
     err << "attnviz-cli train: " << quote(a.resume)
         << (resumed ? " holds the run state of a book run, not of --task induction"
                     : " has no run state (an older checkpoint)")
@@ -279,6 +306,10 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
   }
   model.exec = exec;
 
+  // --out is checked before the run's hours are spent: a folder that can be written, and no file there the
+  // checkpoint would not write but a loader would read as its own.
+  if (!a.out_dir.empty())
+    if (Status st = check_checkpoint_out(a.out_dir, ""); !st.is_ok()) return fail(st);
   const std::int64_t step_tokens = static_cast<std::int64_t>(run.batch_size) * run.task.tokens;
   TrainProgress progress(err, control.progress && !a.json, run.steps, run.start_step,
                          run.start_step * step_tokens);
@@ -321,9 +352,8 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
     stopped = control.stop && control.stop->load();
     return !stopped && !(a.stop_after && step >= *a.stop_after);
   };
-  if (control.generating) control.generating->store(true);
+  Busy busy(control.generating);
   const Status st = train_induction(model, opt, run, g, data, point, after_step);
-  if (control.generating) control.generating->store(false);
   progress.clear();
   if (!st.is_ok()) return fail(st);
   RunState state;
@@ -335,6 +365,8 @@ int run_induction(const CLI::App& app, const TrainArgs& a, const ConfigArgs& exe
                      run.lr,   run.weight_decay, first_induction, data.state()};
   if (!a.out_dir.empty())
     if (Status w = write_checkpoint(a.out_dir, model, opt, "", &state); !w.is_ok()) return fail(w);
+  busy.release();
+  stopped = stopped || (control.stop && control.stop->load());  // Ctrl-C during the write
   if (a.json) {
     json done = {{"event", "done"},
                  {"steps", steps_done},
@@ -592,6 +624,9 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
   model.dropout_rng = *parse_dropout_rng(a.dropout_rng);
   if (a.resume.empty()) {
     // a new run: the generator stands where building the model left it
+  } else if (!resumed_optimizer) {
+    err << "attnviz-cli train: " << quote(a.resume) << kModelOnly
+        << ", the data and dropout stream from --seed at epoch 1\n";
   } else if (!resumed || resumed->task != RunTask::book) {
     err << "attnviz-cli train: " << quote(a.resume)
         << (resumed ? " holds the run state of --task induction, not of a book run"
@@ -682,6 +717,10 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
   if (run.use_schedule && run.schedule.warmup_steps > total_steps)
     return fail(Status::fail("--warmup-steps " + std::to_string(run.schedule.warmup_steps) +
                              " is more than the run's " + std::to_string(total_steps) + " steps"));
+  // --out is checked before the run's hours are spent: a folder that can be written, the tokenizer saved
+  // there, and no file there the checkpoint would not write but a loader would read as its own.
+  if (!a.out_dir.empty())
+    if (Status st = check_checkpoint_out(a.out_dir, vocab_dir); !st.is_ok()) return fail(st);
   const int first_step = position.global_step + 1;
   TrainProgress progress(err, control.progress && !a.json, total_steps, first_step, position.tokens_seen);
   bool stopped = false;
@@ -721,9 +760,8 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
     return !stopped && !(a.stop_after && steps_done >= *a.stop_after);
   };
   const auto start = std::chrono::steady_clock::now();
-  if (control.generating) control.generating->store(true);
+  Busy busy(control.generating);
   const Status st = train_book(model, opt, train, val, run, g, events, position);
-  if (control.generating) control.generating->store(false);
   progress.clear();
   if (!st.is_ok()) return fail(st);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -737,6 +775,8 @@ int run_train_cli(const std::vector<std::string>& args, std::ostream& out, std::
                                    run.weight_decay, run.use_schedule, run.schedule};
   if (!a.out_dir.empty())
     if (Status w = write_checkpoint(a.out_dir, model, opt, vocab_dir, &state); !w.is_ok()) return fail(w);
+  busy.release();
+  stopped = stopped || (control.stop && control.stop->load());  // Ctrl-C during the write
   if (a.json) {
     json done = {{"event", "done"},
                  {"steps", steps_done},

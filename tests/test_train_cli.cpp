@@ -3,8 +3,11 @@
 // line.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -744,4 +747,410 @@ TEST_CASE("train cli: a book run's settings are untrusted: each bad value is one
   refused("run.initial_lr", "-1e-4", "its run.initial_lr is '-1e-4', not a number of 0 or more");
   refused("run.min_lr", "inf", "its run.min_lr is 'inf', not a number of 0 or more");
   refused("run.max_norm", "(none)", "its run state has no run.max_norm");
+}
+
+// ---- A checkpoint is a set, written whole or not at all (checkpoint.json) --------------------------------
+
+namespace {
+
+// Every regular file of a folder and its bytes (sub-folders left out).
+std::map<std::string, std::string> folder_files(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir))
+    if (e.is_regular_file()) files[e.path().filename().string()] = file_bytes(e.path());
+  return files;
+}
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << bytes;
+  REQUIRE(f.good());
+}
+
+// The run a set test starts from: the reduced book run stopped after `steps`, with GPT-2's vocabulary
+// (encoder.json + vocab.bpe, saved as vocab.json + merges.txt).
+std::map<std::string, std::string> book_checkpoint(const fs::path& dir, int steps) {
+  const test::Run r =
+      test::cli(reduced({"--epochs", "1", "--stop-after", std::to_string(steps), "--out", dir.string()}));
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  return folder_files(dir);
+}
+
+// The run state a resumed checkpoint holds, as a number: its global step (-1: none).
+int resumed_step(const fs::path& dir) {
+  TrainModel m;
+  AdamW opt;
+  bool has_optimizer = false;
+  std::optional<RunState> run;
+  const Status st = read_checkpoint(dir.string(), m, opt, has_optimizer, run);
+  CAPTURE(st.error);
+  REQUIRE(st.is_ok());
+  return run ? static_cast<int>(run->position.global_step) : -1;
+}
+
+// The reduced book run resumed from `dir` (the checkpoint has its sizes), with `more`.
+std::vector<std::string> resume_from(const std::string& dir, std::vector<std::string> more) {
+  std::vector<std::string> a = {"train", kStory, "--vocab", kVocab, "--resume", dir};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+const char* const kSet[] = {"model.safetensors", "config.json", "optimizer.safetensors", "vocab.json",
+                            "merges.txt"};
+
+}  // namespace
+
+TEST_CASE("train cli: checkpoint: a write that fails at any file leaves the previous set as it was") {
+  const fs::path dir = temp_dir("set_fail");
+  const std::map<std::string, std::string> before = book_checkpoint(dir, 3);
+  REQUIRE(before.count("checkpoint.json") == 1);
+  for (const char* name : kSet) REQUIRE(before.count(name) == 1);
+  CHECK(resumed_step(dir) == 2);
+
+  // In the CLI: the disk filling at each file in turn, after a resumed run has trained on (the hook fails
+  // the write there, as ENOSPC would); and a folder in a NAME.tmp's place, refused before training.
+  for (const char* name : kSet) {
+    CAPTURE(name);
+    set_checkpoint_write_hook([&](const std::string& file) {
+      return file == name ? Status::fail("cannot write " + file + ": No space left on device") : Status::ok();
+    });
+    const test::Run r = test::cli(resume_from(dir.string(), {"--out", dir.string(), "--stop-after", "6"}));
+    set_checkpoint_write_hook({});
+    CAPTURE(r.err);
+    CHECK(r.status == 1);
+    CHECK(r.out.find("(Step 000005)") != std::string::npos);  // it trained, then the write failed
+    CHECK(r.err.find("No space left on device") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(folder_files(dir) == before);  // byte for byte, and no NAME.tmp left behind
+    CHECK(resumed_step(dir) == 2);
+
+    const fs::path blocker = dir / (std::string(name) + ".tmp");
+    fs::create_directory(blocker);
+    check_refused(
+        resume_from(dir.string(), {"--out", dir.string(), "--stop-after", "6"}),
+        quote(dir.string()) + " holds a folder named " + name + ".tmp, where the checkpoint writes a file");
+    fs::remove(blocker);
+    CHECK(folder_files(dir) == before);
+  }
+  for (const char* name : {"checkpoint.json", "checkpoint.pending.json"}) {
+    fs::remove_all(dir);
+    book_checkpoint(dir, 3);
+    fs::remove(dir / name);
+    fs::create_directory(dir / name);
+    // (read first, as the folder's set: refused before training)
+    check_refused(reduced({"--out", dir.string()}),
+                  "cannot read " + quote((dir / name).string()) + ": is a directory");
+  }
+  fs::remove_all(dir);
+  REQUIRE(book_checkpoint(dir, 3) == before);
+
+  // In the engine: the disk filling after each file in turn (the hook fails the write there).
+  TrainModel m;
+  AdamW opt;
+  bool has_optimizer = false;
+  std::optional<RunState> run;
+  REQUIRE(read_checkpoint(dir.string(), m, opt, has_optimizer, run).is_ok());
+  opt.steps += 1;  // another save: its optimizer file differs
+  m.params().each([](const std::string&, Tensor& t) { t.ptr()[0] += 1.0f; });
+  for (const char* name : kSet) {
+    CAPTURE(name);
+    int written = 0;
+    set_checkpoint_write_hook([&](const std::string& file) {
+      ++written;
+      return file == name ? Status::fail("cannot write " + file + ": No space left on device") : Status::ok();
+    });
+    const Status st = write_checkpoint(dir.string(), m, opt, kVocab, &*run);
+    set_checkpoint_write_hook({});
+    CHECK_FALSE(st.is_ok());
+    CHECK(st.error.find("No space left on device") != std::string::npos);
+    CHECK(written >= 1);
+    CHECK(folder_files(dir) == before);
+    CHECK(resumed_step(dir) == 2);
+  }
+  // and the same write, unhindered, replaces the whole set
+  REQUIRE(write_checkpoint(dir.string(), m, opt, kVocab, &*run).is_ok());
+  const std::map<std::string, std::string> after = folder_files(dir);
+  CHECK(after.at("model.safetensors") != before.at("model.safetensors"));
+  CHECK(after.at("optimizer.safetensors") != before.at("optimizer.safetensors"));
+  CHECK(after.at("checkpoint.json") != before.at("checkpoint.json"));
+  CHECK(after.size() == before.size());
+  fs::remove_all(dir);
+}
+
+TEST_CASE(
+    "train cli: checkpoint: a torn set is refused by name, a write cut short after its commit finished") {
+  const fs::path a = temp_dir("set_a"), b = temp_dir("set_b"), dir = temp_dir("set_torn");
+  const std::map<std::string, std::string> first = book_checkpoint(a, 3), second = book_checkpoint(b, 5);
+
+  // One file of another save, cut short, grown, or with one byte changed: refused by --resume, --model and
+  // --out alike, naming the file.
+  for (const char* name : kSet) {
+    const std::string& mine = first.at(name);
+    std::vector<std::pair<std::string, std::string>> variants = {
+        {"cut", mine.substr(0, mine.size() / 2)},
+        {"grown", mine + "x"},
+        {"flipped", mine.substr(0, mine.size() / 3) + static_cast<char>(mine[mine.size() / 3] ^ 0x20) +
+                        mine.substr(mine.size() / 3 + 1)}};
+    if (second.at(name) != mine) variants.push_back({"other save", second.at(name)});
+    for (const auto& [how, bytes] : variants) {
+      CAPTURE(name);
+      CAPTURE(how);
+      fs::remove_all(dir);
+      fs::copy(a, dir);
+      write_bytes(dir / name, bytes);
+      const std::string torn = quote(dir.string()) + " is a torn checkpoint: its " + name;
+      check_refused(resume_from(dir.string(), {"--stop-after", "6"}), torn);
+      check_refused_cli({"--model", dir.string(), "--text", "Every effort"}, torn);
+    }
+    // missing
+    fs::remove_all(dir);
+    fs::copy(a, dir);
+    fs::remove(dir / name);
+    check_refused(resume_from(dir.string(), {}),
+                  quote(dir.string()) + " is a torn checkpoint: its " + name + " is missing");
+  }
+  // an optimizer.safetensors the set does not list (a model-only save's folder given one of another)
+  fs::remove_all(dir);
+  fs::copy(a, dir);
+  {
+    TrainModel m;
+    AdamW opt, none;
+    bool has_optimizer = false;
+    REQUIRE(read_checkpoint(a.string(), m, opt, has_optimizer).is_ok());
+    REQUIRE(write_checkpoint(dir.string(), m, none, kVocab).is_ok());  // no step taken: no optimizer file
+    CHECK_FALSE(fs::exists(dir / "optimizer.safetensors"));            // the old set's, removed
+    write_bytes(dir / "optimizer.safetensors", first.at("optimizer.safetensors"));
+    check_refused(resume_from(dir.string(), {}),
+                  "holds optimizer.safetensors, which its checkpoint.json does not list");
+  }
+
+  // A write cut short after its commit point (checkpoint.pending.json written), after any number of its
+  // renames: the next read finishes it to the new set, byte for byte.
+  std::vector<std::string> names;
+  for (const auto& [name, bytes] : second)
+    if (name != "checkpoint.json") names.push_back(name);
+  for (std::size_t renamed = 0; renamed <= names.size(); ++renamed) {
+    CAPTURE(renamed);
+    fs::remove_all(dir);
+    fs::copy(a, dir);
+    for (std::size_t i = 0; i < names.size(); ++i)
+      write_bytes(dir / (names[i] + (i < renamed ? "" : ".tmp")), second.at(names[i]));
+    write_bytes(dir / "checkpoint.pending.json", second.at("checkpoint.json"));
+    CHECK(resumed_step(dir) == 4);
+    CHECK(folder_files(dir) == second);
+  }
+  // ... unless its files do not match it: refused, naming the file
+  fs::remove_all(dir);
+  fs::copy(a, dir);
+  write_bytes(dir / "checkpoint.pending.json", second.at("checkpoint.json"));
+  for (const std::string& name : names) write_bytes(dir / (name + ".tmp"), second.at(name));
+  fs::remove(dir / "optimizer.safetensors.tmp");
+  check_refused(resume_from(dir.string(), {}),
+                "cannot be finished: its optimizer.safetensors holds other bytes than its "
+                "checkpoint.pending.json lists");
+
+  // NAME.tmp files without a pending manifest: a write abandoned before its commit, ignored, then replaced
+  fs::remove_all(dir);
+  fs::copy(a, dir);
+  for (const std::string& name : names) write_bytes(dir / (name + ".tmp"), "half a file");
+  CHECK(resumed_step(dir) == 2);
+  const test::Run more = test::cli(resume_from(dir.string(), {"--out", dir.string(), "--stop-after", "6"}));
+  CAPTURE(more.err);
+  REQUIRE(more.status == 0);
+  CHECK(folder_files(dir).size() == first.size());  // the .tmp files are gone
+  CHECK(resumed_step(dir) == 5);
+  for (const fs::path& p : {a, b, dir}) fs::remove_all(p);
+}
+
+TEST_CASE("train cli: checkpoint: checkpoint.json is untrusted") {
+  const fs::path a = temp_dir("manifest_a"), dir = temp_dir("manifest");
+  const std::map<std::string, std::string> first = book_checkpoint(a, 3);
+  const json good = json::parse(first.at("checkpoint.json"));
+  std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "not a JSON object"},
+      {"[1, 2]", "not a JSON object"},
+      {"{\"format\": \"attnviz checkpoint\"", "not a JSON object"},
+  };
+  const auto with = [&](const std::function<void(json&)>& change, const std::string& why) {
+    json j = good;
+    change(j);
+    bad.push_back({j.dump(), why});
+  };
+  with([](json& j) { j["extra"] = 1; }, "unknown key 'extra'");
+  with([](json& j) { j["format"] = "safetensors"; }, "its format is not");
+  with([](json& j) { j["version"] = 2; }, "its version is not 1");
+  with([](json& j) { j["version"] = -1; }, "its version is not 1");
+  with([](json& j) { j["id"] = "xyz"; }, "its id is not 16 hex digits");
+  with([](json& j) { j.erase("files"); }, "no \"files\" object");
+  with([](json& j) { j["files"]["../model.safetensors"] = j["files"]["config.json"]; },
+       "it lists '../model.safetensors', no file of a checkpoint");
+  with([](json& j) { j["files"]["pytorch_model.bin"] = j["files"]["config.json"]; },
+       "it lists 'pytorch_model.bin'");
+  with([](json& j) { j["files"].erase("model.safetensors"); }, "does not list model.safetensors");
+  with([](json& j) { j["files"]["config.json"]["bytes"] = -3; }, "config.json's entry is not");
+  with([](json& j) { j["files"]["config.json"]["bytes"] = 1.5; }, "config.json's entry is not");
+  with([](json& j) { j["files"]["config.json"]["hash"] = "0x12"; }, "config.json's entry is not");
+  with([](json& j) { j["files"]["config.json"]["hash"] = std::string(16, 'G'); },
+       "config.json's entry is not");
+  with([](json& j) { j["files"]["config.json"]["extra"] = 1; }, "config.json's entry is not");
+  with([](json& j) { j["files"]["config.json"]["bytes"] = 1; }, "its config.json has 139 bytes, not the 1");
+  for (const char* manifest : {"checkpoint.json", "checkpoint.pending.json"})
+    for (const auto& [text, why] : bad) {
+      CAPTURE(manifest);
+      CAPTURE(text);
+      fs::remove_all(dir);
+      fs::copy(a, dir);
+      write_bytes(dir / manifest, text);
+      const test::Run r = test::cli(resume_from(dir.string(), {}));
+      CAPTURE(r.err);
+      CHECK(r.status == 1);
+      CHECK(r.out.empty());
+      CHECK(r.err.find(why) != std::string::npos);
+      CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    }
+  // a manifest that is a folder, not a file
+  fs::remove_all(dir);
+  fs::copy(a, dir);
+  fs::remove(dir / "checkpoint.json");
+  fs::create_directory(dir / "checkpoint.json");
+  check_refused(resume_from(dir.string(), {}), "is a directory");
+  for (const fs::path& p : {a, dir}) fs::remove_all(p);
+}
+
+TEST_CASE("train cli: checkpoint: --out is checked before the run trains") {
+  const fs::path dir = temp_dir("out_check"), file = temp_dir("out_file");
+  write_bytes(file, "a file");
+  // not a folder, or under a file: refused before a step (nothing on stdout)
+  check_refused(reduced({"--out", file.string()}), "it is not a folder");
+  check_refused(reduced({"--out", (file / "sub").string()}), "cannot create the folder");
+  check_refused({"train", "--task", "induction", "--steps", "3", "--out", file.string()},
+                "it is not a folder");
+  // a folder where no file can be written (the probe's name taken by a folder)
+  fs::create_directories(dir / ".attnviz-write-probe.tmp");
+  check_refused(reduced({"--out", dir.string()}), "cannot write a checkpoint to " + quote(dir.string()));
+  fs::remove_all(dir);
+
+  // a file a model loader would read as the checkpoint's own, which the run would not write
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> runs = {
+      // the book run with GPT-2's vocabulary writes vocab.json and merges.txt
+      {reduced({"--stop-after", "1"}),
+       {"tokenizer.json", "encoder.json", "vocab.bpe", "model.safetensors.index.json"}},
+      // the induction task writes no tokenizer
+      {{"train", "--task", "induction", "--steps", "3"},
+       {"tokenizer.json", "vocab.json", "merges.txt", "encoder.json", "vocab.bpe",
+        "model.safetensors.index.json"}}};
+  for (const auto& [args, foreign] : runs)
+    for (const std::string& name : foreign) {
+      CAPTURE(name);
+      fs::create_directories(dir);
+      write_bytes(dir / name, "{\"left\": \"by another run\"}");
+      std::vector<std::string> with_out = args;
+      with_out.insert(with_out.end(), {"--out", dir.string()});
+      check_refused(with_out,
+                    quote(dir.string()) + " holds " + name + ", which the checkpoint would not write");
+      CHECK(folder_files(dir).size() == 1);  // nothing written
+      fs::remove_all(dir);
+    }
+
+  // a folder with a checkpoint and a file it does not list: --model, --resume and --out refuse it
+  book_checkpoint(dir, 2);
+  write_bytes(dir / "tokenizer.json", file_bytes(fs::path(ATTNVIZ_FIXTURES_DIR) / "hub" / "tokenizer.json"));
+  const std::string unlisted =
+      quote(dir.string()) + " holds tokenizer.json, which its checkpoint.json does not list";
+  check_refused_cli({"--model", dir.string(), "--text", "Every effort"}, unlisted);
+  check_refused(resume_from(dir.string(), {}), unlisted);
+  check_refused(reduced({"--out", dir.string()}),
+                quote(dir.string()) + " holds tokenizer.json, which the checkpoint would not write");
+  for (const fs::path& p : {dir, file}) fs::remove_all(p);
+}
+
+TEST_CASE("train cli: checkpoint: a tokenizer.json vocabulary is saved with the model, and opens with it") {
+  const fs::path vocab = temp_dir("tokjson_vocab"), dir = temp_dir("tokjson_out");
+  fs::create_directories(vocab);
+  const std::string tokenizer = file_bytes(fs::path(ATTNVIZ_FIXTURES_DIR) / "hub" / "tokenizer.json");
+  write_bytes(vocab / "tokenizer.json", tokenizer);
+  std::vector<std::string> args = reduced({"--stop-after", "2", "--out", dir.string()});
+  *(std::find(args.begin(), args.end(), "--vocab") + 1) = vocab.string();
+  const test::Run r = test::cli(args);
+  CAPTURE(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(file_bytes(dir / "tokenizer.json") == tokenizer);
+  CHECK_FALSE(fs::exists(dir / "vocab.json"));
+  CHECK(json::parse(file_bytes(dir / "checkpoint.json"))["files"].contains("tokenizer.json"));
+  // --model DIR tokenizes with it: the same ids as the folder it came from
+  const test::Run here = test::cli({"--model", dir.string(), "--text", "the cat sat", "--json"});
+  const test::Run there =
+      test::cli({"--model", dir.string(), "--vocab", vocab.string(), "--text", "the cat sat", "--json"});
+  CAPTURE(here.err);
+  REQUIRE(here.status == 0);
+  REQUIRE(there.status == 0);
+  CHECK(json::parse(here.out)["tokens"] == json::parse(there.out)["tokens"]);
+  CHECK(resumed_step(dir) == 1);
+  for (const fs::path& p : {vocab, dir}) fs::remove_all(p);
+}
+
+TEST_CASE("train cli: checkpoint: Ctrl-C while the set is written finishes it, then exits 130") {
+  const fs::path dir = temp_dir("ctrl_c");
+  const std::vector<std::vector<std::string>> runs = {
+      reduced({"--epochs", "1", "--stop-after", "4", "--out", dir.string()}),
+      {"train", "--task", "induction", "--steps", "3", "--out", dir.string()}};
+  for (const std::vector<std::string>& args : runs)
+    for (const char* at : {"model.safetensors", "config.json", "optimizer.safetensors"}) {
+      CAPTURE(args[1]);
+      CAPTURE(at);
+      fs::remove_all(dir);
+      std::atomic<bool> stop{false}, generating{false};
+      GenerateControl control;
+      control.stop = &stop;
+      control.generating = &generating;
+      bool held = false;
+      // what cli_main's SIGINT handler does: record the stop while the flag is held, else end the program
+      set_checkpoint_write_hook([&](const std::string& file) {
+        if (file == at) {
+          held = generating.load();
+          if (held) stop.store(true);
+        }
+        return Status::ok();
+      });
+      std::ostringstream out, err;
+      const int status = run_cli(args, out, err, control);
+      set_checkpoint_write_hook({});
+      CAPTURE(err.str());
+      CHECK(held);
+      CHECK(status == kStoppedStatus);
+      CHECK(err.str().find("; the model so far is saved") != std::string::npos);
+      CHECK_FALSE(generating.load());
+      CHECK(check_checkpoint_folder(dir.string()).is_ok());
+      TrainModel m;
+      AdamW opt;
+      bool has_optimizer = false;
+      CHECK(read_checkpoint(dir.string(), m, opt, has_optimizer).is_ok());
+      CHECK(has_optimizer);
+    }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("train cli: checkpoint: --resume from a model that is no training checkpoint says so") {
+  // every other architecture's fixture folder
+  int others = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(ATTNVIZ_FIXTURES_DIR) / "arch")) {
+    const json config = json::parse(file_bytes(e.path() / "config.json"));
+    const std::string type = config["model_type"];
+    CAPTURE(e.path().string());
+    ++others;
+    check_refused({"train", kStory, "--vocab", kVocab, "--resume", e.path().string()},
+                  quote(e.path().string()) + " is a " + type + " model, not a training checkpoint");
+    check_refused({"train", "--task", "induction", "--resume", e.path().string()},
+                  " model, not a training checkpoint");
+  }
+  CHECK(others >= 5);
+  // a GPT-2 model folder without an optimizer: trained on from its weights, and said so
+  const std::string hf = (fs::path(ATTNVIZ_FIXTURES_DIR) / "gpt" / "hf-folder").string();
+  const test::Run r = test::cli({"train", kStory, "--vocab", kVocab, "--resume", hf, "--stop-after", "1"});
+  CAPTURE(r.err);
+  CHECK(r.status == 0);
+  CHECK(r.err.find(quote(hf) + " is a GPT-2 model, not a training checkpoint (no optimizer.safetensors)") !=
+        std::string::npos);
+  CHECK(lines_of(r.out).size() == 1);
 }

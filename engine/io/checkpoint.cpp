@@ -1,9 +1,15 @@
 // Training checkpoints (checkpoint.hpp): safetensors written here, read back through the model loader.
 #include "attnviz/io/checkpoint.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -61,16 +67,6 @@ std::string safetensors(const std::vector<Named>& tensors,
   return out;
 }
 
-Status write_replacing(const fs::path& path, const std::string& bytes) {
-  // Written beside, then renamed: an interrupted write never leaves half a checkpoint under the real name.
-  const fs::path tmp = path.string() + ".tmp";
-  if (Status st = write_file(tmp.string(), bytes); !st.is_ok()) return st;
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::fail("cannot write " + quote(path.string()) + ": " + ec.message());
-  return Status::ok();
-}
-
 std::string number(double x) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", x);
@@ -94,6 +90,326 @@ constexpr const char* kHex = "0123456789abcdef";
 // An untrusted metadata value in a message: quoted, and cut after 40 bytes.
 std::string brief(const std::string& s) {
   return s.size() <= 40 ? quote(s) : quote(s.substr(0, 40)) + "...";
+}
+
+// ---- The checkpoint as a set (checkpoint.json)
+// -------------------------------------------------------------
+
+// The names a checkpoint may hold, and the names a model loader reads from a folder (open_model, load_gpt,
+// Bpe::load_dir): one of the second that a checkpoint's manifest does not list is no file of its set.
+constexpr const char* kSetNames[] = {"model.safetensors", "config.json", "optimizer.safetensors",
+                                     "tokenizer.json",    "vocab.json",  "merges.txt"};
+constexpr const char* kLoaderNames[] = {"model.safetensors", "config.json", "optimizer.safetensors",
+                                        "tokenizer.json",    "vocab.json",  "merges.txt",
+                                        "encoder.json",      "vocab.bpe",   "model.safetensors.index.json"};
+constexpr const char* kManifest = "checkpoint.json";
+constexpr const char* kPending = "checkpoint.pending.json";
+constexpr std::uint64_t kMaxManifestBytes = 1 << 20;
+
+bool set_name(const std::string& name) {
+  for (const char* n : kSetNames)
+    if (name == n) return true;
+  return false;
+}
+
+// A 64-bit hash of a file's bytes, streamed: four lanes of 64-bit multiply-rotate rounds over 32-byte
+// blocks, then the tail byte by byte, then a final mix. Integer arithmetic only: the same on every machine.
+class Hash64 {
+ public:
+  // `n` must be a multiple of 32 except in the last call.
+  void update(const unsigned char* p, std::size_t n) {
+    total_ += n;
+    std::size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+      for (int l = 0; l < 4; ++l) lane_[l] = round(lane_[l], word(p + i + 8 * static_cast<std::size_t>(l)));
+    for (; i < n; ++i) tail_ = (tail_ ^ p[i]) * 0x100000001b3ULL;
+  }
+  std::uint64_t digest() const {
+    std::uint64_t h = total_ * kP1;
+    for (std::uint64_t l : lane_) h = round(h, l);
+    h = round(h, tail_);
+    h ^= h >> 33, h *= kP2, h ^= h >> 29, h *= kP1, h ^= h >> 32;
+    return h;
+  }
+
+ private:
+  static constexpr std::uint64_t kP1 = 0x9E3779B185EBCA87ULL, kP2 = 0xC2B2AE3D27D4EB4FULL;
+  static std::uint64_t word(const unsigned char* p) {
+    std::uint64_t w = 0;
+    for (int b = 7; b >= 0; --b) w = (w << 8) | p[b];
+    return w;
+  }
+  static std::uint64_t round(std::uint64_t acc, std::uint64_t w) {
+    acc += w * kP2;
+    acc = (acc << 31) | (acc >> 33);
+    return acc * kP1;
+  }
+  std::uint64_t lane_[4] = {kP1 + kP2, kP2, 0, 0 - kP1};
+  std::uint64_t tail_ = 0xcbf29ce484222325ULL, total_ = 0;
+};
+
+std::string hex64(std::uint64_t v) {
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<std::size_t>(i)] = kHex[v & 15];
+  return s;
+}
+
+std::uint64_t hash_of(std::string_view bytes) {
+  Hash64 h;
+  h.update(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  return h.digest();
+}
+
+struct SetFile {
+  std::uint64_t bytes = 0, hash = 0;
+};
+struct Manifest {
+  std::string id;
+  std::map<std::string, SetFile> files;
+};
+
+std::string manifest_text(const Manifest& m) {
+  json files = json::object();
+  for (const auto& [name, f] : m.files) files[name] = {{"bytes", f.bytes}, {"hash", hex64(f.hash)}};
+  return json{{"format", "attnviz checkpoint"}, {"version", 1}, {"id", m.id}, {"files", files}}.dump(2) +
+         "\n";
+}
+
+bool hex16(const json& v, std::uint64_t* out = nullptr) {
+  if (!v.is_string()) return false;
+  const std::string& s = v.get_ref<const std::string&>();
+  if (s.size() != 16) return false;
+  std::uint64_t x = 0;
+  for (char c : s) {
+    const char* at = std::strchr(kHex, c);
+    if (c == '\0' || !at) return false;
+    x = (x << 4) | static_cast<std::uint64_t>(at - kHex);
+  }
+  if (out) *out = x;
+  return true;
+}
+
+// A manifest from outside: every key known and in range, every file one of a checkpoint's names (no path),
+// model.safetensors and config.json among them.
+Status parse_manifest(const fs::path& path, Manifest& out) {
+  std::string text;
+  if (Status st = read_untrusted_file(path.string(), kMaxManifestBytes, text); !st.is_ok()) return st;
+  const json j = json::parse(text, nullptr, false);
+  const auto bad = [&](const std::string& why) {
+    return Status::fail(quote(path.string()) + " is not a checkpoint manifest: " + why);
+  };
+  if (!j.is_object()) return bad("not a JSON object");
+  for (const auto& [key, v] : j.items())
+    if (key != "format" && key != "version" && key != "id" && key != "files")
+      return bad("unknown key " + brief(key));
+  if (!j.contains("format") || j["format"] != "attnviz checkpoint")
+    return bad("its format is not \"attnviz checkpoint\"");
+  if (!j.contains("version") || !j["version"].is_number_unsigned() || j["version"] != 1)
+    return bad("its version is not 1");
+  if (!j.contains("id") || !hex16(j["id"])) return bad("its id is not 16 hex digits");
+  out.id = j["id"].get<std::string>();
+  if (!j.contains("files") || !j["files"].is_object()) return bad("no \"files\" object");
+  out.files.clear();
+  for (const auto& [name, v] : j["files"].items()) {
+    if (!set_name(name)) return bad("it lists " + brief(name) + ", no file of a checkpoint");
+    SetFile f;
+    if (!v.is_object() || v.size() != 2 || !v.contains("bytes") || !v["bytes"].is_number_unsigned() ||
+        !v.contains("hash") || !hex16(v["hash"], &f.hash))
+      return bad(name + "'s entry is not {\"bytes\": N, \"hash\": 16 hex digits}");
+    f.bytes = v["bytes"].get<std::uint64_t>();
+    out.files[name] = f;
+  }
+  if (!out.files.count("model.safetensors") || !out.files.count("config.json"))
+    return bad("it does not list model.safetensors and config.json");
+  return Status::ok();
+}
+
+// Whether `path` is a regular file of `want.bytes` bytes whose hash is `want.hash`; `why` says how not.
+bool file_matches(const fs::path& path, const SetFile& want, std::string& why,
+                  const char* listed_by = kManifest) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    why = fs::exists(fs::symlink_status(path, ec)) ? "is not a regular file" : "is missing";
+    return false;
+  }
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (ec || size != want.bytes) {
+    why = "has " + std::to_string(ec ? 0 : size) + " bytes, not the " + std::to_string(want.bytes) + " its " +
+          listed_by + " lists";
+    return false;
+  }
+  std::FILE* f = std::fopen(path.string().c_str(), "rb");
+  if (!f) {
+    why = "cannot be read";
+    return false;
+  }
+  Hash64 h;
+  std::vector<unsigned char> buf(std::size_t{1} << 20);
+  std::uint64_t got = 0;
+  for (;;) {
+    const std::size_t n = std::fread(buf.data(), 1, buf.size(), f);
+    h.update(buf.data(), n);
+    got += n;
+    if (n < buf.size()) break;
+  }
+  const bool error = std::ferror(f) != 0;
+  std::fclose(f);
+  if (error || got != want.bytes) {
+    why = "cannot be read whole";
+    return false;
+  }
+  if (h.digest() != want.hash) {
+    why =
+        std::string("holds other bytes than its ") + listed_by + " lists (another save's, or changed since)";
+    return false;
+  }
+  return true;
+}
+
+// Flushes the folder's entries (the renames) to the disk, where the file system has folder handles.
+void sync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.string().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
+}
+
+// Writes `bytes` to `path` and flushes it to the disk: every error reported.
+Status write_synced(const fs::path& path, std::string_view bytes) {
+  const auto fail = [&path](int error) {
+    return Status::fail("cannot write " + quote(path.string()) + ": " + std::strerror(error));
+  };
+  const int fd = ::open(path.string().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail(errno);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : EIO;
+      ::close(fd);
+      return fail(error);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
+    const int error = errno;
+    ::close(fd);
+    return fail(error);
+  }
+  if (::close(fd) != 0) return fail(errno);
+  return Status::ok();
+}
+
+std::function<Status(const std::string&)>& write_hook() {
+  static std::function<Status(const std::string&)> hook;
+  return hook;
+}
+
+// The commit's second half, after checkpoint.pending.json: each NAME.tmp that the pending manifest lists
+// renamed over NAME (NAME already matching: renamed before an interruption), the files of the old set that
+// the new one lacks removed, the pending manifest made checkpoint.json. Run by the write and by a reader
+// that finds the pending manifest (a write interrupted after its commit point).
+// `written`: called by the write that has just written and flushed every NAME.tmp, which are renamed
+// without being read again.
+Status finish_pending(const fs::path& dir, bool written = false) {
+  Manifest next;
+  if (Status st = parse_manifest(dir / kPending, next); !st.is_ok()) return st;
+  std::error_code ec;
+  for (const auto& [name, f] : next.files) {
+    const fs::path tmp = dir / (name + ".tmp");
+    std::string why, why_tmp;
+    if (written || (fs::exists(fs::symlink_status(tmp, ec)) && file_matches(tmp, f, why_tmp, kPending))) {
+      fs::rename(tmp, dir / name, ec);
+      if (ec)
+        return Status::fail("cannot finish the checkpoint write in " + quote(dir.string()) + ": renaming " +
+                            name + ".tmp: " + ec.message());
+    } else if (!file_matches(dir / name, f, why, kPending)) {
+      return Status::fail(quote(dir.string()) +
+                          " holds a checkpoint write that was cut short and cannot be finished: its " + name +
+                          " " + why);
+    }
+  }
+  for (const char* name : kSetNames)
+    if (!next.files.count(name)) {
+      Manifest old;
+      const bool owned = std::string(name) == "optimizer.safetensors" ||
+                         (parse_manifest(dir / kManifest, old).is_ok() && old.files.count(name));
+      if (owned) fs::remove(dir / name, ec);
+    }
+  sync_dir(dir);
+  fs::rename(dir / kPending, dir / kManifest, ec);
+  if (ec)
+    return Status::fail("cannot finish the checkpoint write in " + quote(dir.string()) + ": " + ec.message());
+  sync_dir(dir);
+  return Status::ok();
+}
+
+// A file in `dir` that a model loader reads and that is no file of the checkpoint: one neither `listed` (the
+// folder's checkpoint.json) lists nor `writing` (a set being written there) replaces. While writing,
+// model.safetensors, config.json and optimizer.safetensors are the checkpoint's own names: an older
+// checkpoint's (written before checkpoint.json) are replaced or removed.
+Status foreign_files(const fs::path& dir, const Manifest* listed, const std::vector<std::string>* writing) {
+  std::error_code ec;
+  // a folder where the write renames a file would fail after its commit point: refused before it
+  if (writing) {
+    std::vector<std::string> targets = {kManifest, kPending, std::string(kPending) + ".tmp"};
+    for (const char* name : kSetNames) targets.push_back(name), targets.push_back(std::string(name) + ".tmp");
+    for (const std::string& name : targets)
+      if (fs::is_directory(fs::symlink_status(dir / name, ec)))
+        return Status::fail(quote(dir.string()) + " holds a folder named " + name +
+                            ", where the checkpoint writes a file (remove it, or choose another folder)");
+  }
+  for (const char* name : kLoaderNames) {
+    if (!fs::exists(fs::symlink_status(dir / name, ec))) continue;
+    if (listed && listed->files.count(name)) continue;
+    if (writing) {
+      const std::string n = name;
+      if (n == "model.safetensors" || n == "config.json" || n == "optimizer.safetensors" ||
+          std::find(writing->begin(), writing->end(), n) != writing->end())
+        continue;
+    }
+    return Status::fail(quote(dir.string()) + " holds " + name + ", which " +
+                        (writing ? "the checkpoint would not write" : "its checkpoint.json does not list") +
+                        ": a model loader would read it as the checkpoint's own (remove it" +
+                        (writing ? ", or choose another folder)" : ")"));
+  }
+  return Status::ok();
+}
+
+// What a checkpoint copies from a tokenizer folder, as Bpe::load_dir reads it: tokenizer.json when there,
+// else vocab.json + merges.txt, else GPT-2's encoder.json + vocab.bpe (saved as vocab.json + merges.txt).
+Status tokenizer_files(const std::string& vocab_dir, std::vector<std::pair<std::string, std::string>>& out) {
+  out.clear();
+  if (vocab_dir.empty()) return Status::ok();
+  const fs::path v(vocab_dir);
+  std::error_code ec;
+  constexpr std::size_t kMax = std::size_t{64} << 20;
+  std::vector<std::pair<std::string, std::string>> from;  // saved name, read name
+  if (fs::is_regular_file(v / "tokenizer.json", ec))
+    from = {{"tokenizer.json", "tokenizer.json"}};
+  else if (fs::is_regular_file(v / "vocab.json", ec) && fs::is_regular_file(v / "merges.txt", ec))
+    from = {{"vocab.json", "vocab.json"}, {"merges.txt", "merges.txt"}};
+  else
+    from = {{"vocab.json", "encoder.json"}, {"merges.txt", "vocab.bpe"}};
+  for (const auto& [saved, read] : from) {
+    std::string bytes;
+    if (Status st = read_untrusted_file((v / read).string(), kMax, bytes); !st.is_ok()) return st;
+    out.emplace_back(saved, std::move(bytes));
+  }
+  return Status::ok();
+}
+
+// The folder's checkpoint.json (a pending write finished first); `has` false for a folder without one.
+Status current_manifest(const fs::path& dir, Manifest& m, bool& has) {
+  std::error_code ec;
+  has = false;
+  if (fs::exists(fs::symlink_status(dir / kPending, ec)))
+    if (Status st = finish_pending(dir); !st.is_ok()) return st;
+  if (!fs::exists(fs::symlink_status(dir / kManifest, ec))) return Status::ok();
+  if (Status st = parse_manifest(dir / kManifest, m); !st.is_ok()) return st;
+  has = true;
+  return Status::ok();
 }
 
 }  // namespace
@@ -400,6 +716,51 @@ Status parse_run_state(const std::map<std::string, std::string>& meta, std::opti
   return Status::ok();
 }
 
+void set_checkpoint_write_hook(std::function<Status(const std::string& file)> hook) {
+  write_hook() = std::move(hook);
+}
+
+Status check_checkpoint_folder(const std::string& dir) {
+  const fs::path folder(dir);
+  Manifest m;
+  bool has = false;
+  if (Status st = current_manifest(folder, m, has); !st.is_ok()) return st;
+  if (!has) return Status::ok();  // an older checkpoint, or no checkpoint: read as before
+  for (const auto& [name, f] : m.files) {
+    std::string why;
+    if (!file_matches(folder / name, f, why))
+      return Status::fail(quote(dir) + " is a torn checkpoint: its " + name + " " + why);
+  }
+  return foreign_files(folder, &m, nullptr);
+}
+
+Status check_checkpoint_out(const std::string& dir, const std::string& vocab_dir) {
+  std::error_code ec;
+  if (dir.empty()) return Status::fail("--out needs a folder");
+  if (fs::exists(fs::symlink_status(dir, ec)) && !fs::is_directory(dir, ec))
+    return Status::fail("cannot write a checkpoint to " + quote(dir) + ": it is not a folder");
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir, ec))
+    return Status::fail("cannot create the folder " + quote(dir) + (ec ? ": " + ec.message() : ""));
+  const fs::path folder(dir);
+  const fs::path probe = folder / ".attnviz-write-probe.tmp";
+  if (Status st = write_synced(probe, "probe"); !st.is_ok()) {
+    fs::remove(probe, ec);
+    return Status::fail("cannot write a checkpoint to " + quote(dir) + ": " + st.error);
+  }
+  if (!fs::remove(probe, ec) || ec)
+    return Status::fail("cannot write a checkpoint to " + quote(dir) + ": cannot remove a file there");
+  std::vector<std::pair<std::string, std::string>> tokenizer;
+  if (Status st = tokenizer_files(vocab_dir, tokenizer); !st.is_ok())
+    return Status::fail("the tokenizer could not be saved with the checkpoint: " + st.error);
+  Manifest old;
+  bool has = false;
+  if (Status st = current_manifest(folder, old, has); !st.is_ok()) return st;
+  std::vector<std::string> writing;
+  for (const auto& t : tokenizer) writing.push_back(t.first);
+  return foreign_files(folder, has ? &old : nullptr, &writing);
+}
+
 Status write_checkpoint(const std::string& dir, const TrainModel& m, const AdamW& opt,
                         const std::string& vocab_dir, const RunState* run) {
   std::error_code ec;
@@ -407,23 +768,51 @@ Status write_checkpoint(const std::string& dir, const TrainModel& m, const AdamW
   if (ec || !fs::is_directory(dir, ec)) return Status::fail("cannot create the folder " + quote(dir));
   const fs::path folder(dir);
 
-  std::vector<Named> params;
-  m.params().each([&](const std::string& name, const Tensor& t) { params.push_back({name, &t}); });
-  if (Status st = write_replacing(folder / "model.safetensors", safetensors(params, {{"format", "pt"}}));
-      !st.is_ok())
-    return st;
+  // Everything that can be refused is, before a byte is written: the tokenizer read, the folder's own set
+  // (a write cut short after its commit point finished), files there that are not the checkpoint's.
+  std::vector<std::pair<std::string, std::string>> tokenizer;
+  if (Status st = tokenizer_files(vocab_dir, tokenizer); !st.is_ok()) return st;
+  Manifest old;
+  bool has_old = false;
+  if (Status st = current_manifest(folder, old, has_old); !st.is_ok()) return st;
+  std::vector<std::string> writing;
+  for (const auto& t : tokenizer) writing.push_back(t.first);
+  if (Status st = foreign_files(folder, has_old ? &old : nullptr, &writing); !st.is_ok()) return st;
 
+  // Each file beside its name (NAME.tmp, flushed); on any failure they are removed and the folder's
+  // checkpoint is as it was.
+  Manifest next;
+  std::vector<fs::path> written;
+  const auto abandon = [&](Status st) {
+    for (const fs::path& p : written) fs::remove(p, ec);
+    return st;
+  };
+  const auto put = [&](const std::string& name, std::string bytes) -> Status {
+    const fs::path tmp = folder / (name + ".tmp");
+    written.push_back(tmp);
+    if (Status st = write_synced(tmp, bytes); !st.is_ok()) return st;
+    next.files[name] = {bytes.size(), hash_of(bytes)};
+    if (write_hook())
+      if (Status st = write_hook()(name); !st.is_ok()) return st;
+    return Status::ok();
+  };
+
+  {
+    std::vector<Named> params;
+    m.params().each([&](const std::string& name, const Tensor& t) { params.push_back({name, &t}); });
+    if (Status st = put("model.safetensors", safetensors(params, {{"format", "pt"}})); !st.is_ok())
+      return abandon(st);
+  }
   const GptConfig& c = m.config().gpt;
   json config = {{"vocab_size", c.vocab_size}, {"context_length", c.context_length},
                  {"emb_dim", c.d_model},       {"n_heads", c.n_heads},
                  {"n_layers", c.n_layers},     {"drop_rate", c.drop_rate},
                  {"qkv_bias", c.qkv_bias}};
   if (c.attention_only) config["attention_only"] = true;
-  if (Status st = write_replacing(folder / "config.json", config.dump(2) + "\n"); !st.is_ok()) return st;
+  if (Status st = put("config.json", config.dump(2) + "\n"); !st.is_ok()) return abandon(st);
 
   if (opt.steps > 0) {
     std::vector<Named> moments;
-    std::vector<std::string> names;
     opt.exp_avg.each([&](const std::string& name, const Tensor& t) {
       moments.push_back({"exp_avg." + name, &t});
     });
@@ -438,27 +827,28 @@ Status write_checkpoint(const std::string& dir, const TrainModel& m, const AdamW
                                                {"eps", number(opt.eps)},
                                                {"weight_decay", number(opt.weight_decay)}};
     if (run) meta.merge(run_state_metadata(*run));
-    if (Status st = write_replacing(folder / "optimizer.safetensors", safetensors(moments, meta));
-        !st.is_ok())
-      return st;
+    if (Status st = put("optimizer.safetensors", safetensors(moments, meta)); !st.is_ok()) return abandon(st);
   }
+  for (auto& [name, bytes] : tokenizer)
+    if (Status st = put(name, std::move(bytes)); !st.is_ok()) return abandon(st);
 
-  if (!vocab_dir.empty()) {
-    const fs::path v(vocab_dir);
-    const bool hf = fs::exists(v / "vocab.json", ec);
-    std::string vocab, merges;
-    constexpr std::size_t kMax = std::size_t{64} << 20;
-    if (Status st = read_untrusted_file((v / (hf ? "vocab.json" : "encoder.json")).string(), kMax, vocab);
-        !st.is_ok())
-      return st;
-    if (Status st = read_untrusted_file((v / (hf ? "merges.txt" : "vocab.bpe")).string(), kMax, merges);
-        !st.is_ok())
-      return st;
-    if (fs::equivalent(v, folder, ec)) return Status::ok();  // already there
-    if (Status st = write_replacing(folder / "vocab.json", vocab); !st.is_ok()) return st;
-    if (Status st = write_replacing(folder / "merges.txt", merges); !st.is_ok()) return st;
+  // The commit point: the new set's manifest, whole under its pending name. From here a reader finishes the
+  // write (finish_pending) if it is cut short.
+  {
+    // the set's id: a hash of its files' entries, so that two saves that differ in any file differ in it
+    std::string all;
+    for (const auto& [name, f] : next.files)
+      all += name + ":" + std::to_string(f.bytes) + ":" + hex64(f.hash) + ";";
+    next.id = hex64(hash_of(all));
   }
-  return Status::ok();
+  const fs::path pending_tmp = folder / (std::string(kPending) + ".tmp");
+  written.push_back(pending_tmp);
+  if (Status st = write_synced(pending_tmp, manifest_text(next)); !st.is_ok()) return abandon(st);
+  sync_dir(folder);
+  fs::rename(pending_tmp, folder / kPending, ec);
+  if (ec)
+    return abandon(Status::fail("cannot write " + quote((folder / kPending).string()) + ": " + ec.message()));
+  return finish_pending(folder, true);
 }
 
 Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool& has_optimizer) {
@@ -468,10 +858,21 @@ Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool&
 
 Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool& has_optimizer,
                        std::optional<RunState>& run_out) {
+  std::error_code ec;
+  const fs::path folder = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+  // a set written with checkpoint.json: whole, or refused by name (a write cut short after its commit point
+  // is finished first)
+  if (Status st = check_checkpoint_folder(folder.empty() ? std::string(".") : folder.string()); !st.is_ok())
+    return st;
   GptLoadOptions lo;
   lo.isa = Isa::scalar;
   GptWeights w;
   if (Status st = load_gpt(path, lo, w); !st.is_ok()) return st;
+  if (!w.config.gpt2())
+    return Status::fail(
+        quote(path) + " is a " + w.config.arch.name +
+        " model, not a training checkpoint: training continues a GPT-2-shaped model (a folder "
+        "written by attnviz-cli train --out or the Train panel's Save model)");
   TrainConfig c;
   c.gpt = w.config;
   GptTensors p;
@@ -498,8 +899,6 @@ Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool&
   AdamW o;
   std::optional<RunState> run;
   has_optimizer = false;
-  std::error_code ec;
-  const fs::path folder = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
   const fs::path optim = folder / "optimizer.safetensors";
   if (fs::exists(optim, ec)) {
     SafetensorsFile f;

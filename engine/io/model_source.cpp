@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "attnviz/io/checkpoint.hpp"
 #include "attnviz/io/gpt_file.hpp"
 #include "attnviz/io/hf_hub.hpp"
 #include "attnviz/saturating.hpp"
@@ -53,9 +54,13 @@ Status open_model(const ModelSpec& spec, OpenedModel& out) {
     opts.heads = spec.heads;
     opts.memory_budget = spec.memory_budget;
     opts.count_mapping = address_space_limited();
+    std::error_code ec;
+    // a training checkpoint's folder: its set whole, and no file there it does not list (a stale
+    // tokenizer.json read as its own)
+    if (std::filesystem::is_directory(path, ec))
+      if (Status st = check_checkpoint_folder(path); !st.is_ok()) return st;
     auto w = std::make_shared<GptWeights>();
     if (Status st = load_gpt(path, opts, *w); !st.is_ok()) return st;
-    std::error_code ec;
     if (vocab_dir.empty() && std::filesystem::is_directory(path, ec) && holds_vocabulary(path))
       vocab_dir = path;
     m.model = GptModel(std::move(w), TorchGenerator(spec.seed), spec.options);

@@ -328,7 +328,12 @@ TEST_CASE("panel run: the panel continues a run's checkpoint draw for draw, and 
   REQUIRE(read_checkpoint(out.string(), m, opt, has_optimizer).is_ok());
   REQUIRE(write_checkpoint(out.string(), m, opt, "").is_ok());
   refused(out.string(), given, "holds no run to continue: its optimizer.safetensors has no run state");
+  // the optimizer file taken out of its set: a torn checkpoint
   fs::remove(out / "optimizer.safetensors");
+  refused(out.string(), given, "is a torn checkpoint: its optimizer.safetensors is missing");
+  // a model-only save (no step taken): its set has no optimizer file
+  REQUIRE(write_checkpoint(out.string(), m, AdamW(), "").is_ok());
+  REQUIRE_FALSE(fs::exists(out / "optimizer.safetensors"));
   refused(out.string(), given, "holds no run to continue: it has no optimizer.safetensors");
   for (const fs::path& p : {whole, half, out}) fs::remove_all(p);
 }

@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "attnviz/io/bpe.hpp"
+#include "attnviz/io/checkpoint.hpp"
 #include "attnviz/viz/train.hpp"
 #include "ui_harness.hpp"
 
@@ -510,4 +512,68 @@ TEST_CASE("train panel: a host's text chooser and its vocabulary fetched on dema
   ui.frame(app);
   CHECK(find("text") == nullptr);
   CHECK(find("recipe") != nullptr);
+}
+
+TEST_CASE("train session: Save model that fails part way keeps the previous checkpoint whole") {
+  test::Ui ui;
+  App app;
+  REQUIRE(start(app).is_ok());
+  const fs::path dir = fs::temp_directory_path() / "attnviz_train_save_set";
+  fs::remove_all(dir);
+  app.export_dir = dir.string();
+  app.train.settings = recipe_settings(TrainRecipe::induction);
+  REQUIRE(reset_training(app).is_ok());
+  for (int i = 0; i < 2; ++i) REQUIRE(app.train.session->step().is_ok());
+  train_action(app, TrainAction::save);
+  REQUIRE(app.train.error.empty());
+  const fs::path saved = dir / "trained-model";
+  const std::vector<std::string> set = {"model.safetensors", "config.json", "optimizer.safetensors",
+                                        "checkpoint.json"};
+  CHECK(fs::exists(saved / "checkpoint.json"));
+  std::map<std::string, std::string> before;
+  for (const std::string& f : set) before[f] = read_file(saved / f);
+
+  // two steps on, the disk fills after each file in turn: the message says so, the saved set stays
+  for (int i = 0; i < 2; ++i) REQUIRE(app.train.session->step().is_ok());
+  for (const char* at : {"model.safetensors", "config.json", "optimizer.safetensors"}) {
+    CAPTURE(at);
+    app.written.clear();
+    app.train.error.clear();
+    set_checkpoint_write_hook([&](const std::string& file) {
+      return file == at ? Status::fail("cannot write " + file + ": No space left on device") : Status::ok();
+    });
+    train_action(app, TrainAction::save);
+    set_checkpoint_write_hook({});
+    CHECK(app.train.error.find("No space left on device") != std::string::npos);
+    CHECK(app.written.empty());
+    std::size_t files = 0;
+    for (const fs::directory_entry& e : fs::directory_iterator(saved)) {
+      ++files;
+      CHECK(before.count(e.path().filename().string()) == 1);  // no NAME.tmp left
+    }
+    CHECK(files == before.size());
+    for (const std::string& f : set) CHECK(read_file(saved / f) == before[f]);
+    // and it continues: the step it was saved at
+    TrainSession c;
+    const Status st = c.continue_from(saved.string(), app.train.settings, nullptr);
+    CAPTURE(st.error);
+    REQUIRE(st.is_ok());
+    CHECK(c.steps_done() == 2);
+  }
+  // unhindered, the new set replaces it whole
+  app.train.error.clear();
+  train_action(app, TrainAction::save);
+  CHECK(app.train.error.empty());
+  CHECK(read_file(saved / "model.safetensors") != before["model.safetensors"]);
+  CHECK(check_checkpoint_folder(saved.string()).is_ok());
+  // Continue refuses a torn set by name (the optimizer of the save before), and keeps its session
+  {
+    std::ofstream f(saved / "optimizer.safetensors", std::ios::binary | std::ios::trunc);
+    f << before["optimizer.safetensors"];
+  }
+  TrainSession c;
+  const Status torn = c.continue_from(saved.string(), app.train.settings, nullptr);
+  CHECK(torn.error.find("is a torn checkpoint: its optimizer.safetensors holds other bytes") !=
+        std::string::npos);
+  fs::remove_all(dir);
 }

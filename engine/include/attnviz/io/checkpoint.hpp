@@ -11,6 +11,8 @@
 //                          step count and settings in __metadata__ (step, lr, beta1, beta2, eps,
 //                          weight_decay)
 //   vocab.json, merges.txt the tokenizer trained with (when given), so the folder opens with its own
+//   (or tokenizer.json)
+//   checkpoint.json        the set: its files, their sizes and hashes (below)
 //
 // A run's checkpoint (the book's, or the induction task's) also carries its run state (RunState) in
 // optimizer.safetensors' __metadata__, under "run.*" keys, so that --resume continues the run exactly; a
@@ -19,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -87,14 +90,43 @@ std::uint64_t run_data_hash(const Windows& train, const Windows& val);
 std::map<std::string, std::string> run_state_metadata(const RunState& r);
 Status parse_run_state(const std::map<std::string, std::string>& meta, std::optional<RunState>& out);
 
-// Writes the folder (created when missing; the three files replaced). `vocab_dir`: a folder Bpe::load_dir
-// reads, copied as vocab.json and merges.txt; empty writes no tokenizer. `run`: the run state, kept with the
-// optimizer's (written only when the optimizer has taken a step).
+// A checkpoint is a set of files written whole or not at all. checkpoint.json lists the set: its id and each
+// file's size and 64-bit content hash ({"format": "attnviz checkpoint", "version": 1, "id": HEX16, "files":
+// {NAME: {"bytes": N, "hash": HEX16}}}). A write puts every file beside its name (NAME.tmp, flushed); any
+// failure there removes them and leaves the folder's checkpoint as it was. Then the commit point: the new
+// manifest, whole, as checkpoint.pending.json; each NAME.tmp is renamed over NAME, the old set's files that
+// the new one lacks are removed, and checkpoint.pending.json becomes checkpoint.json. A reader that finds
+// checkpoint.pending.json finishes that (or refuses by name when its files do not match); NAME.tmp files
+// without it are an abandoned write, ignored and replaced by the next.
+
+// Writes the folder (created when missing; its set replaced whole, as above). `vocab_dir`: a folder
+// Bpe::load_dir reads, saved as it reads it (tokenizer.json; or vocab.json and merges.txt, GPT-2's
+// encoder.json and vocab.bpe under those names); empty writes no tokenizer. `run`: the run state, kept with
+// the optimizer's (written only when the optimizer has taken a step). Refused before anything is written:
+// a tokenizer that cannot be read, a folder whose checkpoint.json cannot be read or finished, a file there
+// that a model loader would read and that is no file of the set (a tokenizer.json left by another run).
 Status write_checkpoint(const std::string& dir, const TrainModel& m, const AdamW& opt,
                         const std::string& vocab_dir, const RunState* run = nullptr);
 
+// The checks write_checkpoint makes before writing, made before a run trains (--out): `dir` is a folder or
+// can be created, a file can be written and removed there, `vocab_dir`'s tokenizer can be read, and no file
+// there would be read as the checkpoint's own that the checkpoint does not write.
+Status check_checkpoint_out(const std::string& dir, const std::string& vocab_dir);
+
+// A folder with checkpoint.json (or checkpoint.pending.json, finished first): each file it lists is there
+// with its size and hash, and no file a model loader reads is there that it does not list; a torn set is
+// refused by name ("'DIR' is a torn checkpoint: its optimizer.safetensors holds other bytes than its
+// checkpoint.json lists (...)"). A folder without one (an older checkpoint, any model folder) passes.
+// read_checkpoint and open_model call it.
+Status check_checkpoint_folder(const std::string& dir);
+
+// For tests: called after each file of a write is written beside its name (the file's name); a failure it
+// returns fails the write there, as a full disk would. An empty function removes it.
+void set_checkpoint_write_hook(std::function<Status(const std::string& file)> hook);
+
 // Reads a checkpoint folder (or any GPT-2 model folder or .safetensors file load_gpt reads) into a model to
-// train; `opt` gets the moments and step count when optimizer.safetensors is there (`has_optimizer`).
+// train, after check_checkpoint_folder; another architecture's model is refused as no training checkpoint;
+// `opt` gets the moments and step count when optimizer.safetensors is there (`has_optimizer`).
 Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool& has_optimizer);
 // The same, and the run state when the optimizer's file has one (checked against the optimizer's step count
 // and the model's sizes).
