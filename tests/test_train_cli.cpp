@@ -893,7 +893,9 @@ TEST_CASE(
         {"flipped", mine.substr(0, mine.size() / 3) + static_cast<char>(mine[mine.size() / 3] ^ 0x20) +
                         mine.substr(mine.size() / 3 + 1)}};
     if (second.at(name) != mine) variants.push_back({"other save", second.at(name)});
-    for (const auto& [how, bytes] : variants) {
+    for (const auto& variant : variants) {
+      const std::string& how = variant.first;  // (a structured binding cannot be captured in C++17)
+      const std::string& bytes = variant.second;
       CAPTURE(name);
       CAPTURE(how);
       fs::remove_all(dir);
@@ -996,7 +998,9 @@ TEST_CASE("train cli: checkpoint: checkpoint.json is untrusted") {
   with([](json& j) { j["files"]["config.json"]["extra"] = 1; }, "config.json's entry is not");
   with([](json& j) { j["files"]["config.json"]["bytes"] = 1; }, "its config.json has 139 bytes, not the 1");
   for (const char* manifest : {"checkpoint.json", "checkpoint.pending.json"})
-    for (const auto& [text, why] : bad) {
+    for (const auto& entry : bad) {
+      const auto& text = entry.first;  // (a structured binding cannot be captured in C++17)
+      const auto& why = entry.second;
       CAPTURE(manifest);
       CAPTURE(text);
       fs::remove_all(dir);

@@ -393,7 +393,8 @@ void export_training(App& app, bool checkpoint) {
   if (checkpoint) {
     const std::string dir = app.export_dir + "/trained-model";
     if (Status st = s.write_checkpoint(dir); !st.is_ok()) return fail(app, st);
-    for (const char* f : {"model.safetensors", "config.json", "optimizer.safetensors"})
+    // the set, with the manifest that binds it (a folder continued from these files is checked whole)
+    for (const char* f : {"model.safetensors", "config.json", "optimizer.safetensors", "checkpoint.json"})
       app.written.push_back(dir + "/" + f);
     app.message = "wrote " + dir;
     return;

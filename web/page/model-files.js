@@ -217,8 +217,13 @@ export async function loadModelFiles(files, folder) {
 // there (continue_training: paused, the message says from which step; its refusals are one line and keep the
 // session it had). A book run's text is the one the panel would train on: a dropped text file, else the
 // sentence box. The copy is removed once read: the session holds what it needs.
-const CHECKPOINT_FILES = new Map([['model.safetensors', 0], ['optimizer.safetensors', 0], ['config.json', 1 << 20],
-                                  ['vocab.json', 64 << 20], ['merges.txt', 64 << 20]]);
+// A checkpoint's set (engine/include/attnviz/io/checkpoint.hpp): its files, the manifest that binds them
+// (checkpoint.json, so that a torn set is refused as the native reader refuses it) and a cut-short commit's
+// pending manifest with the files it renames, which the reader finishes or refuses.
+const CHECKPOINT_SET = [['model.safetensors', 0], ['optimizer.safetensors', 0], ['config.json', 1 << 20],
+                        ['vocab.json', 64 << 20], ['merges.txt', 64 << 20], ['tokenizer.json', 64 << 20]];
+const CHECKPOINT_FILES = new Map([...CHECKPOINT_SET, ...CHECKPOINT_SET.map(([f, cap]) => [f + '.tmp', cap]),
+                                  ['checkpoint.json', 1 << 20], ['checkpoint.pending.json', 1 << 20]]);
 export const isCheckpoint = (files) => files.some((f) => f.name === 'optimizer.safetensors');
 export async function loadCheckpointFiles(files, folder) {
   needModule();

@@ -100,9 +100,10 @@ test('the Train panel by mouse: start, pause, the slider, exports and Open in mo
   const png = readFileSync(await d[0].path());
   assert.ok(png.subarray(0, 4).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47])), 'a PNG');
   assert.ok(png.readUInt32BE(16) > 400 && png.readUInt32BE(20) > 300, 'the training view, not a sliver');
-  d = await downloadsOf(page, 'save', 3);
-  // (three downloads from one click: Chromium may report them in any order)
-  assert.deepEqual(d.map((x) => x.suggestedFilename()).sort(), ['config.json', 'model.safetensors', 'optimizer.safetensors']);
+  d = await downloadsOf(page, 'save', 4);
+  // (four downloads from one click: Chromium may report them in any order)
+  assert.deepEqual(d.map((x) => x.suggestedFilename()).sort(),
+                   ['checkpoint.json', 'config.json', 'model.safetensors', 'optimizer.safetensors']);
 
   // Open in model view: the trained model, without a tokenizer, on its probe's ids.
   await click(page, 'open');

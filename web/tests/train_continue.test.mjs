@@ -3,7 +3,8 @@
 // chooser or a drop (a folder with optimizer.safetensors goes to the Train panel). The CLI's checkpoint at step
 // N, continued in the panel for M steps by mouse, ends on the CLI's straight run to N + M (losses and in-context
 // scores); the panel's own Save model, continued, goes on step for step as the run it saved; a folder without
-// run state and a corrupted optimizer file are refused in one line, and the session and the page stay.
+// run state, a corrupted optimizer file and a torn set (an optimizer from another save) are refused in one line,
+// and the session and the page stay.
 //   ATTNVIZ_SITE   the built site (default build/wasm-release/web/site)
 //   ATTNVIZ_CLI    a native attnviz-cli (scripts/test passes the release build's): the checkpoint and the
 //                  straight run (without it the first test is skipped, saying so)
@@ -112,11 +113,12 @@ async function saveModel(page) {
   const downloads = [];
   page.on('download', (d) => downloads.push(d));
   await click(page, 'save');
-  while (downloads.length < 3) await new Promise((resolve) => setTimeout(resolve, 10));
+  while (downloads.length < 4) await new Promise((resolve) => setTimeout(resolve, 10));
   page.removeAllListeners('download');
   const files = {};
   for (const d of downloads) files[d.suggestedFilename()] = readFileSync(await d.path());
-  assert.deepEqual(Object.keys(files).sort(), ['config.json', 'model.safetensors', 'optimizer.safetensors']);
+  assert.deepEqual(Object.keys(files).sort(),
+                   ['checkpoint.json', 'config.json', 'model.safetensors', 'optimizer.safetensors']);
   return files;
 }
 
@@ -152,7 +154,7 @@ test('Save model in the page, continued from the saved folder, goes on as the ru
   clean(log);
 });
 
-test('a folder without run state, and a corrupted optimizer file: one line, the session and the page stay', async () => {
+test('a folder without run state, a corrupted optimizer file and a torn set: one line, the session and the page stay', async () => {
   const { page, log } = await openPage(env);
   await load(page, env.url);
   await click(page, 'header');
@@ -208,6 +210,22 @@ test('a folder without run state, and a corrupted optimizer file: one line, the 
   assert.equal((await train(page)).steps, before.steps + 1);
   await page.evaluate(() => attnviz.setState({ text: 'the page still computes' }));
   await page.waitForFunction(() => { const st = attnviz.status(); return st.drawn_generation === st.generation; });
+  // A torn set: the saved folder with the optimizer of a later save (its own checkpoint.json kept), refused by
+  // name as the native reader refuses it; the later save whole continues.
+  const later = await saveModel(page);
+  const stepped = await train(page);
+  await page.evaluate(() => attnviz.train({ action: 'pause' }));  // clears the last error
+  await continueFromChooser(page, folder('torn', { ...saved, 'optimizer.safetensors': later['optimizer.safetensors'] }));
+  await page.waitForFunction(() => attnviz.status().train.error !== '');
+  s = await train(page);
+  assert.match(s.error, /^'torn' is a torn checkpoint: its optimizer\.safetensors holds other bytes than its checkpoint\.json lists/);
+  assert.ok(!s.error.includes('\n'), 'torn: one line');
+  assert.equal(s.steps, stepped.steps, 'torn: the session stays');
+  await page.evaluate(() => attnviz.train({ action: 'pause' }));  // clears the last error
+  await continueFromChooser(page, folder('whole', later));
+  await settled(page, stepped.steps);
+  assert.equal((await train(page)).error, '');
+  assert.equal((await train(page)).continued_from, stepped.steps);
   clean(log);
 });
 
