@@ -276,29 +276,7 @@ void sync_dir(const fs::path& dir) {
 
 // Writes `bytes` to `path` and flushes it to the disk: every error reported.
 Status write_synced(const fs::path& path, std::string_view bytes) {
-  const auto fail = [&path](int error) {
-    return Status::fail("cannot write " + quote(path.string()) + ": " + std::strerror(error));
-  };
-  const int fd = ::open(path.string().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return fail(errno);
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n < 0 ? errno : EIO;
-      ::close(fd);
-      return fail(error);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
-    const int error = errno;
-    ::close(fd);
-    return fail(error);
-  }
-  if (::close(fd) != 0) return fail(errno);
-  return Status::ok();
+  return write_file(path.string(), bytes, true);
 }
 
 std::function<Status(const std::string&)>& write_hook() {

@@ -72,7 +72,7 @@ Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::
   return result;
 }
 
-Status write_file(const std::string& path, std::string_view bytes) {
+Status write_file(const std::string& path, std::string_view bytes, bool sync) {
   const auto fail = [&path](int error) {
     return Status::fail("cannot write " + quote(path) + ": " + std::strerror(error));
   };
@@ -89,6 +89,12 @@ Status write_file(const std::string& path, std::string_view bytes) {
       return fail(error);
     }
     done += static_cast<std::size_t>(n);
+  }
+  // (A file system that cannot flush, such as a pipe's or a read-only one's, says EINVAL or EROFS.)
+  if (sync && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
+    const int error = errno;
+    ::close(fd);
+    return fail(error);
   }
   // close() reports what a network file system could not store (a full disk seen late).
   if (::close(fd) != 0) return fail(errno);

@@ -19,8 +19,9 @@ namespace attnviz {
 Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::string& out);
 
 // Writes `bytes` to `path` (created or truncated), every write error reported: a full disk or /dev/full
-// gives "cannot write PATH: No space left on device", not a truncated file and success.
-Status write_file(const std::string& path, std::string_view bytes);
+// gives "cannot write PATH: No space left on device", not a truncated file and success. `sync`: flushed to
+// the disk (fsync) before it returns, as a checkpoint's files are before their commit.
+Status write_file(const std::string& path, std::string_view bytes, bool sync = false);
 
 // "a directory", "a FIFO", "a character device", "a block device", "a socket", "not a regular file".
 std::string file_kind(unsigned mode);
