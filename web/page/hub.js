@@ -40,11 +40,31 @@ export function setEndpoint(url) {
   return '';
 }
 export const getEndpoint = () => endpoint;
+
+// The slowest a request to the hub (or a mirror, or its CDN) may be, the native CLI's numbers
+// (kHubMinBytesPerSecond, kHubRateWindowSeconds in native/hub_download.hpp): every window of rateWindow seconds
+// must bring MIN_BYTES_PER_SECOND bytes a second on average, the wait for the answer's headers included, or the
+// request is aborted and the download refused in one line ("... fell below 1024 bytes/s for 60 s ..."). A
+// server that sends a byte now and then, or a burst now and then, so ends: a file of B bytes within about
+// B / 1024 + 60 seconds. The page's URL may set another window (?hub-rate-window=SECONDS, whole seconds from 1
+// to 3600: a mirror on a connection that stalls for long, or a test that needs a short one); another value is
+// refused in one line when a model is asked for, as the CLI refuses a bad ATTNVIZ_HUB_RATE_WINDOW.
+const MIN_BYTES_PER_SECOND = 1024, RATE_WINDOW_SECONDS = 60, MAX_RATE_WINDOW_SECONDS = 3600;
+let rateWindow = RATE_WINDOW_SECONDS, rateWindowError = '';
 {
-  const asked = new URLSearchParams(location.search).get('hub');
+  const params = new URLSearchParams(location.search);
+  const asked = params.get('hub');
   if (asked) {
     const why = setEndpoint(asked);
     if (why) console.warn('attnviz: ' + why);
+  }
+  const w = params.get('hub-rate-window');
+  if (w !== null) {
+    if (/^[0-9]{1,4}$/.test(w) && Number(w) >= 1 && Number(w) <= MAX_RATE_WINDOW_SECONDS)
+      rateWindow = Number(w);
+    else
+      rateWindowError = `the page's hub-rate-window is "${w.slice(0, 32)}", not a whole number of seconds ` +
+                        `from 1 to ${MAX_RATE_WINDOW_SECONDS}`;
   }
 }
 
@@ -69,6 +89,12 @@ const SHARD = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}\.safetensors$/;
 const MAX_SHARDS = 1000;  // the engine's kMaxWeightShards: the most shards it reads
 const MAX_CONFIG = 1 << 20, MAX_INDEX = 16 << 20, MAX_TOKENIZER = 64 << 20;  // the engine's own limits
 const DTYPE_BYTES = { F64: 8, F32: 4, F16: 2, BF16: 2, I64: 8, I32: 4, I16: 2, I8: 1, U8: 1, BOOL: 1 };
+// Every number the hub or a mirror sends (a Content-Range, a safetensors header's offsets and shapes) and every
+// sum of them is a safe integer within a cap, else refused: the caps are below 2^53, so a sum within one is
+// exact. One file: at most 1 TiB (the hub's largest shards are about 50 GB); the weights of a model together:
+// at most 4 TiB (no model on the hub is half that); the values of a file or a model: at most 2^43 (a value takes
+// half a byte at least, in the 4-bit types).
+const MAX_FILE_BYTES = 2 ** 40, MAX_MODEL_BYTES = 2 ** 42, MAX_VALUES = 2 ** 43;
 
 class HubError extends Error {}
 const fail = (why) => { throw new HubError(why); };
@@ -82,31 +108,82 @@ function httpError(repo, file, r) {
   return `${host()} answered HTTP ${r.status} for ${repo}'s ${file}`;
 }
 
-async function get(url, repo, file, signal, init = {}) {
-  let r;
+// a + b, refused with why() past `cap` (every cap is below 2^53: a sum within it is exact).
+function add(a, b, cap, why) {
+  const s = a + b;
+  if (!Number.isSafeInteger(s) || s > cap) fail(why());
+  return s;
+}
+
+// A request under the minimum rate (above): its response `r`, `read()` for its body's pieces, and `end()`,
+// which stops its clock and its body (every caller ends it, whatever happens). A request that falls below the
+// rate is aborted, and whatever waits on it fails with the one line that says so (`total`: the bytes it
+// should bring, for that line). The visitor's Cancel (`signal`) aborts it too, and is not a refusal.
+async function get(url, repo, file, signal, init = {}, total = null) {
+  const controller = new AbortController();
+  const cancel = () => controller.abort();
+  if (signal.aborted) controller.abort();
+  else signal.addEventListener('abort', cancel);
+  let got = 0, windowStart = 0, slow = false, ended = false, reader = null, r;
+  const timer = setInterval(() => {
+    if (got - windowStart < MIN_BYTES_PER_SECOND * rateWindow) {
+      slow = true;
+      controller.abort();
+    }
+    windowStart = got;
+  }, rateWindow * 1000);
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    clearInterval(timer);
+    signal.removeEventListener('abort', cancel);
+    if (reader) reader.cancel().catch(() => {});
+    else if (r && r.body && !r.bodyUsed) r.body.cancel().catch(() => {});
+  };
+  const refuseSlow = () => {
+    const from = r && r.url ? new URL(r.url).host : host();
+    const had = r ? `it had ${formatBytes(got)}${total === null ? '' : ` of ${formatBytes(total)}`}` :
+                    'its answer had not begun';
+    fail(`the download of ${repo}'s ${file} from ${from} fell below ${MIN_BYTES_PER_SECOND} bytes/s for ` +
+         `${rateWindow} s (${had}): the files that came whole are kept, a second try goes on from there`);
+  };
   try {
-    r = await fetch(url, { ...init, signal, cache: 'no-store', credentials: 'omit' });
+    r = await fetch(url, { ...init, signal: controller.signal, cache: 'no-store', credentials: 'omit' });
   } catch (e) {
+    end();
     if (signal.aborted) throw e;
+    if (slow) refuseSlow();
     fail(`${host()} could not be reached for ${repo}'s ${file} (${e.message}): the page is offline, or the ` +
          'server does not let this page read it (CORS)');
   }
-  return r;
+  return {
+    r,
+    end,
+    async read() {
+      if (!reader) reader = r.body.getReader();
+      try {
+        const piece = await reader.read();
+        if (piece.done) end();
+        else got += piece.value.length;
+        return piece;
+      } catch (e) {
+        end();
+        if (slow && !signal.aborted) refuseSlow();
+        throw e;
+      }
+    },
+  };
 }
 
-// Reads a response's body, at most `cap` bytes (more is refused), with `progress(got)` as it comes.
-async function readBody(r, cap, what, progress) {
+// Reads a request's body, at most `cap` bytes (more is refused), with `progress(got)` as it comes.
+async function readBody(req, cap, what, progress) {
   const chunks = [];
   let got = 0;
-  const reader = r.body.getReader();
   for (;;) {
-    const { done, value } = await reader.read();
+    const { done, value } = await req.read();
     if (done) break;
     got += value.length;
-    if (got > cap) {
-      reader.cancel().catch(() => {});
-      fail(`${what} is larger than the ${formatBytes(cap)} it should be`);
-    }
+    if (got > cap) fail(`${what} is larger than the ${formatBytes(cap)} it should be`);
     chunks.push(value);
     if (progress) progress(got);
   }
@@ -120,25 +197,40 @@ const joined = ({ chunks, got }) => {
 };
 
 // Bytes [start, start + length) of a file, through a Range request; a server that sends the whole file
-// anyway is read only as far as needed. Also the file's size when the answer says it (Content-Range).
+// anyway is read only as far as needed. Also the file's size when the answer says it: a Content-Range of
+// exactly "bytes START-LAST/SIZE" (or SIZE "*", unknown), its numbers safe integers, START the one asked for
+// and SIZE at most MAX_FILE_BYTES; any other is refused.
 async function readRange(url, repo, file, start, length, signal) {
-  const r = await get(url, repo, file, signal, { headers: { Range: `bytes=${start}-${start + length - 1}` } });
-  if (!r.ok) fail(httpError(repo, file, r));
-  const skip = r.status === 206 ? 0 : start;
-  const reader = r.body.getReader();
-  const out = new Uint8Array(length);
-  let seen = 0, kept = 0;
-  while (kept < length) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    const from = Math.max(0, skip - seen), to = Math.min(value.length, skip + length - seen);
-    if (to > from) out.set(value.subarray(from, to), kept), (kept += to - from);
-    seen += value.length;
+  const asked = `${start}-${start + length - 1}`;
+  const req = await get(url, repo, file, signal, { headers: { Range: `bytes=${asked}` } }, length);
+  try {
+    const r = req.r;
+    if (!r.ok) fail(httpError(repo, file, r));
+    let size = null;
+    const range = r.status === 206 ? r.headers.get('Content-Range') : null;
+    if (range !== null) {
+      const m = /^bytes ([0-9]{1,16})-([0-9]{1,16})\/([0-9]{1,16}|\*)$/.exec(range.trim());
+      const [first, last] = m ? [Number(m[1]), Number(m[2])] : [NaN, NaN];
+      size = m && m[3] !== '*' ? Number(m[3]) : null;
+      if (!m || first !== start || !(last >= first) || (size !== null && !(last < size && size <= MAX_FILE_BYTES)))
+        fail(`${repo}'s ${file}: ${new URL(r.url).host} answered the range ${asked} with the Content-Range ` +
+             `"${range.slice(0, 60)}", not that range of a file of at most ${formatBytes(MAX_FILE_BYTES)}`);
+    }
+    const skip = r.status === 206 ? 0 : start;
+    const out = new Uint8Array(length);
+    let seen = 0, kept = 0;
+    while (kept < length) {
+      const { done, value } = await req.read();
+      if (done) break;
+      const from = Math.max(0, skip - seen), to = Math.min(value.length, skip + length - seen);
+      if (to > from) out.set(value.subarray(from, to), kept), (kept += to - from);
+      seen += value.length;
+    }
+    if (kept < length) fail(`${repo}'s ${file} ended after ${start + kept} bytes, inside its safetensors header`);
+    return { bytes: out, size };
+  } finally {
+    req.end();
   }
-  reader.cancel().catch(() => {});
-  if (kept < length) fail(`${repo}'s ${file} ended after ${start + kept} bytes, inside its safetensors header`);
-  const range = /\/(\d+)\s*$/.exec(r.headers.get('Content-Range') || '');
-  return { bytes: out, size: range ? Number(range[1]) : null };
 }
 
 // A weights file's safetensors header: its size, the values it holds and their float32 bytes.
@@ -155,23 +247,25 @@ async function weightsHeader(url, repo, file, signal) {
   }
   if (!header || typeof header !== 'object' || Array.isArray(header))
     fail(`${repo}'s ${file} is not a safetensors file: its header is not an object`);
+  const tensor = (key) => `${repo}'s ${file}: the tensor "${String(key).slice(0, 60)}"`;
+  const tooMuch = () => `${repo}'s ${file}: its header describes more than a file holds (at most ` +
+                        `${formatBytes(MAX_FILE_BYTES)} and ${MAX_VALUES} values)`;
   let numel = 0, numel16 = 0, end = 0;
   for (const [key, t] of Object.entries(header)) {
     if (key === '__metadata__') continue;
     const ok = t && Array.isArray(t.shape) && t.shape.every((d) => Number.isSafeInteger(d) && d >= 0) &&
                Array.isArray(t.data_offsets) && t.data_offsets.length === 2 &&
                t.data_offsets.every((d) => Number.isSafeInteger(d) && d >= 0) && t.data_offsets[0] <= t.data_offsets[1];
-    if (!ok) fail(`${repo}'s ${file}: the tensor "${String(key).slice(0, 60)}" has no valid shape and offsets`);
+    if (!ok) fail(`${tensor(key)} has no valid shape and offsets`);
     const count = t.shape.reduce((a, b) => a * b, 1);
+    if (!Number.isSafeInteger(count) || count > MAX_VALUES) fail(tooMuch());
     if (DTYPE_BYTES[t.dtype] && count * DTYPE_BYTES[t.dtype] !== t.data_offsets[1] - t.data_offsets[0])
-      fail(`${repo}'s ${file}: the tensor "${String(key).slice(0, 60)}" does not fill its offsets`);
-    numel += count;
-    if (t.dtype === 'BF16' || t.dtype === 'F16') numel16 += count;
+      fail(`${tensor(key)} does not fill its offsets`);
+    numel = add(numel, count, MAX_VALUES, tooMuch);
+    if (t.dtype === 'BF16' || t.dtype === 'F16') numel16 += count;  // at most numel
     end = Math.max(end, t.data_offsets[1]);
   }
-  const bytes = 8 + n + end;
-  if (!Number.isSafeInteger(bytes) || !Number.isSafeInteger(numel))
-    fail(`${repo}'s ${file}: its header describes more data than a file holds`);
+  const bytes = add(add(8, n, MAX_FILE_BYTES, tooMuch), end, MAX_FILE_BYTES, tooMuch);
   if (head.size !== null && head.size !== bytes)
     fail(`${repo}'s ${file} is ${head.size} bytes on ${host()} but its header describes ${bytes}`);
   return { bytes, numel, numel16 };
@@ -277,14 +371,20 @@ function progressShower(repo, phase, verb) {
 
 // Fetches what the model needs into the storage; returns its manifest.
 async function download(repo, rev, cache, signal) {
+  if (rateWindowError) fail(rateWindowError);
   showBusy(`Asking ${host()} for ${repo}…`, null, true);
   const at = (r, file) => `${endpoint}/${repo}/resolve/${encodeURIComponent(r)}/${file}`;
   const small = async (r, file, cap) => {
-    const res = await get(at(r, file), repo, file, signal);
-    if (res.status === 404) return { missing: true };
-    if (!res.ok) fail(httpError(repo, file, res));
-    const body = joined(await readBody(res, cap, `${repo}'s ${file}`));
-    return { body, commit: res.headers.get('X-Repo-Commit') };
+    const req = await get(at(r, file), repo, file, signal);
+    try {
+      const res = req.r;
+      if (res.status === 404) return { missing: true };
+      if (!res.ok) fail(httpError(repo, file, res));
+      const body = joined(await readBody(req, cap, `${repo}'s ${file}`));
+      return { body, commit: res.headers.get('X-Repo-Commit') };
+    } finally {
+      req.end();
+    }
   };
   const config = await small(rev, 'config.json', MAX_CONFIG);
   if (config.missing) fail(`${repo} has no config.json at ${rev} on ${host()} (HTTP 404): is it a model?`);
@@ -322,10 +422,12 @@ async function download(repo, rev, cache, signal) {
   for (const w of weights) {
     showBusy(`Reading the header of ${repo}'s ${w}…`, null, true);
     const h = first && w === 'model.safetensors' ? first : await weightsHeader(at(pinned, w), repo, w, signal);
+    const tooMuch = () => `${repo}'s weights add up to more than a model holds (at most ` +
+                          `${formatBytes(MAX_MODEL_BYTES)} and ${MAX_VALUES} values), at ${w}`;
     sizes.push(h.bytes);
-    numel += h.numel;
-    numel16 += h.numel16;
-    weightBytes += h.bytes;
+    numel = add(numel, h.numel, MAX_VALUES, tooMuch);
+    numel16 = add(numel16, h.numel16, MAX_VALUES, tooMuch);
+    weightBytes = add(weightBytes, h.bytes, MAX_MODEL_BYTES, tooMuch);
   }
   let keeps16 = false;
   try {
@@ -356,9 +458,14 @@ async function download(repo, rev, cache, signal) {
   for (let i = 0; i < weights.length; ++i) {
     const w = weights[i], key = fileKey(repo, rev, w);
     if ((await storedBytes(cache, key)) !== sizes[i]) {
-      const res = await get(at(pinned, w), repo, w, signal);
-      if (!res.ok) fail(httpError(repo, w, res));
-      const body = await readBody(res, sizes[i], `${repo}'s ${w}`, (got) => show(w, done + got, weightBytes));
+      const req = await get(at(pinned, w), repo, w, signal, {}, sizes[i]);
+      let body;
+      try {
+        if (!req.r.ok) fail(httpError(repo, w, req.r));
+        body = await readBody(req, sizes[i], `${repo}'s ${w}`, (got) => show(w, done + got, weightBytes));
+      } finally {
+        req.end();
+      }
       if (body.got !== sizes[i]) fail(`${repo}'s ${w} ended after ${body.got} of its ${sizes[i]} bytes`);
       if (!(await putFile(cache, key, new Blob(body.chunks)))) unkept.push(w);
     }

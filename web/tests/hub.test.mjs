@@ -5,7 +5,10 @@
 // files, Cancel that keeps the last good view and a second try that goes on from there, a second visit that
 // opens from the browser's storage with the hub stopped, a model too large refused before its weights
 // download, a 404 or an unknown repository in one line, and hostile answers (a shard named outside the folder,
-// a file shorter than its header, a config.json past its cap) in one line each.
+// a file shorter than its header, a config.json past its cap) in one line each. The untrusted numbers (issue 44):
+// weights that drip in far below the minimum rate, and an answer whose headers never come, refused in one line
+// under a short window (?hub-rate-window=3) with the view kept, Cancel and the page working afterwards; sizes
+// past 2^53 or past the page's caps, and huge Content-Range totals, refused before any weights download.
 //   ATTNVIZ_SITE   the built site (default build/wasm-release/web/site)
 //   ATTNVIZ_CLI    a native attnviz-cli (scripts/test passes the release build's) for the comparison
 // The repositories carry the list's names but hold tiny random models of their architectures
@@ -38,6 +41,22 @@ function tooLarge() {
   return { head, size: head.length + 3276800000 };
 }
 const llama = arch('llama');
+// A safetensors file of the given header (its JSON text), `data` bytes of zeros after it (made as they are read).
+function safetensors(json, data = 0) {
+  const text = Buffer.from(json);
+  const head = Buffer.alloc(8 + text.length);
+  head.writeBigUInt64LE(BigInt(text.length));
+  text.copy(head, 8);
+  return { head, size: head.length + data };
+}
+// Nine shards of 550 GB each (2^37 float32 values): each within a file's cap (1 TiB), 4.4 TB together past a
+// model's (4 TiB) at the eighth.
+const SHARDS = Array.from({ length: 9 }, (_, i) => `model-0000${i + 1}-of-00009.safetensors`);
+const hugeShards = {
+  'model.safetensors.index.json': Buffer.from(JSON.stringify({ weight_map: Object.fromEntries(SHARDS.map((s, i) => [`t${i}`, s])) })),
+  ...Object.fromEntries(SHARDS.map((s) => [s, safetensors(JSON.stringify({ w: { dtype: 'F32', shape: [2 ** 37], data_offsets: [0, 2 ** 39] } }), 2 ** 39)])),
+};
+const withWeights = (weights) => ({ 'config.json': llama['config.json'], 'tokenizer.json': tokenizer, ...weights });
 const REPOS = {
   'openai-community/gpt2': folder(join(repo, 'tests', 'fixtures', 'gpt', 'hf-folder')),  // vocab.json + merges.txt
   'HuggingFaceTB/SmolLM2-135M': llama,
@@ -54,6 +73,17 @@ const REPOS = {
   'test/short': { 'config.json': llama['config.json'], 'tokenizer.json': tokenizer,
                   'model.safetensors': llama['model.safetensors'].subarray(0, 100000) },
   'test/big-config': { 'config.json': Buffer.alloc(2 << 20, 32), 'model.safetensors': llama['model.safetensors'] },
+  // Too slow: weights that drip in at 16 bytes/s after their first 16 kB; a config.json never answered.
+  'test/drip': withWeights({ 'model.safetensors': Object.assign(Buffer.from(llama['model.safetensors']), { drip: true }) }),
+  'test/stall': { 'config.json': { stall: true } },
+  // Numbers past 2^53 or past the caps: an offset of 2^53 + 1, 2^54 values of a type the page does not size, a
+  // header describing 4.4 TB in one file, Content-Range totals of 2^53 + 1 and 10^20, nine shards of 550 GB.
+  'test/offset-2-53': withWeights({ 'model.safetensors': safetensors('{"w":{"dtype":"F32","shape":[2251799813685248],"data_offsets":[0,9007199254740993]}}') }),
+  'test/values-2-54': withWeights({ 'model.safetensors': safetensors('{"w":{"dtype":"F8_E4M3","shape":[134217728,134217728],"data_offsets":[0,16]}}', 16) }),
+  'test/file-4-tb': withWeights({ 'model.safetensors': safetensors(`{"w":{"dtype":"F32","shape":[${2 ** 40}],"data_offsets":[0,${2 ** 42}]}}`) }),
+  'test/range-2-53': withWeights({ 'model.safetensors': Object.assign(Buffer.from(llama['model.safetensors']), { total: '9007199254740993' }) }),
+  'test/range-huge': withWeights({ 'model.safetensors': Object.assign(Buffer.from(llama['model.safetensors']), { total: '99999999999999999999' }) }),
+  'test/huge-shards': withWeights(hugeShards),
 };
 
 let env, hub;
@@ -277,6 +307,94 @@ test('a storage without room for the weights: the model opens, kept in the tab o
   const mark = hub.requests.length;
   assert.equal(await open(page, 'EleutherAI/pythia-160m'), '');
   assert.ok(!hub.requests.slice(mark).some((r) => r.path.endsWith('.safetensors') && !r.range), 'the weights were not fetched again');
+  cleanHub(log);
+  await context.close();
+});
+
+// A page whose hub requests must bring 1024 bytes/s over each window of `seconds` (the page's default is 60 s).
+const rateUrl = (h, seconds) => `${env.url}?hub=${encodeURIComponent(h.url)}&hub-rate-window=${seconds}` +
+                                `#text=${encodeURIComponent(TEXT)}`;
+
+test('weights that drip in below 1024 bytes/s are refused in one line; the view stays, Cancel and the page work', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, rateUrl(hub, 3));
+  assert.equal(await open(page, 'EleutherAI/pythia-160m'), '');
+  const good = (await status(page)).model;
+  // 16 kB at once, then 16 bytes/s: the second 3 s window brings 48 bytes of the 3,072 it must.
+  const mark = hub.requests.length;
+  const pending = open(page, 'test/drip');
+  const message = await page.waitForFunction(() => /fell below/.test(attnviz.status().message) && attnviz.status().message);
+  const why = await pending;
+  assert.equal(await message.jsonValue(), why, 'the controls say it');
+  assert.match(why, /^the download of test\/drip's model\.safetensors from 127\.0\.0\.1:\d+ fell below 1024 bytes\/s for 3 s \(it had ([\d.]+ kB|\d+ bytes?) of 162\.7 kB\): the files that came whole are kept, a second try goes on from there$/);
+  assert.ok(!why.includes('\n'));
+  assert.ok(hub.requests.slice(mark).some((r) => r.server === 'cdn' && r.range === null), 'the weights were asked for');
+  let s = await status(page);
+  assert.equal(s.model.source.path, good.source.path, 'the view keeps the model it had');
+  assert.equal(s.model.generation, good.generation);
+  assert.equal(await page.evaluate(() => attnviz.hub.stored('test/drip')), null, 'no partial model counts as kept');
+  assert.equal(await page.locator('#busy').isHidden(), true, 'the progress panel is gone');
+  // The page computes afterwards.
+  assert.equal(await page.evaluate(() => attnviz.setText('A rose is a rose')), '');
+  await page.waitForFunction((g) => attnviz.status().generation > g, s.generation);
+  // Cancel still ends a download: the same drip, cancelled once its first piece has come (its first window
+  // passes on that piece; the rate ends it only after the second).
+  const before = (await page.evaluate(() => attnviz.hub.loads)).length;
+  const again = open(page, 'test/drip');
+  await page.waitForFunction((n) => attnviz.hub.loads.slice(n).some((l) => l.repo === 'test/drip' && l.loaded > 0), before);
+  await page.click('#busy-cancel');
+  assert.match(await again, /^fetching test\/drip was cancelled/);
+  s = await status(page);
+  assert.equal(s.model.source.path, good.source.path);
+  assert.equal(await open(page, 'HuggingFaceTB/SmolLM2-135M'), '', 'a model opens afterwards');
+  assert.equal((await status(page)).model.layers, 2);
+  cleanHub(log);
+  await context.close();
+});
+
+test('an answer whose headers never come is refused once a window passes; a bad hub-rate-window is refused', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, rateUrl(hub, 3));
+  const pending = open(page, 'test/stall');
+  await page.waitForFunction(() => /fell below/.test(attnviz.status().message));
+  const why = await pending;
+  assert.match(why, /^the download of test\/stall's config\.json from 127\.0\.0\.1:\d+ fell below 1024 bytes\/s for 3 s \(its answer had not begun\)/);
+  assert.equal((await status(page)).message, why);
+  assert.equal(await open(page, 'HuggingFaceTB/SmolLM2-135M'), '', 'the page goes on');
+  // A model this browser does not hold yet (one it holds opens from the storage, with no request).
+  for (const bad of ['0', '3601', '1.5', 'abc']) {
+    await load(page, rateUrl(hub, bad));
+    const mark = hub.requests.length;
+    assert.equal(await open(page, 'google/gemma-3-270m'),
+                 `the page's hub-rate-window is "${bad}", not a whole number of seconds from 1 to 3600`);
+    assert.equal(hub.requests.length, mark, 'nothing was asked of the hub');
+  }
+  cleanHub(log);
+  await context.close();
+});
+
+test('sizes past 2^53 or the caps and huge Content-Range totals are refused in one line before any weights download', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, pageUrl(hub));
+  const cases = {
+    'test/offset-2-53': /^test\/offset-2-53's model\.safetensors: the tensor "w" has no valid shape and offsets$/,
+    'test/values-2-54': /^test\/values-2-54's model\.safetensors: its header describes more than a file holds \(at most 1099\.5 GB and 8796093022208 values\)$/,
+    'test/file-4-tb': /^test\/file-4-tb's model\.safetensors: its header describes more than a file holds \(at most 1099\.5 GB and 8796093022208 values\)$/,
+    'test/range-2-53': /^test\/range-2-53's model\.safetensors: 127\.0\.0\.1:\d+ answered the range 0-7 with the Content-Range "bytes 0-7\/9007199254740993", not that range of a file of at most 1099\.5 GB$/,
+    'test/range-huge': /^test\/range-huge's model\.safetensors: 127\.0\.0\.1:\d+ answered the range 0-7 with the Content-Range "bytes 0-7\/99999999999999999999", not that range of a file of at most 1099\.5 GB$/,
+    'test/huge-shards': /^test\/huge-shards's weights add up to more than a model holds \(at most 4398\.0 GB and 8796093022208 values\), at model-00008-of-00009\.safetensors$/,
+  };
+  for (const [name, expected] of Object.entries(cases)) {
+    const mark = hub.requests.length;
+    const why = await open(page, name);
+    assert.match(why, expected, name);
+    assert.equal((await status(page)).message, why);
+    const cdn = hub.requests.slice(mark).filter((r) => r.server === 'cdn');
+    assert.ok(cdn.length >= 1 && cdn.every((r) => r.range !== null), `${name}: only headers were read`);
+    assert.equal(await page.evaluate((n) => attnviz.hub.stored(n), name), null, name);
+  }
+  assert.equal((await status(page)).model.open, false);
+  assert.equal(await open(page, 'HuggingFaceTB/SmolLM2-135M'), '', 'a model opens afterwards');
   cleanHub(log);
   await context.close();
 });

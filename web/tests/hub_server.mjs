@@ -9,7 +9,10 @@
 //   hub.delayMs        a pause before each 16 kB piece of a CDN body (to watch progress, to Cancel)
 //   await hub.close()  both servers stop: the page is offline
 // A file given as {size, head} is `head` followed by zeros up to `size` bytes, made as it is read (a file too
-// large to hold, for the page's memory check).
+// large to hold, for the page's memory check). Misbehaviours, as a file's own fields (a Buffer's too):
+//   drip: true       its whole-file GET sends one 16 kB piece, then 4 bytes every 250 ms (16 bytes/s)
+//   total: 'TEXT'    the size its Range answers announce in Content-Range ("bytes 0-7/TEXT")
+//   stall: true      the hub never answers for it (no headers), until the server closes
 import { createServer } from 'node:http';
 import { createHash } from 'node:crypto';
 
@@ -70,13 +73,21 @@ export async function startHub(repos) {
         return res.end();
       }
       status = 206;
-      headers['Content-Range'] = `bytes ${start}-${end}/${size}`;
+      headers['Content-Range'] = `bytes ${start}-${end}/${f.total ?? size}`;
     }
     headers['Content-Length'] = String(end + 1 - start);
     res.writeHead(status, headers);
     if (req.method === 'HEAD') return res.end();
     let closed = false;
     res.on('close', () => { closed = true; });
+    if (f.drip && !m) {
+      res.write(slice(f, 0, Math.min(end, PIECE - 1)));
+      for (let at = PIECE; at <= end && !closed; at += 4) {
+        await new Promise((r) => setTimeout(r, 250));
+        if (!closed) res.write(slice(f, at, Math.min(end, at + 3)));
+      }
+      return res.end();
+    }
     for (let at = start; at <= end && !closed; at += PIECE) {
       if (state.delayMs) await new Promise((r) => setTimeout(r, state.delayMs));
       if (closed) break;
@@ -108,6 +119,7 @@ export async function startHub(repos) {
       res.writeHead(404, { ...CORS, 'X-Error-Code': 'EntryNotFound', 'X-Repo-Commit': commits[repo] });
       return res.end('Entry not found');
     }
+    if (f.stall) return;  // no answer: the connection stays open until close()
     const etag = etags.get(`${repo}/${name}`);
     const headers = { ...CORS, 'X-Repo-Commit': commits[repo], ETag: `"${etag}"` };
     if (name.endsWith('.safetensors')) {
