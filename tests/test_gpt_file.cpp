@@ -428,8 +428,9 @@ TEST_CASE("gpt file: the memory budget is checked before anything is packed") {
   REQUIRE(inspect_gpt(file, kHeads2, {}, info).is_ok());
   GptLoadOptions opts;
   opts.memory_budget = info.packed_bytes - 1;
-  // A byte apart, the two sizes are written to the byte (both read "20.5 kB" before).
-  REQUIRE(info.packed_bytes >= 10'000);
+  // A byte apart, the two sizes are written to the byte (both read "20.5 kB" before). (The packed layout's
+  // size depends on the ISA: 20.5 kB natively, 7.7 kB in WebAssembly.)
+  REQUIRE(info.packed_bytes >= 1'000);
   REQUIRE(info.packed_bytes < 1'000'000);
   const auto kb = [](std::uint64_t n) {
     const std::string frac = std::to_string(1000 + n % 1000).substr(1);
