@@ -413,9 +413,9 @@ TEST_CASE("tokenizer.json: a regex that backtracks without end fails encode with
   REQUIRE_FALSE(st.is_ok());
   INFO(st.error);
   // The search's cost cap comes before PCRE2's own limit at one position.
-  CHECK(
-      st.error.find("pre_tokenizer.pattern: the regex needs more than 107520 steps on a text of 41 bytes") !=
-      std::string::npos);
+  CHECK(st.error.find(
+            "pre_tokenizer.pattern: the tokenizer's regexes need more than 1216512 steps on a text of "
+            "41 bytes") != std::string::npos);
   CHECK(out.empty());
 }
 
@@ -488,7 +488,8 @@ TEST_CASE("tokenizer.json: a regex search gives PCRE2's own matches, one positio
         for (std::size_t r = 0; r < repeat; ++r) text += piece;
       }
       std::vector<hf::Span> got;
-      const Status st = hf::find_matches(p, text, got);
+      hf::RegexBudget budget(text.size());
+      const Status st = hf::find_matches(p, text, got, budget);
       CAPTURE(pattern);
       CAPTURE(text);
       REQUIRE_MESSAGE(st.is_ok(), st.error);
@@ -530,6 +531,11 @@ TEST_CASE("tokenizer.json: a file cannot make tokenizing unbounded") {
     const Bpe p = load(r);
     check_encode_refused(p, "a",
                          "normalizer.normalizers[10] (Prepend) makes the text longer than 1040 bytes");
+    // A later segment between raw added tokens gets what the earlier ones left, and the line says so.
+    check_encode_refused(
+        b, std::string(30, 'b') + "</s>a",
+        "normalizer.normalizers[10] (Replace) makes the text longer than 1554 bytes, what is left "
+        "of the cap for a text of 35 bytes (16 a byte, plus 1024), 1584");
     check_encode_refused(p, std::string(100, 'a'), "normalizer.normalizers[20] (Replace) makes the text");
   }
   SUBCASE("an added token that is normalized when the file is read is bounded as a text is") {
@@ -576,11 +582,46 @@ TEST_CASE("tokenizer.json: a file cannot make tokenizing unbounded") {
     // within PCRE2's limit).
     check_encode_refused(
         b, std::string(120000, 'a'),
-        "pre_tokenizer.pattern: the regex needs more than 122945536 steps on a text of 120000 "
-        "bytes (the cap is 1024 a byte, plus 65536)");
+        "pre_tokenizer.pattern: the tokenizer's regexes need more than 492568576 steps on a text of 120000 "
+        "bytes (the cap is 4096 a byte, plus 1048576)");
     // Where it matches, it matches (a long run is read through growing windows).
     CHECK(pre(j["pre_tokenizer"], std::string(5000, 'b') + "1") ==
           std::vector<std::string>{std::string(5000, 'b'), "1"});
+  }
+  SUBCASE("what one step reads counts: a back reference compared over a long capture is capped too") {
+    json j = sp_file();
+    j["normalizer"] = nullptr;
+    j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(a+)\\1b"}}}, {"behavior", "Isolated"}};
+    const Bpe b = load(j);
+    // Each step of the back reference compares up to the whole run: charged window x steps, it is refused
+    // (it took 18 s over 270 kB when an attempt was charged window + steps).
+    check_encode_refused(
+        b, std::string(300000, 'a'),
+        "pre_tokenizer.pattern: the tokenizer's regexes need more than 1229848576 steps on a "
+        "text of 300000 bytes");
+    CHECK(pre(j["pre_tokenizer"], "aaab") == std::vector<std::string>{"a", "aab"});
+  }
+  SUBCASE(
+      "every regex step of one text shares one cap: 64 steps each under it do not get 64 times the work") {
+    json j = sp_file();
+    j["normalizer"] = nullptr;
+    json steps = json::array();
+    for (int i = 0; i < 64; ++i)
+      steps.push_back(
+          {{"type", "Split"}, {"pattern", {{"Regex", "(a{1,20})\\1{1,5}b"}}}, {"behavior", "Isolated"}});
+    j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", steps}};
+    const Bpe b = load(j);
+    check_encode_refused(b, std::string(130000, 'a'),
+                         "the tokenizer's regexes need more than 533528576 steps");
+    // The same steps as normalizers (Replace), after a normalizer that grows the text within its cap.
+    json r = sp_file();
+    json grow = json::array(
+        {{{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(15, 'a')}}});
+    for (int i = 0; i < 63; ++i)
+      grow.push_back({{"type", "Replace"}, {"pattern", {{"Regex", "(a{1,20})\\1{1,5}b"}}}, {"content", "b"}});
+    r["normalizer"] = {{"type", "Sequence"}, {"normalizers", grow}};
+    check_encode_refused(load(r), std::string(20000, 'a'),
+                         "the tokenizer's regexes need more than 82968576 steps");
   }
   SUBCASE("a pattern that could cut a UTF-8 character apart, or that Oniguruma would not read, is refused") {
     for (const auto& [pattern, needle] :
@@ -594,10 +635,19 @@ TEST_CASE("tokenizer.json: a file cannot make tokenizing unbounded") {
       check_refused_json(j, "pre_tokenizer.pattern: the regex " + attnviz::quote(pattern) + " " + needle);
     }
   }
-  SUBCASE("decoders: a replacement is a few characters, and Strip is linear") {
+  SUBCASE("decoders: literal replacements that cannot grow a text past 16 times, and Strip is linear") {
     json j = sp_file();
     j["decoder"] = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "xxxxx"}};
     check_refused_json(j, "decoder.content is longer than 4 bytes");
+    // A regex would insert its replacement at every empty match, and its work would be a decode's.
+    j["decoder"] = {{"type", "Replace"}, {"pattern", {{"Regex", ""}}}, {"content", "abcd"}};
+    check_refused_json(j, "decoder.pattern: a Replace decoder's regex is not supported (a String is)");
+    // Each "a" -> "aaaa" grows a text 4 times: two of them 16 times (taken), three 64 times (refused).
+    const json grow = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "aaaa"}};
+    j["decoder"] = {{"type", "Sequence"}, {"decoders", json::array({grow, grow})}};
+    CHECK(load(j).decode({4}) == std::string(16, 'a'));
+    j["decoder"] = {{"type", "Sequence"}, {"decoders", json::array({grow, grow, grow})}};
+    check_refused_json(j, "decoder: its Replace steps could make a decoded text more than 16 times as long");
     j["decoder"] = {{"type", "Sequence"},
                     {"decoders", json::array({{{"type", "Fuse"}},
                                               {{"type", "Strip"}, {"content", "b"}, {"start", 1 << 20}}})}};

@@ -90,12 +90,14 @@ Status encode_hf(const Tokenizer& t, std::string_view utf8, bool add_special, st
   std::vector<Segment> raw, normalized;
   std::vector<Piece> pieces;
   if (Status st = split_added(t.raw_added, utf8, raw); !st.is_ok()) return failed(st);
-  // The normalized text, every segment together, is capped by the length of the whole input.
+  // The normalized text, every segment together, is capped by the length of the whole input, and so is
+  // every regex step's work together.
   const std::size_t cap = kNormalizedGrowth * utf8.size() + kNormalizedSlack;
   const std::string cap_is = "the cap for a text of " + std::to_string(utf8.size()) + " bytes (" +
                              std::to_string(kNormalizedGrowth) + " a byte, plus " +
                              std::to_string(kNormalizedSlack) + ")";
   std::size_t normalized_bytes = 0;
+  RegexBudget budget(utf8.size());
   for (const Segment& r : raw) {
     if (r.id >= 0) {
       ids.push_back(r.id);
@@ -103,7 +105,12 @@ Status encode_hf(const Tokenizer& t, std::string_view utf8, bool add_special, st
     }
     if (r.end == r.begin) continue;
     std::string text(utf8.substr(r.begin, r.end - r.begin));
-    if (Status st = normalize(t.normalizers, text, cap - normalized_bytes, cap_is); !st.is_ok())
+    // (a later segment gets what the earlier ones left of the cap, and the message says so)
+    const std::size_t left = cap - normalized_bytes;
+    if (Status st = normalize(t.normalizers, text, left,
+                              left == cap ? cap_is : "what is left of " + cap_is + ", " + std::to_string(cap),
+                              budget);
+        !st.is_ok())
       return failed(st);
     normalized_bytes += text.size();
     if (Status st = split_added(t.normalized_added, text, normalized); !st.is_ok()) return failed(st);
@@ -114,7 +121,7 @@ Status encode_hf(const Tokenizer& t, std::string_view utf8, bool add_special, st
       }
       if (n.end == n.begin) continue;
       pieces.assign(1, Piece{text.substr(n.begin, n.end - n.begin), r.begin == 0 && n.begin == 0});
-      if (Status st = pre_tokenize(t.pre_tokenizers, pieces); !st.is_ok()) return failed(st);
+      if (Status st = pre_tokenize(t.pre_tokenizers, pieces, budget); !st.is_ok()) return failed(st);
       for (const Piece& p : pieces) tokenize_cached(t, p.text, ids);
     }
   }

@@ -382,6 +382,12 @@ Status read_decoder(const json& j, const std::string& where, int depth, std::vec
   } else if (type == "Replace") {
     d.kind = DecKind::Replace;
     if (Status st = read_pattern(o, where, d.pattern); !st.is_ok()) return st;
+    // Decoding runs on every token's label and every decoded text, with no way to fail: its work and its
+    // growth are bounded when the file is read, so a Replace decoder's pattern is a literal (every real
+    // file's is: "▁"), its replacement a character's worth, and all of them together grow a text at most
+    // kMaxDecoderGrowth times (a pattern of n bytes replaced by c grows a text at most c / n times).
+    if (d.pattern.re)
+      return Status::fail(where + ".pattern: a Replace decoder's regex is not supported (a String is)");
     if (Status st = o.string("content", d.content); !st.is_ok()) return st;
     if (d.content.size() > kMaxDecoderContent)
       return Status::fail(where + ".content is longer than " + std::to_string(kMaxDecoderContent) + " bytes");
@@ -557,6 +563,14 @@ Status read_tokenizer_json(std::string_view text, const std::string& name, Token
       return fail(st);
   if (const json* d = r.root.contains("decoder") ? &r.root["decoder"] : nullptr; d && !d->is_null())
     if (Status st = read_decoder(*d, "decoder", 0, t.decoders); !st.is_ok()) return fail(st);
+  double growth = 1.0;  // what the Replace decoders can make of a text's length, together
+  for (const Decoder& d : t.decoders)
+    if (d.kind == DecKind::Replace && !d.pattern.literal.empty())
+      growth *= std::max(
+          1.0, static_cast<double>(d.content.size()) / static_cast<double>(d.pattern.literal.size()));
+  if (growth > static_cast<double>(kMaxDecoderGrowth))
+    return fail(Status::fail("decoder: its Replace steps could make a decoded text more than " +
+                             std::to_string(kMaxDecoderGrowth) + " times as long as its tokens"));
   if (const json* p = r.root.contains("post_processor") ? &r.root["post_processor"] : nullptr;
       p && !p->is_null())
     if (Status st = read_post_processor(*p, "post_processor", 0, t.prefix, t.suffix); !st.is_ok())
@@ -638,6 +652,7 @@ Status read_tokenizer_json(std::string_view text, const std::string& name, Token
       return fail(Status::fail("added_tokens has more than " + std::to_string(kMaxAddedTokens) + " tokens"));
     std::unordered_map<std::string, int> content_id;
     std::size_t normalized_bytes = 0;
+    RegexBudget added_budget;  // every normalized added token's regex work together
     for (std::size_t i = 0; i < added->size(); ++i) {
       const Obj o{(*added)[i], "added_tokens[" + std::to_string(i) + "]"};
       if (!o.j.is_object()) return fail(Status::fail(o.where + " is not a JSON object"));
@@ -669,9 +684,10 @@ Status read_tokenizer_json(std::string_view text, const std::string& name, Token
       t.special[index] = a.special;
       if (a.normalized) {
         // Normalized when the file is read, so bounded as a typed text is: each token, and all together.
-        if (Status st =
-                normalize(t.normalizers, a.content, kMaxNormalizedToken,
-                          "an added token's cap of " + std::to_string(kMaxNormalizedToken) + " bytes");
+        added_budget.allow(a.content.size());
+        if (Status st = normalize(t.normalizers, a.content, kMaxNormalizedToken,
+                                  "an added token's cap of " + std::to_string(kMaxNormalizedToken) + " bytes",
+                                  added_budget);
             !st.is_ok())
           return fail(Status::fail(o.where + ": " + st.error));
         normalized_bytes += a.content.size();

@@ -38,17 +38,19 @@ inline constexpr int kMaxSteps = 64;                                  // normali
 //    kNormalizedGrowth n + kNormalizedSlack bytes, checked as each step writes, so that a sequence of growing
 //    steps stops at the cap instead of multiplying the text; a normalized added token is at most
 //    kMaxNormalizedToken bytes, and all of them together kMaxNormalizedAdded.
-//  - A regex search (find_matches) over m bytes costs at most kRegexCostPerByte m + kRegexCostBase (see
-//    find_matches for what a unit is).
+//  - Every regex search of one encode together (the normalizers', the pre-tokenizers') costs at most
+//    kRegexCostPerByte n + kRegexCostBase (a RegexBudget; see find_matches for what a unit is); the added
+//    tokens' normalizing when the file is read, the same over their contents' bytes.
 //  - Matching the added tokens over n bytes takes at most kAddedStepsPerByte n + kAddedStepsBase trie steps.
+//  - Decoding: a decoded text is at most kMaxDecoderGrowth times its tokens' bytes (checked when the file is
+//    read, from its Replace decoders' patterns and replacements, which are literal strings).
 inline constexpr std::size_t kNormalizedGrowth = 16, kNormalizedSlack = 1024;
 inline constexpr std::size_t kMaxNormalizedToken = 4 * kMaxTokenBytes;
 inline constexpr std::size_t kMaxNormalizedAdded = std::size_t{16} << 20;
-inline constexpr std::uint64_t kRegexCostPerByte = 1024, kRegexCostBase = std::uint64_t{1} << 16;
-// A Replace decoder's replacement: one character's worth (" " in every real file). Decoding runs on every
-// token's label when the file is read, so a decoded token is at most this many bytes for each of its own.
-inline constexpr std::size_t kMaxDecoderContent = 4;
+inline constexpr std::uint64_t kRegexCostPerByte = 4096, kRegexCostBase = std::uint64_t{1} << 20;
 inline constexpr std::uint64_t kAddedStepsPerByte = 64, kAddedStepsBase = std::uint64_t{1} << 16;
+inline constexpr std::size_t kMaxDecoderGrowth = 16;
+inline constexpr std::size_t kMaxDecoderContent = 4;  // a Replace decoder's replacement: a character's worth
 
 // A Split or Replace pattern: a literal string, or a regex (Oniguruma's syntax, compiled with PCRE2 in UTF
 // and Unicode-property mode, \s and \S read as Unicode's White_Space as Oniguruma does).
@@ -63,9 +65,21 @@ struct Span {
   std::size_t begin, end;
   bool match;
 };
+// The regex work one text may cost, shared by every regex step that runs on it (and on what the steps make
+// of it): kRegexCostPerByte for each byte allowed, plus kRegexCostBase.
+struct RegexBudget {
+  explicit RegexBudget(std::size_t text_bytes = 0) : left(kRegexCostBase) { allow(text_bytes); }
+  void allow(std::size_t more_bytes) {
+    bytes += more_bytes;
+    left += kRegexCostPerByte * more_bytes;
+  }
+  std::uint64_t cap() const { return kRegexCostPerByte * bytes + kRegexCostBase; }
+  std::size_t bytes = 0;
+  std::uint64_t left;
+};
 // Hugging Face's find_matches: matches and the text between them, in order, covering all of `s`. A regex
-// search costs at most kRegexCostPerByte s.size() + kRegexCostBase; past that it fails naming the pattern.
-Status find_matches(const Pattern& p, std::string_view s, std::vector<Span>& out);
+// search charges `budget`; when it runs out the search fails naming the pattern.
+Status find_matches(const Pattern& p, std::string_view s, std::vector<Span>& out, RegexBudget& budget);
 // Compiles an Oniguruma-syntax regex with PCRE2. Refused: what could cut a UTF-8 character apart (\C), and
 // what would make a search's result depend on where it started other than as Oniguruma's does (\G, PCRE2's
 // backtracking verbs "(*...)", which Oniguruma does not have).
@@ -211,8 +225,9 @@ Status read_tokenizer_json(std::string_view json, const std::string& name, Token
 // Runs the normalizers on `s`; a step that would make it longer than `cap` bytes fails, naming the step and
 // `cap_is` (what the cap is, for the message). Without a cap: kNormalizedGrowth s.size() + kNormalizedSlack.
 Status normalize(const std::vector<Normalizer>& steps, std::string& s, std::size_t cap,
-                 const std::string& cap_is);
+                 const std::string& cap_is, RegexBudget& budget);
 Status normalize(const std::vector<Normalizer>& steps, std::string& s);
+Status pre_tokenize(const std::vector<PreTokenizer>& steps, std::vector<Piece>& pieces, RegexBudget& budget);
 Status pre_tokenize(const std::vector<PreTokenizer>& steps, std::vector<Piece>& pieces);
 // Runs the decoders on token strings in place. `labels`: one token alone, shown whole (no Strip, and
 // Metaspace keeps a first token's space).

@@ -107,12 +107,13 @@ void apply_behavior(const std::vector<Span>& spans, Behavior b,
             out.end());
 }
 
-Status split_pieces(const Pattern& p, Behavior b, bool invert, std::vector<Piece>& pieces) {
+Status split_pieces(const Pattern& p, Behavior b, bool invert, std::vector<Piece>& pieces,
+                    RegexBudget& budget) {
   std::vector<Piece> out;
   std::vector<Span> spans;
   std::vector<std::pair<std::size_t, std::size_t>> ranges;
   for (Piece& piece : pieces) {
-    if (Status st = find_matches(p, piece.text, spans); !st.is_ok()) return st;
+    if (Status st = find_matches(p, piece.text, spans, budget); !st.is_ok()) return st;
     if (invert)
       for (Span& s : spans) s.match = !s.match;
     apply_behavior(spans, b, ranges);
@@ -125,9 +126,10 @@ Status split_pieces(const Pattern& p, Behavior b, bool invert, std::vector<Piece
 
 // `s` with every match of `p` replaced by `content`; fails naming `where` once the result would pass `cap`.
 Status replace_all(const Pattern& p, std::string_view s, std::string_view content, std::size_t cap,
-                   const std::string& where, const std::string& cap_is, std::string& out) {
+                   const std::string& where, const std::string& cap_is, RegexBudget& budget,
+                   std::string& out) {
   std::vector<Span> spans;
-  if (Status st = find_matches(p, s, spans); !st.is_ok()) return st;
+  if (Status st = find_matches(p, s, spans, budget); !st.is_ok()) return st;
   out.clear();
   for (const Span& sp : spans) {
     const std::string_view piece = sp.match ? content : s.substr(sp.begin, sp.end - sp.begin);
@@ -227,22 +229,22 @@ Status compile_regex(std::string_view pattern, const std::string& where, Pattern
 
 namespace {
 
-// One regex search's work, bounded in total. PCRE2's match limit bounds the backtracking at one start
-// position, not a search: a pattern that scans ahead from every position ("\p{L}+(?=\d)" over a long word)
-// is quadratic within it, and a pattern whose single-character repeats run on without backtracking is not
-// counted at all. So a search here tries one start position at a time (anchored), shows PCRE2 only a window
-// of the text that doubles when a match attempt runs into its end (PCRE2_PARTIAL_HARD: the same result as
-// on the whole text, once the window holds what the match reads), and gives it a step limit that doubles
-// when it is hit. Each attempt costs its window's bytes plus its step limit; the search may spend
-// kRegexCostPerByte a byte of its text, plus kRegexCostBase. A start position whose first byte PCRE2 knows
-// cannot start a match is skipped without an attempt.
+// Regex searches, bounded in total. PCRE2's match limit bounds the backtracking steps at one start position,
+// not a search: a pattern that scans ahead from every position ("\p{L}+(?=\d)" over a long word) is quadratic
+// within it, and what one step reads (a single-character repeat running on, a back reference compared) is
+// not counted at all. So a search here tries one start position at a time (anchored), shows PCRE2 only a
+// window of the text that doubles when a match attempt runs into its end (PCRE2_PARTIAL_HARD: the same result
+// as on the whole text, once the window holds what the match reads), and gives it a step limit that doubles
+// when it is hit. An attempt's work is at most its steps times what one step can read, about the window: it
+// is charged that product, (window bytes + 1) x step limit, to the text's RegexBudget. A start position whose
+// first byte PCRE2 knows cannot start a match is skipped without an attempt. (The real files' patterns need
+// at most 16 steps for most attempts and 32 for the rest, for pieces of a few bytes: most attempts cost 272.)
 class RegexSearch {
  public:
-  static constexpr std::size_t kFirstWindow = 64;
-  static constexpr std::uint32_t kFirstSteps = 64, kMostSteps = 1000000;  // PCRE2's default limit
+  static constexpr std::size_t kFirstWindow = 16;
+  static constexpr std::uint32_t kFirstSteps = 16, kMostSteps = 1000000;  // PCRE2's default limit
 
-  RegexSearch(const Pattern& p, std::string_view s)
-      : p_(p), s_(s), budget_(kRegexCostPerByte * s.size() + kRegexCostBase) {}
+  RegexSearch(const Pattern& p, std::string_view s, RegexBudget& budget) : p_(p), s_(s), budget_(budget) {}
 
   Status init() {
     md_.reset(pcre2_match_data_create_from_pattern(p_.re.get(), nullptr));
@@ -265,14 +267,13 @@ class RegexSearch {
     for (;;) {
       std::size_t end = s_.size() - at <= window ? s_.size() : at + window;
       while (end < s_.size() && (static_cast<unsigned char>(s_[end]) & 0xC0) == 0x80) ++end;
-      const std::uint64_t cost = (end - at) + steps;
-      if (cost > budget_)
-        return Status::fail(p_.where + ": the regex needs more than " +
-                            std::to_string(kRegexCostPerByte * s_.size() + kRegexCostBase) +
-                            " steps on a text of " + std::to_string(s_.size()) + " bytes (the cap is " +
-                            std::to_string(kRegexCostPerByte) + " a byte, plus " +
-                            std::to_string(kRegexCostBase) + ")");
-      budget_ -= cost;
+      const std::uint64_t cost = static_cast<std::uint64_t>(end - at + 1) * steps;
+      if (cost > budget_.left)
+        return Status::fail(
+            p_.where + ": the tokenizer's regexes need more than " + std::to_string(budget_.cap()) +
+            " steps on a text of " + std::to_string(budget_.bytes) + " bytes (the cap is " +
+            std::to_string(kRegexCostPerByte) + " a byte, plus " + std::to_string(kRegexCostBase) + ")");
+      budget_.left -= cost;
       pcre2_set_match_limit(ctx_.get(), steps);
       const std::uint32_t options =
           PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK | (end < s_.size() ? PCRE2_PARTIAL_HARD : 0);
@@ -309,14 +310,14 @@ class RegexSearch {
   }
   const Pattern& p_;
   std::string_view s_;
-  std::uint64_t budget_;
+  RegexBudget& budget_;
   std::unique_ptr<pcre2_match_data, MatchDataDeleter> md_;
   std::unique_ptr<pcre2_match_context, ContextDeleter> ctx_;
 };
 
 }  // namespace
 
-Status find_matches(const Pattern& p, std::string_view s, std::vector<Span>& out) {
+Status find_matches(const Pattern& p, std::string_view s, std::vector<Span>& out, RegexBudget& budget) {
   out.clear();
   if (s.empty()) {
     out.push_back({0, 0, false});
@@ -336,7 +337,7 @@ Status find_matches(const Pattern& p, std::string_view s, std::vector<Span>& out
     for (std::size_t at = s.find(p.literal); at != std::string_view::npos; at = s.find(p.literal, prev))
       add(at, at + p.literal.size());
   } else {
-    RegexSearch search(p, s);
+    RegexSearch search(p, s, budget);
     if (Status st = search.init(); !st.is_ok()) return st;
     // Oniguruma's find_iter: the leftmost match from where the last one ended; an empty match right where the
     // last match ended is skipped.
@@ -359,7 +360,7 @@ Status find_matches(const Pattern& p, std::string_view s, std::vector<Span>& out
 }
 
 Status normalize(const std::vector<Normalizer>& steps, std::string& s, std::size_t cap,
-                 const std::string& cap_is) {
+                 const std::string& cap_is, RegexBudget& budget) {
   const auto too_long = [&](const Normalizer& n) {
     return Status::fail(n.where + " makes the text longer than " + std::to_string(cap) + " bytes, " + cap_is);
   };
@@ -404,7 +405,7 @@ Status normalize(const std::vector<Normalizer>& steps, std::string& s, std::size
         s.insert(0, n.content);
         break;
       case NormKind::Replace:
-        if (Status st = replace_all(n.pattern, s, n.content, cap, n.where, cap_is, out); !st.is_ok())
+        if (Status st = replace_all(n.pattern, s, n.content, cap, n.where, cap_is, budget, out); !st.is_ok())
           return st;
         s.swap(out);
         break;
@@ -414,24 +415,34 @@ Status normalize(const std::vector<Normalizer>& steps, std::string& s, std::size
 }
 
 Status normalize(const std::vector<Normalizer>& steps, std::string& s) {
+  RegexBudget budget(s.size());
   return normalize(steps, s, kNormalizedGrowth * s.size() + kNormalizedSlack,
                    "the cap for a text of " + std::to_string(s.size()) + " bytes (" +
                        std::to_string(kNormalizedGrowth) + " a byte, plus " +
-                       std::to_string(kNormalizedSlack) + ")");
+                       std::to_string(kNormalizedSlack) + ")",
+                   budget);
 }
 
 Status pre_tokenize(const std::vector<PreTokenizer>& steps, std::vector<Piece>& pieces) {
+  std::size_t bytes = 0;
+  for (const Piece& p : pieces) bytes += p.text.size();
+  RegexBudget budget(bytes);
+  return pre_tokenize(steps, pieces, budget);
+}
+
+Status pre_tokenize(const std::vector<PreTokenizer>& steps, std::vector<Piece>& pieces, RegexBudget& budget) {
   for (const PreTokenizer& p : steps) {
     switch (p.kind) {
       case PreKind::Split:
-        if (Status st = split_pieces(p.pattern, p.behavior, p.invert, pieces); !st.is_ok()) return st;
+        if (Status st = split_pieces(p.pattern, p.behavior, p.invert, pieces, budget); !st.is_ok()) return st;
         break;
       case PreKind::ByteLevel:
         if (p.add_prefix_space)
           for (Piece& piece : pieces)
             if (!starts_with(piece.text, " ")) piece.text.insert(0, " ");
         if (p.pattern.re)
-          if (Status st = split_pieces(p.pattern, Behavior::Isolated, false, pieces); !st.is_ok()) return st;
+          if (Status st = split_pieces(p.pattern, Behavior::Isolated, false, pieces, budget); !st.is_ok())
+            return st;
         break;
       case PreKind::Metaspace: {
         for (Piece& piece : pieces) {
@@ -443,7 +454,8 @@ Status pre_tokenize(const std::vector<PreTokenizer>& steps, std::vector<Piece>& 
         if (p.split) {
           Pattern lit;
           lit.literal = p.replacement;
-          if (Status st = split_pieces(lit, Behavior::MergedWithNext, false, pieces); !st.is_ok()) return st;
+          if (Status st = split_pieces(lit, Behavior::MergedWithNext, false, pieces, budget); !st.is_ok())
+            return st;
         }
         break;
       }
@@ -458,10 +470,8 @@ void decode_tokens(const std::vector<Decoder>& steps, std::vector<std::string>& 
       case DecKind::ByteLevel:  // tokens are raw bytes already (read back at load)
         break;
       case DecKind::Replace:
-        for (std::string& t : tokens) {
-          std::string r;  // (at most kMaxDecoderContent bytes for each of the token's, and one before)
-          if (replace_all(d.pattern, t, d.content, SIZE_MAX, "", "", r).is_ok()) t = std::move(r);
-        }
+        for (std::string& t : tokens)  // a literal pattern: read_decoder refuses a regex
+          t = replace_literal(t, d.pattern.literal, d.content);
         break;
       case DecKind::ByteFallback:  // raw bytes, never U+FFFD: callers make text valid where they need it
         for (std::string& t : tokens)
