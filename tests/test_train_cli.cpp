@@ -2,6 +2,8 @@
 // JSON lines, a checkpoint that --model opens and --resume continues from, and every bad input refused in one
 // line.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -1157,4 +1159,231 @@ TEST_CASE("train cli: checkpoint: --resume from a model that is no training chec
   CHECK(r.err.find(quote(hf) + " is a GPT-2 model, not a training checkpoint (no optimizer.safetensors)") !=
         std::string::npos);
   CHECK(lines_of(r.out).size() == 1);
+}
+
+// ---- A checkpoint write never writes through a link or waits on a FIFO -----------------------------------
+
+namespace {
+
+// Entries that are not regular files, at a name a checkpoint writes or reads.
+enum class Odd { link, fifo, device };
+constexpr Odd kOdd[] = {Odd::link, Odd::fifo, Odd::device};
+
+// How the checkpoint names one ("a symbolic link", as file_kind says).
+std::string odd_kind(Odd kind) {
+  return kind == Odd::link ? "a symbolic link" : kind == Odd::fifo ? "a FIFO" : "a character device";
+}
+
+// Puts at `p` a symbolic link to `target`, a FIFO, or a character device with /dev/null's numbers (false
+// where mknod is not allowed: not root, or a container without the capability).
+bool make_odd(const fs::path& p, Odd kind, const fs::path& target) {
+  fs::remove(p);
+  switch (kind) {
+    case Odd::link:
+      fs::create_symlink(target, p);
+      return true;
+    case Odd::fifo:
+      REQUIRE(::mkfifo(p.c_str(), 0644) == 0);
+      return true;
+    case Odd::device: {
+      struct stat null {};
+      REQUIRE(::stat("/dev/null", &null) == 0);
+      return ::mknod(p.c_str(), S_IFCHR | 0644, null.st_rdev) == 0;
+    }
+  }
+  return false;
+}
+
+// Every entry of `dir` is a regular file, and none is a NAME.tmp left behind.
+void check_only_set_files(const fs::path& dir) {
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    CAPTURE(name);
+    CHECK(fs::is_regular_file(fs::symlink_status(e.path())));
+    CHECK(name.find(".tmp") == std::string::npos);
+  }
+}
+
+// The names a write creates its files at: each NAME.tmp of the set, the pending manifest's, the probe.
+std::vector<std::string> temporary_names() {
+  std::vector<std::string> names;
+  for (const char* name : kSet) names.push_back(std::string(name) + ".tmp");
+  names.push_back("checkpoint.pending.json.tmp");
+  names.push_back(".attnviz-write-probe.tmp");
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "train cli: checkpoint: a link, FIFO or device at a name the write creates is replaced, never written "
+    "through or waited on") {
+  const fs::path a = temp_dir("odd_write_a"), dir = temp_dir("odd_write"), outside = temp_dir("odd_victim");
+  fs::create_directories(outside);
+  const fs::path victim = outside / "victim.txt";
+  write_bytes(victim, "precious\n");
+  const std::map<std::string, std::string> first = book_checkpoint(a, 3);
+  const auto victim_intact = [&] {
+    CHECK(fs::is_regular_file(fs::symlink_status(victim)));
+    CHECK(file_bytes(victim) == "precious\n");
+  };
+
+  // In the CLI: every temporary name taken at once (links to the victim, FIFOs, devices); --resume then
+  // --out the same folder writes the whole set.
+  for (Odd kind : kOdd) {
+    CAPTURE(odd_kind(kind));
+    fs::remove_all(dir);
+    fs::copy(a, dir);
+    bool made = true;
+    for (const std::string& name : temporary_names()) made = make_odd(dir / name, kind, victim) && made;
+    if (!made) {
+      MESSAGE("no device nodes here (mknod is not allowed): the device case is skipped");
+      continue;
+    }
+    const test::Run r = test::cli(resume_from(dir.string(), {"--out", dir.string(), "--stop-after", "6"}));
+    CAPTURE(r.err);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("(Step 000005)") != std::string::npos);
+    victim_intact();
+    check_only_set_files(dir);
+    CHECK(folder_files(dir).size() == first.size());
+    CHECK(resumed_step(dir) == 5);
+  }
+  // the induction task into a new folder whose probe's name is a link (the probe is all it has)
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::create_symlink(victim, dir / ".attnviz-write-probe.tmp");
+  {
+    const test::Run r = test::cli({"train", "--task", "induction", "--steps", "3", "--out", dir.string()});
+    CAPTURE(r.err);
+    CHECK(r.status == 0);
+    victim_intact();
+    check_only_set_files(dir);
+    CHECK(check_checkpoint_folder(dir.string()).is_ok());
+  }
+
+  // In the engine: each name alone, each kind.
+  TrainModel m;
+  AdamW opt;
+  bool has_optimizer = false;
+  std::optional<RunState> run;
+  REQUIRE(read_checkpoint(a.string(), m, opt, has_optimizer, run).is_ok());
+  opt.steps += 1;  // another save: its optimizer file differs
+  for (Odd kind : kOdd)
+    for (const std::string& name : temporary_names()) {
+      CAPTURE(odd_kind(kind));
+      CAPTURE(name);
+      fs::remove_all(dir);
+      fs::copy(a, dir);
+      if (!make_odd(dir / name, kind, victim)) continue;  // (no device nodes here)
+      const Status st = name == ".attnviz-write-probe.tmp"
+                            ? check_checkpoint_out(dir.string(), kVocab)
+                            : write_checkpoint(dir.string(), m, opt, kVocab, &*run);
+      CAPTURE(st.error);
+      CHECK(st.is_ok());
+      victim_intact();
+      check_only_set_files(dir);
+      CHECK(folder_files(dir).size() == first.size());
+      if (name != ".attnviz-write-probe.tmp")
+        CHECK(folder_files(dir).at("optimizer.safetensors") != first.at("optimizer.safetensors"));
+      CHECK(resumed_step(dir) == 2);
+    }
+
+  // A set's own name that is a link, FIFO or device (a folder given one since): a new run's --out replaces
+  // the entry itself by the rename, never writing through it.
+  for (Odd kind : kOdd) {
+    CAPTURE(odd_kind(kind));
+    fs::remove_all(dir);
+    fs::copy(a, dir);
+    bool made = true;
+    for (const char* name : kSet) made = make_odd(dir / name, kind, victim) && made;
+    if (!made) continue;  // (no device nodes here)
+    const test::Run r = test::cli(reduced({"--epochs", "1", "--stop-after", "2", "--out", dir.string()}));
+    CAPTURE(r.err);
+    CHECK(r.status == 0);
+    victim_intact();
+    check_only_set_files(dir);
+    CHECK(folder_files(dir).size() == first.size());
+    CHECK(resumed_step(dir) == 1);
+  }
+  // a folder at a temporary name stays refused by name, before anything is written
+  fs::remove_all(dir);
+  fs::copy(a, dir);
+  fs::create_directory(dir / "model.safetensors.tmp");
+  const Status folder = write_checkpoint(dir.string(), m, opt, kVocab, &*run);
+  CHECK(folder.error.find("holds a folder named model.safetensors.tmp") != std::string::npos);
+  for (const fs::path& p : {a, dir, outside}) fs::remove_all(p);
+}
+
+TEST_CASE(
+    "train cli: checkpoint: a set file that is a link, FIFO or device is refused by name, never followed or "
+    "waited on") {
+  const fs::path a = temp_dir("odd_read_a"), b = temp_dir("odd_read_b"), dir = temp_dir("odd_read"),
+                 outside = temp_dir("odd_read_outside");
+  fs::create_directories(outside);
+  const std::map<std::string, std::string> first = book_checkpoint(a, 3), second = book_checkpoint(b, 5);
+
+  // Each file of the set in turn: a link to a copy of its own bytes elsewhere (whose hash matches), a FIFO,
+  // a device. --resume and --model refuse it by name.
+  for (Odd kind : kOdd)
+    for (const char* name : kSet) {
+      CAPTURE(odd_kind(kind));
+      CAPTURE(name);
+      fs::remove_all(dir);
+      fs::copy(a, dir);
+      const fs::path copy = outside / name;
+      write_bytes(copy, first.at(name));
+      if (!make_odd(dir / name, kind, copy)) continue;  // (no device nodes here)
+      const std::string torn = quote(dir.string()) + " is a torn checkpoint: its " + name + " is " +
+                               odd_kind(kind) + ", not a regular file";
+      check_refused(resume_from(dir.string(), {}), torn);
+      check_refused_cli({"--model", dir.string(), "--text", "Every effort"}, torn);
+      CHECK(file_bytes(copy) == first.at(name));
+    }
+
+  // A write cut short after its commit, whose NAME.tmp is a link to the new bytes (or a FIFO, a device): it
+  // is never renamed into place. Where NAME already holds the new set's bytes the set is finished without
+  // it; else the commit cannot be finished, and says which file.
+  std::vector<std::string> names;
+  for (const auto& entry : second)
+    if (entry.first != "checkpoint.json") names.push_back(entry.first);
+  for (Odd kind : kOdd)
+    for (const std::string& name : names) {
+      CAPTURE(odd_kind(kind));
+      CAPTURE(name);
+      fs::remove_all(dir);
+      fs::copy(a, dir);
+      for (const std::string& other : names) write_bytes(dir / (other + ".tmp"), second.at(other));
+      const fs::path copy = outside / (name + ".new");
+      write_bytes(copy, second.at(name));
+      if (!make_odd(dir / (name + ".tmp"), kind, copy)) continue;  // (no device nodes here)
+      write_bytes(dir / "checkpoint.pending.json", second.at("checkpoint.json"));
+      if (first.at(name) == second.at(name)) {
+        CHECK(resumed_step(dir) == 4);
+        CHECK(file_bytes(dir / name) == second.at(name));
+      } else {
+        check_refused(resume_from(dir.string(), {}), "cannot be finished: its " + name +
+                                                         " holds other bytes than its " +
+                                                         "checkpoint.pending.json lists");
+        CHECK(fs::symlink_status(dir / (name + ".tmp")).type() != fs::file_type::regular);
+      }
+      CHECK(fs::is_regular_file(fs::symlink_status(dir / name)));
+      CHECK(file_bytes(copy) == second.at(name));
+    }
+
+  // The manifests themselves: a link (to a copy of the right one), a FIFO, a device is no manifest.
+  for (Odd kind : kOdd)
+    for (const char* manifest : {"checkpoint.json", "checkpoint.pending.json"}) {
+      CAPTURE(odd_kind(kind));
+      CAPTURE(manifest);
+      fs::remove_all(dir);
+      fs::copy(a, dir);
+      const fs::path copy = outside / "manifest.json";
+      write_bytes(copy, first.at("checkpoint.json"));
+      if (!make_odd(dir / manifest, kind, copy)) continue;  // (no device nodes here)
+      check_refused(resume_from(dir.string(), {}),
+                    "cannot read " + quote((dir / manifest).string()) + ": is " + odd_kind(kind));
+      CHECK(file_bytes(copy) == first.at("checkpoint.json"));
+    }
+  for (const fs::path& p : {a, b, dir, outside}) fs::remove_all(p);
 }

@@ -2,9 +2,11 @@
 #include "attnviz/io/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -192,6 +194,12 @@ bool hex16(const json& v, std::uint64_t* out = nullptr) {
 // A manifest from outside: every key known and in range, every file one of a checkpoint's names (no path),
 // model.safetensors and config.json among them.
 Status parse_manifest(const fs::path& path, Manifest& out) {
+  // The entry itself, before it is opened: a link is no manifest of the folder's (a pending one would be
+  // renamed into place), a FIFO or device is not opened.
+  struct stat entry {};
+  if (::lstat(path.string().c_str(), &entry) == 0 && !S_ISREG(entry.st_mode))
+    return Status::fail("cannot read " + quote(path.string()) + ": is " +
+                        file_kind(static_cast<unsigned>(entry.st_mode)));
   std::string text;
   if (Status st = read_untrusted_file(path.string(), kMaxManifestBytes, text); !st.is_ok()) return st;
   const json j = json::parse(text, nullptr, false);
@@ -224,36 +232,60 @@ Status parse_manifest(const fs::path& path, Manifest& out) {
   return Status::ok();
 }
 
-// Whether `path` is a regular file of `want.bytes` bytes whose hash is `want.hash`; `why` says how not.
+// Whether `path` is a regular file of `want.bytes` bytes whose hash is `want.hash`; `why` says how not. The
+// entry itself, not what it points to: a symbolic link (to a file elsewhere, or to one of the set) is no
+// file of the set, and a FIFO or device is refused without being opened for reading (which could block).
 bool file_matches(const fs::path& path, const SetFile& want, std::string& why,
                   const char* listed_by = kManifest) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) {
-    why = fs::exists(fs::symlink_status(path, ec)) ? "is not a regular file" : "is missing";
+  struct stat st {};
+  if (::lstat(path.string().c_str(), &st) != 0) {
+    why = errno == ENOENT ? "is missing" : std::string("cannot be read: ") + std::strerror(errno);
     return false;
   }
-  const std::uintmax_t size = fs::file_size(path, ec);
-  if (ec || size != want.bytes) {
-    why = "has " + std::to_string(ec ? 0 : size) + " bytes, not the " + std::to_string(want.bytes) + " its " +
+  if (!S_ISREG(st.st_mode)) {
+    why = "is " + file_kind(static_cast<unsigned>(st.st_mode)) + ", not a regular file";
+    return false;
+  }
+  // O_NOFOLLOW | O_NONBLOCK: an entry swapped for a link or a FIFO since is refused, not followed or waited
+  // on; fstat checks what was opened.
+  const int fd = ::open(path.string().c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    why = std::string("cannot be read: ") + std::strerror(errno);
+    return false;
+  }
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    why = "is not a regular file";
+    return false;
+  }
+  const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+  if (size != want.bytes) {
+    ::close(fd);
+    why = "has " + std::to_string(size) + " bytes, not the " + std::to_string(want.bytes) + " its " +
           listed_by + " lists";
-    return false;
-  }
-  std::FILE* f = std::fopen(path.string().c_str(), "rb");
-  if (!f) {
-    why = "cannot be read";
     return false;
   }
   Hash64 h;
   std::vector<unsigned char> buf(std::size_t{1} << 20);
   std::uint64_t got = 0;
+  bool error = false;
+  // Full buffers until the end (Hash64 takes a multiple of 32 bytes but in its last call).
   for (;;) {
-    const std::size_t n = std::fread(buf.data(), 1, buf.size(), f);
+    std::size_t n = 0;
+    while (n < buf.size()) {
+      const ssize_t r = ::read(fd, buf.data() + n, buf.size() - n);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        error = r < 0;
+        break;
+      }
+      n += static_cast<std::size_t>(r);
+    }
     h.update(buf.data(), n);
     got += n;
-    if (n < buf.size()) break;
+    if (n < buf.size() || error) break;
   }
-  const bool error = std::ferror(f) != 0;
-  std::fclose(f);
+  ::close(fd);
   if (error || got != want.bytes) {
     why = "cannot be read whole";
     return false;
@@ -274,9 +306,10 @@ void sync_dir(const fs::path& dir) {
   ::close(fd);
 }
 
-// Writes `bytes` to `path` and flushes it to the disk: every error reported.
+// Writes `bytes` to a file made afresh at `path` (whatever was at the name removed as itself: never written
+// through a link, never a FIFO waited on) and flushes it to the disk: every error reported.
 Status write_synced(const fs::path& path, std::string_view bytes) {
-  return write_file(path.string(), bytes, true);
+  return write_new_file(path.string(), bytes);
 }
 
 std::function<Status(const std::string&)>& write_hook() {
@@ -722,8 +755,7 @@ Status check_checkpoint_out(const std::string& dir, const std::string& vocab_dir
     return Status::fail("cannot create the folder " + quote(dir) + (ec ? ": " + ec.message() : ""));
   const fs::path folder(dir);
   const fs::path probe = folder / ".attnviz-write-probe.tmp";
-  if (Status st = write_synced(probe, "probe"); !st.is_ok()) {
-    fs::remove(probe, ec);
+  if (Status st = write_synced(probe, "probe"); !st.is_ok()) {  // (a file cut short: removed)
     return Status::fail("cannot write a checkpoint to " + quote(dir) + ": " + st.error);
   }
   if (!fs::remove(probe, ec) || ec)

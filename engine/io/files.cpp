@@ -15,6 +15,7 @@ namespace attnviz {
 
 std::string file_kind(unsigned mode) {
   if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
@@ -72,13 +73,10 @@ Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::
   return result;
 }
 
-Status write_file(const std::string& path, std::string_view bytes, bool sync) {
-  const auto fail = [&path](int error) {
-    return Status::fail("cannot write " + quote(path) + ": " + std::strerror(error));
-  };
-  if (path.empty()) return Status::fail("cannot write a file with an empty name");
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return fail(errno);
+namespace {
+
+// Writes every byte of `bytes` to `fd`, flushes it when `sync` and closes it; the errno of a failure, or 0.
+int write_all(int fd, std::string_view bytes, bool sync) {
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -86,7 +84,7 @@ Status write_file(const std::string& path, std::string_view bytes, bool sync) {
     if (n <= 0) {
       const int error = n < 0 ? errno : EIO;
       ::close(fd);
-      return fail(error);
+      return error;
     }
     done += static_cast<std::size_t>(n);
   }
@@ -94,10 +92,48 @@ Status write_file(const std::string& path, std::string_view bytes, bool sync) {
   if (sync && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
     const int error = errno;
     ::close(fd);
-    return fail(error);
+    return error;
   }
   // close() reports what a network file system could not store (a full disk seen late).
-  if (::close(fd) != 0) return fail(errno);
+  if (::close(fd) != 0) return errno;
+  return 0;
+}
+
+}  // namespace
+
+Status write_file(const std::string& path, std::string_view bytes, bool sync) {
+  const auto fail = [&path](int error) {
+    return Status::fail("cannot write " + quote(path) + ": " + std::strerror(error));
+  };
+  if (path.empty()) return Status::fail("cannot write a file with an empty name");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail(errno);
+  if (const int error = write_all(fd, bytes, sync)) return fail(error);
+  return Status::ok();
+}
+
+Status write_new_file(const std::string& path, std::string_view bytes) {
+  const auto fail = [&path](const std::string& why) {
+    return Status::fail("cannot write " + quote(path) + ": " + why);
+  };
+  if (path.empty()) return Status::fail("cannot write a file with an empty name");
+  // Whatever is at the name goes first, as itself: a link is removed, never followed; a FIFO, socket or
+  // device node is removed, never opened. A folder stays, refused.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return fail("is a directory");
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fail(std::strerror(errno));
+  } else if (errno != ENOENT) {
+    return fail(std::strerror(errno));
+  }
+  // O_EXCL | O_NOFOLLOW: a file made afresh; anything put at the name since (a link, a FIFO) is refused, not
+  // written through or waited on.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return fail(std::strerror(errno));
+  if (const int error = write_all(fd, bytes, true)) {
+    ::unlink(path.c_str());  // the file made here, cut short
+    return fail(std::strerror(error));
+  }
   return Status::ok();
 }
 

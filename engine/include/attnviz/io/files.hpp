@@ -23,7 +23,15 @@ Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::
 // the disk (fsync) before it returns, as a checkpoint's files are before their commit.
 Status write_file(const std::string& path, std::string_view bytes, bool sync = false);
 
-// "a directory", "a FIFO", "a character device", "a block device", "a socket", "not a regular file".
+// Writes `bytes` to a file made afresh at `path`, flushed to the disk (fsync): what was at the name is
+// removed first as itself (a symbolic link is removed, never followed, so nothing outside the folder is
+// written; a FIFO, socket or device node is removed, never opened, so nothing blocks), then the file is
+// created with O_EXCL | O_NOFOLLOW. A directory at the name is refused ("cannot write PATH: is a
+// directory"); every error is one line, and a file cut short is removed. A checkpoint's files are written so.
+Status write_new_file(const std::string& path, std::string_view bytes);
+
+// "a directory", "a symbolic link" (from lstat), "a FIFO", "a character device", "a block device", "a
+// socket", "not a regular file".
 std::string file_kind(unsigned mode);
 
 }  // namespace attnviz
