@@ -333,7 +333,10 @@ std::string hash_as_etag(const std::string& path, const std::string& etag, std::
   }
   if (git_blob) {
     const std::string header = "blob " + std::to_string(size);
-    EVP_DigestUpdate(ctx.get(), header.c_str(), header.size() + 1);  // with its '\0'
+    if (EVP_DigestUpdate(ctx.get(), header.c_str(), header.size() + 1) != 1) {  // with its '\0'
+      error = "cannot hash with OpenSSL's sha1";
+      return "";
+    }
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
@@ -358,7 +361,11 @@ std::string hash_as_etag(const std::string& path, const std::string& etag, std::
     }
     if (n == 0) break;
     total += static_cast<std::uint64_t>(n);
-    EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<std::size_t>(n));
+    if (EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<std::size_t>(n)) != 1) {
+      error = "cannot hash with OpenSSL's " + std::string(git_blob ? "sha1" : "sha256");
+      ::close(fd);
+      return "";
+    }
   }
   ::close(fd);
   if (total != size) {  // changed under us since its size was checked
