@@ -230,7 +230,7 @@ def hostile_numbers(hub, root, model, sharded, shards, index):
     check(len(ranges) == 2 and ranges[1] and int(ranges[1][6:-1]) >= half, "the resume asks a Range: %r" % ranges)
 
 
-def hostile_bytes(hub, root, model):
+def hostile_bytes(hub, root, model, sharded):
     """Bytes that are not what the hub names them (ETag: a small file's git blob id, an LFS file's sha256): a
     Content-Length shorter than the body of a small file (libcurl reads that many bytes and drops the rest),
     other bytes of the announced length (a small and an LFS file), and a resumed file whose first part was other
@@ -283,6 +283,11 @@ def hostile_bytes(hub, root, model):
         for size in [0, 1, 3, len(data) - 1, rng.randrange(4, len(data) - 1)]:
             repo_id = refused(model, name, data[:size], "%s announcing %d bytes" % (name, size),
                               sizes={name: str(size)})
+    # The shard index, fetched and read before the shards are asked about: cut, it is refused before any weights.
+    index = sharded["model.safetensors.index.json"]
+    cut_index = refused(sharded, "model.safetensors.index.json", index[:3], "the index announcing 3 bytes",
+                        sizes={"model.safetensors.index.json": "3"})
+    check(not cdn_gets(hub, cut_index), "the cut index: no weights requested")
     # The server fixed: the same name downloads whole, and the model tokenizes as the folder does.
     hub.repos[repo_id] = Repo(model, COMMIT)
     p = run(["download", repo_id], cache, None, ep)
@@ -489,7 +494,7 @@ def main():
                            "connection refused")
 
             hostile_numbers(hub, root, model, sharded, shards, index)
-            hostile_bytes(hub, root, model)
+            hostile_bytes(hub, root, model, sharded)
 
             # The desktop app: --download, then the cache alone (below).
             if APP:
