@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <sys/file.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -313,6 +314,78 @@ std::uint64_t file_size_or_0(const fs::path& p) {
   std::error_code ec;
   const auto n = fs::file_size(p, ec);
   return ec ? 0 : static_cast<std::uint64_t>(n);
+}
+
+// The hash a blob name (the hub's ETag) is of a file's bytes. A 40-hex ETag (a small file, kept in git) is
+// git's blob id: sha1 over "blob SIZE\0" and then the bytes, as `git hash-object` computes it; a 64-hex ETag
+// (an LFS file) is the bytes' sha256. The file is read whole, in 1 MiB pieces (sha256 runs at about 1 GB/s:
+// a second or so per GB), so a download resumed from an .incomplete is checked over all of its bytes.
+// Returns the hash in lowercase hex; empty with `error` set when the file cannot be read or Ctrl-C stopped
+// the reading (`stopped`).
+std::string hash_as_etag(const std::string& path, const std::string& etag, std::uint64_t size,
+                         const std::atomic<bool>* stop, bool& stopped, std::string& error) {
+  stopped = false;
+  const bool git_blob = etag.size() == 40;
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), git_blob ? EVP_sha1() : EVP_sha256(), nullptr) != 1) {
+    error = "cannot start OpenSSL's " + std::string(git_blob ? "sha1" : "sha256");
+    return "";
+  }
+  if (git_blob) {
+    const std::string header = "blob " + std::to_string(size);
+    if (EVP_DigestUpdate(ctx.get(), header.c_str(), header.size() + 1) != 1) {  // with its '\0'
+      error = "cannot hash with OpenSSL's sha1";
+      return "";
+    }
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    error = "cannot read " + quote(path, kQuoteCap, '\0') + ": " + std::strerror(errno);
+    return "";
+  }
+  std::vector<unsigned char> buf(std::size_t{1} << 20);
+  std::uint64_t total = 0;
+  for (;;) {
+    if (stop && stop->load()) {
+      ::close(fd);
+      stopped = true;
+      error = "stopped by Ctrl-C while checking " + quote(path, kQuoteCap, '\0');
+      return "";
+    }
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error = "cannot read " + quote(path, kQuoteCap, '\0') + ": " + std::strerror(errno);
+      ::close(fd);
+      return "";
+    }
+    if (n == 0) break;
+    total += static_cast<std::uint64_t>(n);
+    if (EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<std::size_t>(n)) != 1) {
+      error = "cannot hash with OpenSSL's " + std::string(git_blob ? "sha1" : "sha256");
+      ::close(fd);
+      return "";
+    }
+  }
+  ::close(fd);
+  if (total != size) {  // changed under us since its size was checked
+    error = quote(path, kQuoteCap, '\0') + " has " + std::to_string(total) + " bytes, not " +
+            std::to_string(size);
+    return "";
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) {
+    error = "cannot finish OpenSSL's " + std::string(git_blob ? "sha1" : "sha256");
+    return "";
+  }
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < len; ++i) {
+    hex += digits[md[i] >> 4];
+    hex += digits[md[i] & 15];
+  }
+  return hex;
 }
 
 class Downloader {
@@ -711,6 +784,28 @@ class Downloader {
       fs::remove(partial, ec);
       return Status::fail(id_ + ": " + quote(f.name) + " has " + std::to_string(have) + " bytes, not the " +
                           std::to_string(f.size) + " the hub announced");
+    }
+    // The bytes must be what the hub names them: a Content-Length shorter than the body (libcurl then reads
+    // that many bytes and drops the rest) or other bytes of the announced size never reach the cache.
+    {
+      bool hash_stopped = false;
+      std::string error;
+      progress.clear();
+      const std::string got = hash_as_etag(partial, f.etag, f.size, o_.stop, hash_stopped, error);
+      if (hash_stopped) {
+        stopped_ = r.stopped = true;
+        return Status::fail("stopped by Ctrl-C: " + quote(f.name) + " has all of its " +
+                            format_bytes(f.size) + ", not yet checked against its ETag" + resume_hint);
+      }
+      if (got.empty()) return Status::fail(error);
+      if (got != f.etag) {
+        fs::remove(partial, ec);
+        return Status::fail(id_ + ": " + quote(f.name, kQuoteCap, '\0') +
+                            "'s bytes do not hash to its ETag " + f.etag + " (the hub sent " +
+                            std::to_string(f.size) + " bytes, whose " +
+                            (f.etag.size() == 40 ? "git blob sha1" : "sha256") + " is " + got +
+                            "): the hub's answer is cut or not this file; nothing of it is kept");
+      }
     }
     fs::rename(partial, blob, ec);
     if (ec)

@@ -16,6 +16,9 @@ gated repository without the right token. Misbehaviours a repository can ask for
   drip     the first GET of a CDN file sends half of it, then one byte every half second (for up to 60 s)
   slowhead config.json's answer sends a header line every half second (for up to 60 s), never its end
   headers  config.json's answer sends 100,000 header lines of 100 bytes, as fast as it can
+  corrupt  every small file's GET sends other bytes of the same length (its last byte flipped) than its ETag
+           names; corruptlfs the same for .safetensors files (their CDN answers)
+A short Content-Length for a small file (its body sent whole after it): Repo.sizes, below.
 What a repository announces can be set per file: Repo.sizes (name -> the size header's text, X-Linked-Size
 for a .safetensors file, else Content-Length, e.g. str(2**64 - 1)) and Repo.etags (name -> the ETag header's
 text, X-Linked-Etag for a .safetensors file, e.g. '"%s.incomplete"' % sha256).
@@ -81,7 +84,11 @@ class HubServer:
 
     @staticmethod
     def etag(data, large):
-        return hashlib.sha256(data).hexdigest() if large else hashlib.sha1(data).hexdigest()
+        """The hub's ETag: an LFS file's sha256, or a small file's git blob id (git hash-object: sha1 over
+        b"blob SIZE\\0" and then the bytes)."""
+        if large:
+            return hashlib.sha256(data).hexdigest()
+        return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
     def _answer(self, h, code, headers, body=b"", head=False):
         h.send_response(code)
@@ -143,7 +150,13 @@ class HubServer:
         headers = dict(common, ETag=repo.etags.get(name, '"%s"' % self.etag(data, False)))
         if name in repo.sizes:  # announced only: a GET would then send another length than it says
             headers["Content-Length"] = repo.sizes[name]
-        return self._answer(h, 200, headers, data, head)
+        return self._answer(h, 200, headers, self._corrupt(repo, data, "corrupt"), head)
+
+    @staticmethod
+    def _corrupt(repo, data, mode):
+        if mode not in repo.modes or not data:
+            return data
+        return data[:-1] + bytes([data[-1] ^ 0x01])
 
     def _cdn(self, h, head, repo_id, commit, name):
         repo = self.repos.get(repo_id)
@@ -156,7 +169,7 @@ class HubServer:
             start = int(rng.split("=")[1].split("-")[0])
             if start >= len(data):
                 return self._answer(h, 416, {"Content-Range": "bytes */%d" % len(data)}, b"", head)
-        body = data[start:]
+        body = self._corrupt(repo, data, "corruptlfs")[start:]
         headers = {"Content-Length": str(len(body)), "ETag": '"%s"' % self.etag(data, True)}
         code = 200
         if rng:

@@ -230,6 +230,115 @@ def hostile_numbers(hub, root, model, sharded, shards, index):
     check(len(ranges) == 2 and ranges[1] and int(ranges[1][6:-1]) >= half, "the resume asks a Range: %r" % ranges)
 
 
+def hostile_bytes(hub, root, model, sharded):
+    """Bytes that are not what the hub names them (ETag: a small file's git blob id, an LFS file's sha256): a
+    Content-Length shorter than the body of a small file (libcurl reads that many bytes and drops the rest),
+    other bytes of the announced length (a small and an LFS file), and a resumed file whose first part was other
+    bytes. Each is refused in one line naming the file and both hashes, and nothing of it enters the cache."""
+    ep = hub.endpoint
+    rng = random.Random(4408)
+    cache = os.path.join(root, "cache-bytes")
+    # The server's small-file ETag is git's blob id (these two are what `git hash-object` prints).
+    check(HubServer.etag(b"", False) == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391", "the git blob id of b''")
+    check(HubServer.etag(b"hello\n", False) == "ce013625030ba8dba906f756967f9e9ca394464a",
+          "the git blob id of b'hello\\n'")
+    serial = [0]
+
+    def folder(repo_id):
+        return os.path.join(cache, "models--" + repo_id.replace("/", "--"))
+
+    def every_blob_is_its_name(repo_id, what):
+        blobs = os.path.join(folder(repo_id), "blobs")
+        for b in os.listdir(blobs) if os.path.isdir(blobs) else []:
+            if "." in b:
+                continue  # an .incomplete: checked by the callers
+            data = read(os.path.join(blobs, b))
+            got = HubServer.etag(data, len(b) == 64)
+            check(got == b, "%s: the blob %s holds bytes that hash to %s" % (what, b, got))
+
+    def refused(files, name, sent, what, repo_id=None, **kw):
+        if repo_id is None:
+            serial[0] += 1
+            repo_id = "bytes/b%d" % serial[0]
+            hub.repos[repo_id] = Repo(files, COMMIT, **kw)
+        p = run(["download", repo_id], cache, None, ep)
+        large = name.endswith(".safetensors")
+        want = HubServer.etag(files[name], large)
+        got = hashlib.sha256(sent).hexdigest() if large else HubServer.etag(sent, False)
+        one_line_error(p, "%s: %s's bytes do not hash to its ETag %s (the hub sent %d bytes, whose %s is %s)" %
+                       (repo_id, name, want, len(sent), "sha256" if large else "git blob sha1", got), what)
+        blobs = os.path.join(folder(repo_id), "blobs")
+        kept = os.listdir(blobs) if os.path.isdir(blobs) else []
+        check(not [b for b in kept if b.startswith(want)], "%s: nothing of %s kept: %r" % (what, name, kept))
+        check(not os.path.lexists(os.path.join(folder(repo_id), "snapshots", COMMIT, name)),
+              "%s: no snapshot link for %s" % (what, name))
+        check(not os.path.exists(os.path.join(folder(repo_id), "refs", "main")), "%s: no ref" % what)
+        every_blob_is_its_name(repo_id, what)
+        return repo_id
+
+    # A short Content-Length (the body is sent whole after it) on each small file: 0, 1, 3 bytes and one
+    # byte short of the file, and a generated length below it.
+    for name in ["config.json", "vocab.json", "merges.txt"]:
+        data = model[name]
+        for size in [0, 1, 3, len(data) - 1, rng.randrange(4, len(data) - 1)]:
+            repo_id = refused(model, name, data[:size], "%s announcing %d bytes" % (name, size),
+                              sizes={name: str(size)})
+    # The shard index, fetched and read before the shards are asked about: cut, it is refused before any weights.
+    index = sharded["model.safetensors.index.json"]
+    cut_index = refused(sharded, "model.safetensors.index.json", index[:3], "the index announcing 3 bytes",
+                        sizes={"model.safetensors.index.json": "3"})
+    check(not cdn_gets(hub, cut_index), "the cut index: no weights requested")
+    # The server fixed: the same name downloads whole, and the model tokenizes as the folder does.
+    hub.repos[repo_id] = Repo(model, COMMIT)
+    p = run(["download", repo_id], cache, None, ep)
+    check(p.returncode == 0, "the fixed server: %r" % p.stderr)
+    snap = os.path.join(folder(repo_id), "snapshots", COMMIT)
+    for name, data in model.items():
+        check(os.path.isfile(os.path.join(snap, name)) and read(os.path.join(snap, name)) == data,
+              "after the fixed server: %s whole" % name)
+    every_blob_is_its_name(repo_id, "the fixed server")
+    p = run(["--model", repo_id, "--tokenize", "--text", TEXT], cache)
+    q = run(["--model", FOLDER, "--tokenize", "--text", TEXT], cache)
+    check(p.returncode == 0 and p.stdout == q.stdout, "the fixed download tokenizes as the folder: %r" % p.stderr)
+
+    # Other bytes of the announced length: a small file (its last byte flipped), an LFS file (the CDN's).
+    flipped = {n: d[:-1] + bytes([d[-1] ^ 1]) for n, d in model.items()}
+    refused(model, "config.json", flipped["config.json"], "a small file's other bytes", modes={"corrupt"})
+    lfs = refused(model, "model.safetensors", flipped["model.safetensors"], "an LFS file's other bytes",
+                  modes={"corruptlfs"})
+    check(not os.path.exists(os.path.join(folder(lfs), "blobs", HubServer.etag(model["model.safetensors"], True) +
+                                          ".incomplete")), "the LFS file's .incomplete is deleted")
+
+    # A resumed download is checked over the whole file: the first half, kept from a cut connection, changed on
+    # disk; the resume (a Range for the rest) is refused and its .incomplete deleted; the next run starts over.
+    serial[0] += 1
+    resumed = "bytes/b%d" % serial[0]
+    hub.repos[resumed] = Repo(model, COMMIT, modes={"cut"})
+    p = run(["download", resumed], cache, None, ep)
+    one_line_error(p, "run the same command again to resume", "the cut connection before a resume")
+    weights = model["model.safetensors"]
+    etag = HubServer.etag(weights, True)
+    part = os.path.join(folder(resumed), "blobs", etag + ".incomplete")
+    half = len(weights) // 2
+    check(os.path.isfile(part) and os.path.getsize(part) == half, "the .incomplete holds the half sent")
+    at = rng.randrange(half)
+    with open(part, "r+b") as f:
+        f.seek(at)
+        f.write(bytes([weights[at] ^ 0x80]))
+    changed = weights[:at] + bytes([weights[at] ^ 0x80]) + weights[at + 1:]
+    refused(model, "model.safetensors", changed, "a resume over changed bytes", repo_id=resumed)
+    check(not os.path.exists(part), "the changed .incomplete is deleted")
+    ranges = [r["range"] for r in cdn_gets(hub, resumed)]
+    check(len(ranges) == 2 and ranges[1] == "bytes=%d-" % half, "the refused run resumed: %r" % ranges)
+    p = run(["download", resumed], cache, None, ep)
+    check(p.returncode == 0, "after the refused resume: %r" % p.stderr)
+    ranges = [r["range"] for r in cdn_gets(hub, resumed)]
+    check(len(ranges) == 3 and ranges[2] is None, "the next run starts over: %r" % ranges)
+    check(read(os.path.join(folder(resumed), "snapshots", COMMIT, "model.safetensors")) == weights,
+          "the weights whole after starting over")
+    every_blob_is_its_name(resumed, "after starting over")
+
+
 def hostile_refs(root, cache):
     """refs/REV that is a link (or through a linked folder) to a file outside the cache: refused, and no
     refusal shows the file's bytes, whatever they hold (a valid commit too)."""
@@ -385,6 +494,7 @@ def main():
                            "connection refused")
 
             hostile_numbers(hub, root, model, sharded, shards, index)
+            hostile_bytes(hub, root, model, sharded)
 
             # The desktop app: --download, then the cache alone (below).
             if APP:
