@@ -8,7 +8,9 @@
 // a file shorter than its header, a config.json past its cap) in one line each. The untrusted numbers (issue 44):
 // weights that drip in far below the minimum rate, and an answer whose headers never come, refused in one line
 // under a short window (?hub-rate-window=3) with the view kept, Cancel and the page working afterwards; sizes
-// past 2^53 or past the page's caps, and huge Content-Range totals, refused before any weights download.
+// past 2^53 or past the page's caps, and huge Content-Range totals, refused before any weights download; bytes
+// that do not hash to their ETag (a short Content-Length, other bytes, no ETag) refused in one line naming both
+// hashes, nothing of them stored, and the fixed server's models opening.
 //   ATTNVIZ_SITE   the built site (default build/wasm-release/web/site)
 //   ATTNVIZ_CLI    a native attnviz-cli (scripts/test passes the release build's) for the comparison
 // The repositories carry the list's names but hold tiny random models of their architectures
