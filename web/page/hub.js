@@ -208,9 +208,11 @@ const joined = ({ chunks, got }) => {
 // used or stored. The hash is Web Crypto's (`crypto.subtle`), which browsers give secure contexts only (https,
 // 127.0.0.1, localhost): on a page served over plain http from another host there is none, and the page
 // refuses the hub's files in one line rather than keep bytes it cannot check (a chosen folder still opens).
-// An answer that came through a redirect (an LFS file on the hub's CDN, another origin) is not checked: the
-// hub's ETag for it is on the redirect, which a page's fetch cannot read, and the CDN's own ETag is not the
-// hub's; see docs/page.md ("What is checked").
+// An answer from another origin than the endpoint's (an LFS file the hub redirects to its CDN) is not checked:
+// the hub's ETag for it is on the redirect, which a page's fetch cannot read, and the CDN's own ETag is not the
+// hub's; see docs/page.md ("What is checked"). A redirect within the endpoint's origin (a renamed repository)
+// ends in the hub's own answer, with its ETag: that is checked.
+const fromEndpoint = (res) => new URL(res.url).origin === new URL(endpoint).origin;
 const BLOB_NAME = /^[0-9a-f]{40}$|^[0-9a-f]{64}$/;
 function etagOf(res) {
   const raw = res.headers.get('X-Linked-Etag') || res.headers.get('ETag');
@@ -218,7 +220,7 @@ function etagOf(res) {
 }
 const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join('');
 async function verifyEtag(repo, file, res, bytes) {
-  if (res.redirected) return;  // the hub's ETag is on the redirect: not readable here (above)
+  if (!fromEndpoint(res)) return;  // the hub's ETag is on the redirect: not readable here (above)
   const from = new URL(res.url).host, etag = etagOf(res);
   if (etag === null || !BLOB_NAME.test(etag))
     fail(`${from} sent ${repo}'s ${file} ` +
@@ -519,9 +521,9 @@ async function download(repo, rev, cache, signal) {
       if (body.got !== sizes[i]) fail(`${repo}'s ${w} ended after ${body.got} of its ${sizes[i]} bytes`);
       const blob = new Blob(body.chunks);
       body = null;
-      // The whole file is held here: when the hub itself answered (no redirect), its bytes are hashed against
+      // The whole file is held here: when the hub itself answered (not its CDN), its bytes are hashed against
       // its ETag before they are kept (one more copy of the file, for the hash, while it runs).
-      if (!req.r.redirected) await verifyEtag(repo, w, req.r, new Uint8Array(await blob.arrayBuffer()));
+      if (fromEndpoint(req.r)) await verifyEtag(repo, w, req.r, new Uint8Array(await blob.arrayBuffer()));
       if (!(await putFile(cache, key, blob))) unkept.push(w);
     }
     done += sizes[i];
@@ -554,9 +556,10 @@ async function openStored(repo, rev, manifest, cache, signal) {
       const stream = FS.open(path, 'w');
       try {
         FS.truncate(path, f.bytes);  // one allocation, not one per piece
-        const reader = r.body.getReader();
+        // An empty file's stored answer may have no body at all (null): nothing to read.
+        const reader = r.body ? r.body.getReader() : null;
         let at = 0;
-        for (;;) {
+        while (reader) {
           const { done: end, value } = await reader.read();
           if (end) break;
           if (signal.aborted) throw new DOMException('cancelled', 'AbortError');

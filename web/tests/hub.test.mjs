@@ -99,6 +99,8 @@ const REPOS = {
   })(),
   'test/other-tokenizer': { ...llama, 'tokenizer.json': Object.assign(Buffer.from(tokenizer), { other: true }) },
   'test/other-weights': withWeights({ 'model.safetensors': Object.assign(Buffer.from(llama['model.safetensors']), { direct: true, other: true }) }),
+  // An empty config.json under its own ETag (e69de29b...): it hashes, is kept, and the engine says what is wrong.
+  'test/empty-config': withWeights({ 'config.json': Buffer.alloc(0), 'model.safetensors': llama['model.safetensors'] }),
   'test/no-etag': withWeights({ 'config.json': Object.assign(Buffer.from(llama['config.json']), { noEtag: true }),
                                 'model.safetensors': llama['model.safetensors'] }),
 };
@@ -429,6 +431,9 @@ test('bytes that do not hash to their ETag are refused in one line; the view sta
     'test/other-weights': ['model.safetensors', new RegExp(`^test/other-weights's model\\.safetensors does not hash to its ETag [0-9a-f]{8}… \\(${H} sent ${llama['model.safetensors'].length} bytes, whose sha256 is [0-9a-f]{8}…\\): the answer is cut or not this file; nothing of it is kept$`)],
     'test/no-etag': ['config.json', new RegExp(`^${H} sent test/no-etag's config\\.json without an ETag the page can read \\(a git blob sha1 or a sha256, in Access-Control-Expose-Headers\\), so its bytes cannot be checked; nothing of it is kept$`)],
   };
+  // A renamed repository: the hub redirects to the new name on its own origin, and answers there with its ETag.
+  hub.renamed['test/old-name'] = 'test/cut-config';
+  cases['test/old-name'] = ['config.json', new RegExp(`^test/old-name's config\\.json does not hash to its ETag [0-9a-f]{8}… \\(${H} sent 0 bytes, whose git blob sha1 is e69de29b…\\): the answer is cut or not this file; nothing of it is kept$`)];
   for (const [name, [file, expected]] of Object.entries(cases)) {
     const why = await open(page, name);
     assert.match(why, expected, name);
@@ -436,7 +441,7 @@ test('bytes that do not hash to their ETag are refused in one line; the view sta
     // The two hashes named are the ETag the server gave and the hash of what it sent.
     const etag = /ETag ([0-9a-f]{8})…/.exec(why);
     if (etag) {
-      const f = REPOS[name][file];
+      const f = REPOS[hub.renamed[name] || name][file];
       const whole = file.endsWith('.safetensors') ? createHash('sha256').update(f).digest('hex')
                                                   : createHash('sha1').update(`blob ${f.length}\0`).update(f).digest('hex');
       assert.equal(etag[1], whole.slice(0, 8), `${name}: the whole file's hash`);
@@ -454,9 +459,14 @@ test('bytes that do not hash to their ETag are refused in one line; the view sta
     await page.waitForFunction((g) => attnviz.status().generation > g, s.generation);
     good.generation = (await status(page)).model.generation;  // the edit's pass
   }
+  // A file that is empty on the hub hashes to its ETag: it reaches the engine, which refuses it (a stored empty
+  // answer has no body at all, which once failed as "Cannot read properties of null").
+  const empty = await open(page, 'test/empty-config');
+  assert.match(empty, /^\/models\/test--empty-config\/config\.json: not JSON \(parse error at line 1, column 1/);
+  assert.equal((await status(page)).model.source.path, good.source.path, 'the view keeps the model it had');
   // The hub is fixed: each model downloads and opens, and the weights answered without a redirect are hashed.
   for (const [name, [file]] of Object.entries(cases)) {
-    const f = REPOS[name][file];
+    const f = REPOS[hub.renamed[name] || name][file];
     delete f.cut, delete f.other, delete f.noEtag;
     assert.equal(await open(page, name), '', name);
     const m = (await status(page)).model;

@@ -4,6 +4,8 @@
 // .safetensors files, Range requests answered with 206 there, 404 for a file a repository lacks and 401 for a
 // repository it does not know (as the hub answers both).
 //   const hub = await startHub({ 'ORG/NAME': { 'config.json': Buffer | { size, head } , ... } });
+//   hub.renamed        {'OLD/NAME': 'ORG/NAME'}: the hub answers OLD/NAME's files with a 307 to ORG/NAME's, on
+//                      its own origin (as for a renamed repository)
 //   hub.url            the endpoint to give the page
 //   hub.requests       every request seen: {server: 'hub' | 'cdn', method, path, range}
 //   hub.delayMs        a pause before each 16 kB piece of a CDN body (to watch progress, to Cancel)
@@ -76,6 +78,7 @@ export async function startHub(repos) {
     }
   }
   const state = { delayMs: 0 };
+  const renamed = {};
 
   const cdn = await listen(async (req, res) => {
     const path = new URL(req.url, 'http://x').pathname;
@@ -131,6 +134,10 @@ export async function startHub(repos) {
       return res.end();
     }
     const m = /^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/([^/]+)$/.exec(path);
+    if (m && renamed[m[1]]) {
+      res.writeHead(307, { ...CORS, Location: `/${renamed[m[1]]}/resolve/${m[2]}/${m[3]}` });
+      return res.end();
+    }
     if (!m || !repos[m[1]]) {
       res.writeHead(401, { ...CORS, 'X-Error-Code': 'RepoNotFound', 'Content-Type': 'text/plain' });
       return res.end('Repository not found');
@@ -168,6 +175,7 @@ export async function startHub(repos) {
     cdn: cdn.url,
     requests,
     commits,
+    renamed,
     get delayMs() { return state.delayMs; },
     set delayMs(v) { state.delayMs = v; },
     async close() {
