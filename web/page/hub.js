@@ -160,6 +160,11 @@ async function get(url, repo, file, signal, init = {}, total = null) {
     r,
     end,
     async read() {
+      // A browser may answer an empty body with none at all (null): that is the end, not an error.
+      if (!r.body) {
+        end();
+        return { done: true, value: undefined };
+      }
       if (!reader) reader = r.body.getReader();
       try {
         const piece = await reader.read();
@@ -195,6 +200,52 @@ const joined = ({ chunks, got }) => {
   for (const c of chunks) out.set(c, at), (at += c.length);
   return out;
 };
+
+// A file's bytes against the ETag the hub gave them (as the native CLI's hub download checks every file): a
+// 40-hex ETag is git's blob id, sha1 over "blob SIZE\0" and the bytes; a 64-hex one (`X-Linked-Etag`, an LFS
+// file) the bytes' sha256. A `Content-Length` shorter than the body (the browser reads that many bytes: a cut
+// merges.txt still tokenizes, wrongly) or other bytes are refused in one line, before anything of the file is
+// used or stored. The hash is Web Crypto's (`crypto.subtle`), which browsers give secure contexts only (https,
+// 127.0.0.1, localhost): on a page served over plain http from another host there is none, and the page
+// refuses the hub's files in one line rather than keep bytes it cannot check (a chosen folder still opens).
+// An answer from another origin than the endpoint's (an LFS file the hub redirects to its CDN) is not checked:
+// the hub's ETag for it is on the redirect, which a page's fetch cannot read, and the CDN's own ETag is not the
+// hub's; see docs/page.md ("What is checked"). A redirect within the endpoint's origin (a renamed repository)
+// ends in the hub's own answer, with its ETag: that is checked.
+const fromEndpoint = (res) => new URL(res.url).origin === new URL(endpoint).origin;
+const BLOB_NAME = /^[0-9a-f]{40}$|^[0-9a-f]{64}$/;
+function etagOf(res) {
+  const raw = res.headers.get('X-Linked-Etag') || res.headers.get('ETag');
+  return raw === null ? null : raw.trim().replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
+}
+const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join('');
+async function verifyEtag(repo, file, res, bytes) {
+  if (!fromEndpoint(res)) return;  // the hub's ETag is on the redirect: not readable here (above)
+  const from = new URL(res.url).host, etag = etagOf(res);
+  if (etag === null || !BLOB_NAME.test(etag))
+    fail(`${from} sent ${repo}'s ${file} ` +
+         (etag === null ? 'without an ETag the page can read' : `with the ETag "${etag.slice(0, 70)}", not a blob name`) +
+         ' (a git blob sha1 or a sha256, in Access-Control-Expose-Headers), so its bytes cannot be checked; ' +
+         'nothing of it is kept');
+  if (!(globalThis.crypto && crypto.subtle))
+    fail(`this page is not a secure context (https or 127.0.0.1), so it has no Web Crypto to check ${repo}'s ` +
+         `${file} against its ETag; nothing of it is kept (a chosen folder still opens)`);
+  let kind, hash;
+  if (etag.length === 40) {
+    kind = 'git blob sha1';
+    const prefix = new TextEncoder().encode(`blob ${bytes.length}\0`);
+    const all = new Uint8Array(prefix.length + bytes.length);
+    all.set(prefix);
+    all.set(bytes, prefix.length);
+    hash = hex(await crypto.subtle.digest('SHA-1', all));
+  } else {
+    kind = 'sha256';
+    hash = hex(await crypto.subtle.digest('SHA-256', bytes));
+  }
+  if (hash !== etag)
+    fail(`${repo}'s ${file} does not hash to its ETag ${etag.slice(0, 8)}… (${from} sent ${bytes.length} ` +
+         `bytes, whose ${kind} is ${hash.slice(0, 8)}…): the answer is cut or not this file; nothing of it is kept`);
+}
 
 // Bytes [start, start + length) of a file, through a Range request; a server that sends the whole file
 // anyway is read only as far as needed. Also the file's size when the answer says it: a Content-Range of
@@ -381,6 +432,7 @@ async function download(repo, rev, cache, signal) {
       if (res.status === 404) return { missing: true };
       if (!res.ok) fail(httpError(repo, file, res));
       const body = joined(await readBody(req, cap, `${repo}'s ${file}`));
+      await verifyEtag(repo, file, res, body);
       return { body, commit: res.headers.get('X-Repo-Commit') };
     } finally {
       req.end();
@@ -467,7 +519,12 @@ async function download(repo, rev, cache, signal) {
         req.end();
       }
       if (body.got !== sizes[i]) fail(`${repo}'s ${w} ended after ${body.got} of its ${sizes[i]} bytes`);
-      if (!(await putFile(cache, key, new Blob(body.chunks)))) unkept.push(w);
+      const blob = new Blob(body.chunks);
+      body = null;
+      // The whole file is held here: when the hub itself answered (not its CDN), its bytes are hashed against
+      // its ETag before they are kept (one more copy of the file, for the hash, while it runs).
+      if (fromEndpoint(req.r)) await verifyEtag(repo, w, req.r, new Uint8Array(await blob.arrayBuffer()));
+      if (!(await putFile(cache, key, blob))) unkept.push(w);
     }
     done += sizes[i];
     show(w, done, weightBytes, true);
@@ -499,9 +556,10 @@ async function openStored(repo, rev, manifest, cache, signal) {
       const stream = FS.open(path, 'w');
       try {
         FS.truncate(path, f.bytes);  // one allocation, not one per piece
-        const reader = r.body.getReader();
+        // An empty file's stored answer may have no body at all (null): nothing to read.
+        const reader = r.body ? r.body.getReader() : null;
         let at = 0;
-        for (;;) {
+        while (reader) {
           const { done: end, value } = await reader.read();
           if (end) break;
           if (signal.aborted) throw new DOMException('cancelled', 'AbortError');

@@ -8,7 +8,9 @@
 // a file shorter than its header, a config.json past its cap) in one line each. The untrusted numbers (issue 44):
 // weights that drip in far below the minimum rate, and an answer whose headers never come, refused in one line
 // under a short window (?hub-rate-window=3) with the view kept, Cancel and the page working afterwards; sizes
-// past 2^53 or past the page's caps, and huge Content-Range totals, refused before any weights download.
+// past 2^53 or past the page's caps, and huge Content-Range totals, refused before any weights download; bytes
+// that do not hash to their ETag (a short Content-Length, other bytes, no ETag) refused in one line naming both
+// hashes, nothing of them stored, and the fixed server's models opening.
 //   ATTNVIZ_SITE   the built site (default build/wasm-release/web/site)
 //   ATTNVIZ_CLI    a native attnviz-cli (scripts/test passes the release build's) for the comparison
 // The repositories carry the list's names but hold tiny random models of their architectures
@@ -20,6 +22,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
+import { createHash } from 'node:crypto';
 import { repo, start, openPage, load, clean, mouse } from './harness.mjs';
 import { startHub } from './hub_server.mjs';
 
@@ -84,6 +87,22 @@ const REPOS = {
   'test/range-2-53': withWeights({ 'model.safetensors': Object.assign(Buffer.from(llama['model.safetensors']), { total: '9007199254740993' }) }),
   'test/range-huge': withWeights({ 'model.safetensors': Object.assign(Buffer.from(llama['model.safetensors']), { total: '99999999999999999999' }) }),
   'test/huge-shards': withWeights(hugeShards),
+  // Bytes that are not their ETag (each Buffer a copy: the flags are the file's own, and a test lifts them):
+  // config.json with a Content-Length of 0, merges.txt cut one byte short of its end (still a valid merges
+  // file), a tokenizer.json of its own length with one byte changed, the weights answered by the hub itself
+  // (no redirect) with one byte changed, and a config.json without an ETag.
+  'test/cut-config': withWeights({ 'config.json': Object.assign(Buffer.from(llama['config.json']), { cut: 0 }),
+                                   'model.safetensors': llama['model.safetensors'] }),
+  'test/cut-merges': (() => {
+    const g = folder(join(repo, 'tests', 'fixtures', 'gpt', 'hf-folder'));
+    return { ...g, 'merges.txt': Object.assign(Buffer.from(g['merges.txt']), { cut: g['merges.txt'].length - 1 }) };
+  })(),
+  'test/other-tokenizer': { ...llama, 'tokenizer.json': Object.assign(Buffer.from(tokenizer), { other: true }) },
+  'test/other-weights': withWeights({ 'model.safetensors': Object.assign(Buffer.from(llama['model.safetensors']), { direct: true, other: true }) }),
+  // An empty config.json under its own ETag (e69de29b...): it hashes, is kept, and the engine says what is wrong.
+  'test/empty-config': withWeights({ 'config.json': Buffer.alloc(0), 'model.safetensors': llama['model.safetensors'] }),
+  'test/no-etag': withWeights({ 'config.json': Object.assign(Buffer.from(llama['config.json']), { noEtag: true }),
+                                'model.safetensors': llama['model.safetensors'] }),
 };
 
 let env, hub;
@@ -395,6 +414,66 @@ test('sizes past 2^53 or the caps and huge Content-Range totals are refused in o
   }
   assert.equal((await status(page)).model.open, false);
   assert.equal(await open(page, 'HuggingFaceTB/SmolLM2-135M'), '', 'a model opens afterwards');
+  cleanHub(log);
+  await context.close();
+});
+
+test('bytes that do not hash to their ETag are refused in one line; the view stays, and the fixed hub\'s model opens', async () => {
+  const { page, context, log } = await openPage(env);
+  await load(page, pageUrl(hub));
+  assert.equal(await open(page, 'EleutherAI/pythia-160m'), '');
+  const good = (await status(page)).model;
+  const H = '127\\.0\\.0\\.1:\\d+';
+  const cases = {
+    'test/cut-config': ['config.json', new RegExp(`^test/cut-config's config\\.json does not hash to its ETag [0-9a-f]{8}… \\(${H} sent 0 bytes, whose git blob sha1 is e69de29b…\\): the answer is cut or not this file; nothing of it is kept$`)],
+    'test/cut-merges': ['merges.txt', new RegExp(`^test/cut-merges's merges\\.txt does not hash to its ETag [0-9a-f]{8}… \\(${H} sent ${REPOS['test/cut-merges']['merges.txt'].length - 1} bytes, whose git blob sha1 is [0-9a-f]{8}…\\): the answer is cut or not this file; nothing of it is kept$`)],
+    'test/other-tokenizer': ['tokenizer.json', new RegExp(`^test/other-tokenizer's tokenizer\\.json does not hash to its ETag [0-9a-f]{8}… \\(${H} sent ${tokenizer.length} bytes, whose git blob sha1 is [0-9a-f]{8}…\\): the answer is cut or not this file; nothing of it is kept$`)],
+    'test/other-weights': ['model.safetensors', new RegExp(`^test/other-weights's model\\.safetensors does not hash to its ETag [0-9a-f]{8}… \\(${H} sent ${llama['model.safetensors'].length} bytes, whose sha256 is [0-9a-f]{8}…\\): the answer is cut or not this file; nothing of it is kept$`)],
+    'test/no-etag': ['config.json', new RegExp(`^${H} sent test/no-etag's config\\.json without an ETag the page can read \\(a git blob sha1 or a sha256, in Access-Control-Expose-Headers\\), so its bytes cannot be checked; nothing of it is kept$`)],
+  };
+  // A renamed repository: the hub redirects to the new name on its own origin, and answers there with its ETag.
+  hub.renamed['test/old-name'] = 'test/cut-config';
+  cases['test/old-name'] = ['config.json', new RegExp(`^test/old-name's config\\.json does not hash to its ETag [0-9a-f]{8}… \\(${H} sent 0 bytes, whose git blob sha1 is e69de29b…\\): the answer is cut or not this file; nothing of it is kept$`)];
+  for (const [name, [file, expected]] of Object.entries(cases)) {
+    const why = await open(page, name);
+    assert.match(why, expected, name);
+    assert.ok(!why.includes('\n'));
+    // The two hashes named are the ETag the server gave and the hash of what it sent.
+    const etag = /ETag ([0-9a-f]{8})…/.exec(why);
+    if (etag) {
+      const f = REPOS[hub.renamed[name] || name][file];
+      const whole = file.endsWith('.safetensors') ? createHash('sha256').update(f).digest('hex')
+                                                  : createHash('sha1').update(`blob ${f.length}\0`).update(f).digest('hex');
+      assert.equal(etag[1], whole.slice(0, 8), `${name}: the whole file's hash`);
+    }
+    const s = await status(page);
+    assert.equal(s.message, why, 'the controls say it');
+    assert.equal(s.model.source.path, good.source.path, `${name}: the view keeps the model it had`);
+    assert.equal(s.model.generation, good.generation);
+    assert.equal(await page.evaluate((n) => attnviz.hub.stored(n), name), null, `${name}: nothing of it is kept`);
+    assert.equal(await page.evaluate(({ n, f }) => caches.open('attnviz-hub-v1').then((c) => c.keys())
+      .then((keys) => keys.filter((k) => k.url.includes(`/${n}/`) && k.url.endsWith('/' + f)).length), { n: name, f: file }), 0,
+      `${name}: ${file} is not in the storage`);
+    // The page computes afterwards.
+    assert.equal(await page.evaluate(() => attnviz.setText('A rose is a rose')), '');
+    await page.waitForFunction((g) => attnviz.status().generation > g, s.generation);
+    good.generation = (await status(page)).model.generation;  // the edit's pass
+  }
+  // A file that is empty on the hub hashes to its ETag: it reaches the engine, which refuses it (a stored empty
+  // answer has no body at all, which once failed as "Cannot read properties of null").
+  const empty = await open(page, 'test/empty-config');
+  assert.match(empty, /^\/models\/test--empty-config\/config\.json: not JSON \(parse error at line 1, column 1/);
+  assert.equal((await status(page)).model.source.path, good.source.path, 'the view keeps the model it had');
+  // The hub is fixed: each model downloads and opens, and the weights answered without a redirect are hashed.
+  for (const [name, [file]] of Object.entries(cases)) {
+    const f = REPOS[hub.renamed[name] || name][file];
+    delete f.cut, delete f.other, delete f.noEtag;
+    assert.equal(await open(page, name), '', name);
+    const m = (await status(page)).model;
+    assert.equal(m.layers, 2, name);
+    assert.ok(m.ids.length > 0, name);
+    assert.ok(await page.evaluate((n) => attnviz.hub.stored(n), name), `${name} is kept`);
+  }
   cleanHub(log);
   await context.close();
 });
