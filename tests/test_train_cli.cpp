@@ -1175,9 +1175,14 @@ std::string odd_kind(Odd kind) {
 }
 
 // Puts at `p` a symbolic link to `target`, a FIFO, or a character device with /dev/null's numbers (false
-// where mknod is not allowed: not root, or a container without the capability).
+// where mknod is not allowed: not root, or a container without the capability; and in WebAssembly, below).
 bool make_odd(const fs::path& p, Odd kind, const fs::path& target) {
   fs::remove(p);
+#ifdef __EMSCRIPTEN__
+  // Emscripten's file system over node reports a FIFO or a device node as neither (refused all the same, as
+  // a file of the wrong size), and the page has none: its files are copied into its own file system.
+  if (kind != Odd::link) return false;
+#endif
   switch (kind) {
     case Odd::link:
       fs::create_symlink(target, p);
@@ -1237,7 +1242,7 @@ TEST_CASE(
     bool made = true;
     for (const std::string& name : temporary_names()) made = make_odd(dir / name, kind, victim) && made;
     if (!made) {
-      MESSAGE("no device nodes here (mknod is not allowed): the device case is skipped");
+      MESSAGE("no FIFO or device nodes here (mknod is not allowed, or WebAssembly): the case is skipped");
       continue;
     }
     const test::Run r = test::cli(resume_from(dir.string(), {"--out", dir.string(), "--stop-after", "6"}));
