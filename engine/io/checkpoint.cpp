@@ -306,12 +306,6 @@ void sync_dir(const fs::path& dir) {
   ::close(fd);
 }
 
-// Writes `bytes` to a file made afresh at `path` (whatever was at the name removed as itself: never written
-// through a link, never a FIFO waited on) and flushes it to the disk: every error reported.
-Status write_synced(const fs::path& path, std::string_view bytes) {
-  return write_new_file(path.string(), bytes);
-}
-
 std::function<Status(const std::string&)>& write_hook() {
   static std::function<Status(const std::string&)> hook;
   return hook;
@@ -755,7 +749,7 @@ Status check_checkpoint_out(const std::string& dir, const std::string& vocab_dir
     return Status::fail("cannot create the folder " + quote(dir) + (ec ? ": " + ec.message() : ""));
   const fs::path folder(dir);
   const fs::path probe = folder / ".attnviz-write-probe.tmp";
-  if (Status st = write_synced(probe, "probe"); !st.is_ok()) {  // (a file cut short: removed)
+  if (Status st = write_new_file(probe.string(), "probe"); !st.is_ok()) {  // (a file cut short: removed)
     return Status::fail("cannot write a checkpoint to " + quote(dir) + ": " + st.error);
   }
   if (!fs::remove(probe, ec) || ec)
@@ -800,7 +794,7 @@ Status write_checkpoint(const std::string& dir, const TrainModel& m, const AdamW
   const auto put = [&](const std::string& name, std::string bytes) -> Status {
     const fs::path tmp = folder / (name + ".tmp");
     written.push_back(tmp);
-    if (Status st = write_synced(tmp, bytes); !st.is_ok()) return st;
+    if (Status st = write_new_file(tmp.string(), bytes); !st.is_ok()) return st;
     next.files[name] = {bytes.size(), hash_of(bytes)};
     if (write_hook())
       if (Status st = write_hook()(name); !st.is_ok()) return st;
@@ -853,7 +847,7 @@ Status write_checkpoint(const std::string& dir, const TrainModel& m, const AdamW
   }
   const fs::path pending_tmp = folder / (std::string(kPending) + ".tmp");
   written.push_back(pending_tmp);
-  if (Status st = write_synced(pending_tmp, manifest_text(next)); !st.is_ok()) return abandon(st);
+  if (Status st = write_new_file(pending_tmp.string(), manifest_text(next)); !st.is_ok()) return abandon(st);
   sync_dir(folder);
   fs::rename(pending_tmp, folder / kPending, ec);
   if (ec)

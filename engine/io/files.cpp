@@ -101,14 +101,14 @@ int write_all(int fd, std::string_view bytes, bool sync) {
 
 }  // namespace
 
-Status write_file(const std::string& path, std::string_view bytes, bool sync) {
+Status write_file(const std::string& path, std::string_view bytes) {
   const auto fail = [&path](int error) {
     return Status::fail("cannot write " + quote(path) + ": " + std::strerror(error));
   };
   if (path.empty()) return Status::fail("cannot write a file with an empty name");
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return fail(errno);
-  if (const int error = write_all(fd, bytes, sync)) return fail(error);
+  if (const int error = write_all(fd, bytes, false)) return fail(error);
   return Status::ok();
 }
 

@@ -19,9 +19,8 @@ namespace attnviz {
 Status read_untrusted_file(const std::string& path, std::size_t max_bytes, std::string& out);
 
 // Writes `bytes` to `path` (created or truncated), every write error reported: a full disk or /dev/full
-// gives "cannot write PATH: No space left on device", not a truncated file and success. `sync`: flushed to
-// the disk (fsync) before it returns, as a checkpoint's files are before their commit.
-Status write_file(const std::string& path, std::string_view bytes, bool sync = false);
+// gives "cannot write PATH: No space left on device", not a truncated file and success.
+Status write_file(const std::string& path, std::string_view bytes);
 
 // Writes `bytes` to a file made afresh at `path`, flushed to the disk (fsync): what was at the name is
 // removed first as itself (a symbolic link is removed, never followed, so nothing outside the folder is
