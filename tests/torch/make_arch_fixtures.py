@@ -109,6 +109,16 @@ def attention(q, k, v, scaling, window):
 # The architectures: a config.json, random weights under Hugging Face's names, and the forward pass.
 # ==================================================================================================================
 
+def no_probe(kind, layer, t):
+    """The forwards' probe: called with each activation below, it returns what the pass goes on with (the lens
+    fixtures in make_lens_fixtures.py record, replace or patch them; this default leaves the pass as it is).
+      'resid', l   (T, d)       the residual stream entering block l; l = L: after the last block, before the final norm
+      'ctx', l     (T, H * hd)  the heads' context vectors (attention weights times values) before the output projection
+      'attn', l    (T, d)       the attention's output: ctx @ W_O^T (+ its bias), before any post-attention norm
+      'mlp', l     (T, d)       the MLP's output with its bias, before any post-feed-forward norm"""
+    return t
+
+
 class Draw:
     def __init__(self, seed):
         self.g = torch.Generator().manual_seed(seed)
@@ -176,13 +186,14 @@ def llama_like(cfg, seed, dtype):
             inv = inv / s['factor']
         return inv
 
-    def forward(ids):
+    def forward(ids, probe=no_probe):
         n = len(ids)
         x = W['embed'][torch.tensor(ids)]
         if gemma:
             x = x * torch.tensor(d ** 0.5, dtype=x.dtype)
         rec = {'weights': []}
         for l, lw in enumerate(W['layers']):
+            x = probe('resid', l, x)
             h = rms_norm(x, lw['ln1'], eps, gemma)
             q = h @ lw['q'].T + (lw['qb'] if bias else 0)
             k = h @ lw['k'].T + (lw['kb'] if bias else 0)
@@ -202,18 +213,20 @@ def llama_like(cfg, seed, dtype):
             window = cfg['sliding_window'] if types[l] == 'sliding_attention' else 0
             w, ctx = attention(q, k, v, scaling, window)
             rec['weights'].append(w)
-            a = ctx @ lw['o'].T
+            ctx = probe('ctx', l, ctx)
+            a = probe('attn', l, ctx @ lw['o'].T)
             if gemma:
                 a = rms_norm(a, lw['ln2'], eps, True)
                 x = x + a
                 m = rms_norm(x, lw['pre_ff'], eps, True)
-                m = (gelu_tanh(m @ lw['gate'].T) * (m @ lw['up'].T)) @ lw['down'].T
+                m = probe('mlp', l, (gelu_tanh(m @ lw['gate'].T) * (m @ lw['up'].T)) @ lw['down'].T)
                 x = x + rms_norm(m, lw['post_ff'], eps, True)
             else:
                 x = x + a
                 m = rms_norm(x, lw['ln2'], eps)
-                m = (torch.nn.functional.silu(m @ lw['gate'].T) * (m @ lw['up'].T)) @ lw['down'].T
+                m = probe('mlp', l, (torch.nn.functional.silu(m @ lw['gate'].T) * (m @ lw['up'].T)) @ lw['down'].T)
                 x = x + m
+        x = probe('resid', len(W['layers']), x)
         x = rms_norm(x, W['norm'], eps, gemma)
         rec['logits'] = x @ W.get('head', W['embed']).T
         return rec
@@ -249,12 +262,13 @@ def neox(cfg, seed, dtype):
     eps = cfg['layer_norm_eps']
     inv = default_inv_freq(cfg['rotary_emb_base'], rot)
 
-    def forward(ids):
+    def forward(ids, probe=no_probe):
         n = len(ids)
         x = W['embed'][torch.tensor(ids)]
         rec = {'weights': []}
         cos, sin = rope_cos_sin(inv, n)
         for l, lw in enumerate(W['layers']):
+            x = probe('resid', l, x)
             h = layer_norm(x, lw['ln1w'], lw['ln1b'], eps)
             qkv = (h @ lw['qkv'].T + lw['qkvb']).view(n, H, 3 * hd).transpose(0, 1)  # (H, T, 3 hd)
             q, k, v = qkv[..., :hd], qkv[..., hd:2 * hd], qkv[..., 2 * hd:]
@@ -265,16 +279,18 @@ def neox(cfg, seed, dtype):
                 rec['k_rot'] = k.transpose(0, 1).reshape(n, d)
             w, ctx = attention(q, k, v, hd ** -0.5, 0)
             rec['weights'].append(w)
-            a = ctx @ lw['o'].T + lw['ob']
+            ctx = probe('ctx', l, ctx)
+            a = probe('attn', l, ctx @ lw['o'].T + lw['ob'])
             if cfg['use_parallel_residual']:
                 m = layer_norm(x, lw['ln2w'], lw['ln2b'], eps)
-                m = torch.nn.functional.gelu(m @ lw['fc'].T + lw['fcb']) @ lw['proj'].T + lw['projb']
+                m = probe('mlp', l, torch.nn.functional.gelu(m @ lw['fc'].T + lw['fcb']) @ lw['proj'].T + lw['projb'])
                 x = m + a + x
             else:
                 a = a + x
                 m = layer_norm(a, lw['ln2w'], lw['ln2b'], eps)
-                m = torch.nn.functional.gelu(m @ lw['fc'].T + lw['fcb']) @ lw['proj'].T + lw['projb']
+                m = probe('mlp', l, torch.nn.functional.gelu(m @ lw['fc'].T + lw['fcb']) @ lw['proj'].T + lw['projb'])
                 x = m + a
+        x = probe('resid', len(W['layers']), x)
         x = layer_norm(x, W['fw'], W['fb'], eps)
         rec['logits'] = x @ W['head'].T
         return rec
