@@ -20,6 +20,8 @@ grouped key/value heads repeated per query head, eager attention (q k^T * scalin
 the layer has one, softmax in float32), the gated MLPs, Gemma's (1 + w) norms, embedding scale and sandwich norms, and
 GPT-NeoX's fused query_key_value (per head [q | k | v]), partial rotary and parallel residual. Weights are drawn from a
 fixed seed with scales large enough that every step matters (norm weights away from 1, biases non-zero).
+The forwards take a probe (no_probe below: the pass unchanged) through which make_lens_fixtures.py records, replaces
+and patches the residual stream, the heads' context vectors and the attention and MLP outputs.
 Deterministic: the same files every run. CI only reads them.
 """
 import argparse
