@@ -1,7 +1,9 @@
 #include "model_cli.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string_view>
@@ -9,6 +11,8 @@
 #include "attnviz/gpt.hpp"
 #include "attnviz/io/gpt_json.hpp"
 #include "attnviz/io/model_source.hpp"
+#include "attnviz/lens.hpp"
+#include "attnviz/saturating.hpp"
 #include "hub_download.hpp"
 #include "terminal.hpp"
 
@@ -72,6 +76,90 @@ void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r,
     out << "\ngenerated (" << generated->size() << " tokens, greedy):";
     for (int id : *generated) out << ' ' << label(id);
     out << '\n';
+  }
+}
+
+// The causal tools as text: the lens as a table of layer x position top tokens, the ten largest attributions,
+// and the patching maps' largest entries.
+void print_lens(std::ostream& out, const OpenedModel& m, const GptResult& r, const GptJsonLens& keys,
+                bool id_labels) {
+  const auto label = [&](int id) { return id_labels ? "#" + std::to_string(id) : m.bpe.label(id); };
+  const LensResult& lens = *keys.result;
+  const int T = static_cast<int>(r.ids.size()), shown = std::min(T, kShown), first = T - shown;
+  char buf[200];
+  if (keys.ablation && !keys.ablation->empty()) {
+    out << "\nablated (" << to_string(keys.ablation->kind) << "):";
+    for (const HeadRef& h : keys.ablation->heads) out << ' ' << h.layer << '.' << h.head;
+    out << '\n';
+  }
+  if (!lens.lens.empty()) {
+    out << "\nlogit lens: the top token after each point, with its probability";
+    if (first > 0) out << " (the last " << shown << " of " << T << " positions; --json prints every one)";
+    out << ":\n" << std::string(12, ' ');
+    for (int t = first; t < T; ++t) out << ' ' << pad(label(r.ids[static_cast<std::size_t>(t)]), 12, true);
+    out << '\n';
+    for (const LensPoint& p : lens.lens) {
+      out << pad(p.after, 12, true);
+      for (int t = first; t < T; ++t) {
+        const LensPosition& lp = p.positions[static_cast<std::size_t>(t)];
+        if (lp.top.empty()) {
+          out << std::string(13, ' ');
+          continue;
+        }
+        std::snprintf(
+            buf, sizeof buf, " %s",
+            pad(label(lp.top[0].id) + " " +
+                    std::to_string(static_cast<int>(std::lround(100.0 * lp.top[0].probability))) + "%",
+                12, true)
+                .c_str());
+        out << buf;
+      }
+      out << '\n';
+    }
+  }
+  const auto metric = [&](const LensTarget& t) {
+    std::string s = "logit of " + label(t.target);
+    if (t.versus >= 0) s += " minus logit of " + label(t.versus);
+    return s + " at position " + std::to_string(t.position);
+  };
+  if (lens.attributed) {
+    const Attribution& a = lens.attribution;
+    std::snprintf(buf, sizeof buf, ": %.4f (the components sum to %.4f)\n", a.value, a.sum());
+    out << "\nattribution of the " << metric(lens.target) << buf;
+    std::vector<std::pair<double, std::string>> parts = {{a.embeddings, "embeddings"},
+                                                         {a.final_bias, "final bias"}};
+    for (std::size_t l = 0; l < a.heads.size(); ++l) {
+      for (std::size_t h = 0; h < a.heads[l].size(); ++h)
+        parts.push_back({a.heads[l][h], "head " + std::to_string(l) + "." + std::to_string(h)});
+      parts.push_back({a.attention_bias[l], "attention bias " + std::to_string(l)});
+      if (!r.config.attention_only) parts.push_back({a.mlp[l], "mlp " + std::to_string(l)});
+    }
+    std::stable_sort(parts.begin(), parts.end(),
+                     [](const auto& x, const auto& y) { return std::fabs(x.first) > std::fabs(y.first); });
+    for (std::size_t i = 0; i < parts.size() && i < 10; ++i) {
+      std::snprintf(buf, sizeof buf, "  %-20s %+10.4f\n", parts[i].second.c_str(), parts[i].first);
+      out << buf;
+    }
+  }
+  if (keys.patching) {
+    const Patching& p = *keys.patching;
+    std::snprintf(buf, sizeof buf, ": clean %.4f, corrupted %.4f\n", p.clean, p.corrupted);
+    out << "\npatching the " << metric(keys.patched) << buf;
+    const auto largest = [&](const std::vector<std::vector<double>>& map, const char* what, const char* col) {
+      std::vector<std::pair<double, std::string>> entries;
+      for (std::size_t l = 0; l < map.size(); ++l)
+        for (std::size_t j = 0; j < map[l].size(); ++j)
+          entries.push_back({map[l][j], "layer " + std::to_string(l) + " " + col + " " + std::to_string(j)});
+      std::stable_sort(entries.begin(), entries.end(),
+                       [](const auto& x, const auto& y) { return std::fabs(x.first) > std::fabs(y.first); });
+      out << "  " << what << ", the largest entries:\n";
+      for (std::size_t i = 0; i < entries.size() && i < 5; ++i) {
+        std::snprintf(buf, sizeof buf, "    %-24s %+8.4f\n", entries[i].second.c_str(), entries[i].first);
+        out << buf;
+      }
+    };
+    largest(p.residual, "the residual stream entering each block", "position");
+    largest(p.heads, "each head's context vectors", "head");
   }
 }
 
@@ -161,6 +249,64 @@ void add_model_options(CLI::App& app, ModelArgs& m) {
       "mode, as from_pretrained gives them, and the seeded models in train mode, as the book "
       "builds them (--eval for eval)");
   add_download_option(app, m.download);
+  app.add_flag(
+      "--lens", m.lens,
+      "with --model: the logit lens, what the model would predict after the embeddings and after each "
+      "block, at every position (--top-k tokens each)");
+  app.add_option("--target", m.target,
+                 "with --model: the token whose logit the attribution and patching measure, a piece of text "
+                 "that is one token or #ID (default: the top next token)");
+  app.add_option("--versus", m.versus,
+                 "with --model: a second token: the metric is the target's logit minus this one's");
+  app.add_option("--position", m.position, "with --model: the position measured, 0-based (default: the last)")
+      ->transform(decimal_int());
+  app.add_flag("--attribute", m.attribute,
+               "with --model: direct logit attribution of the target at the position to the embeddings, each "
+               "head, each attention bias and MLP, and the final bias");
+  app.add_option("--ablate", m.ablate,
+                 "with --model: heads switched off, LAYER.HEAD[,LAYER.HEAD...]; everything else is computed "
+                 "with them ablated");
+  app.add_option("--ablation", m.ablation, "with --ablate: zero | mean (each head's mean over the positions)")
+      ->capture_default_str();
+  app.add_option(
+      "--patch", m.patch,
+      "with --model: a corrupted text of the same token count: the activation patching maps of the "
+      "target's metric (residual stream by layer and position, heads by layer)");
+  app.add_option("--patch-ids", m.patch_ids,
+                 "with --model: the corrupted text as token ids, as --ids gives them");
+}
+
+Status parse_token(const OpenedModel& m, const std::string& spec, const char* flag, int& id) {
+  const int V = m.model.weights().config.vocab_size;
+  if (!spec.empty() && spec[0] == '#') {
+    const std::string_view digits(spec.data() + 1, spec.size() - 1);
+    int v = -1;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty() || v < 0)
+      return Status::fail(std::string(flag) + ": " + quote(spec) +
+                          " is not a token id: give #ID, such as #17");
+    if (v >= V)
+      return Status::fail(std::string(flag) + ": " + quote(spec) + " is outside the vocabulary (#0..#" +
+                          std::to_string(V - 1) + ")");
+    id = v;
+    return Status::ok();
+  }
+  if (m.ids_only)
+    return Status::fail(std::string(flag) +
+                        ": the model has no tokenizer here (--ids): give the token as #ID");
+  std::vector<int> ids;
+  if (Status st = encode_for(m, spec, ids); !st.is_ok())
+    return Status::fail(std::string(flag) + ": " + st.error);
+  if (ids.size() == 1) {
+    id = ids[0];
+    return Status::ok();
+  }
+  std::string how;
+  for (std::size_t i = 0; i < ids.size() && i < 8; ++i)
+    how += " " + quote(m.bpe.bytes(ids[i])) + " (#" + std::to_string(ids[i]) + ")";
+  if (ids.size() > 8) how += " ...";
+  return Status::fail(std::string(flag) + ": " + quote(spec) + " is " + std::to_string(ids.size()) +
+                      " tokens here, not one" + (ids.empty() ? "" : ":" + how) + "; give one token or #ID");
 }
 
 Status parse_ids(const std::string& spec, int vocab_size, int context_length, std::vector<int>& ids) {
@@ -300,6 +446,59 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   if (Status st = check_generation(static_cast<std::int64_t>(ids.size()), m.generate, c.context_length);
       !st.is_ok())
     return fail(st);
+  // The causal tools: their target, ablated heads and corrupted text, checked before anything runs.
+  LensRequest lr;
+  std::vector<int> corrupted;
+  const bool patching = app.count("--patch") > 0 || app.count("--patch-ids") > 0;
+  const bool causal = m.lens || m.attribute || app.count("--ablate") > 0 || patching;
+  if (!causal) {
+    for (const char* flag : {"--target", "--versus", "--position", "--ablation"})
+      if (app.count(flag) > 0)
+        return fail(Status::fail(std::string(flag) + " needs --lens, --attribute, --ablate or --patch"));
+  } else {
+    if (m.generate > 0)
+      return fail(
+          Status::fail("--lens, --attribute, --ablate and --patch measure one text: leave --generate out"));
+    if (model.model.options().train && c.drop_rate > 0)
+      return fail(Status::fail(
+          "--lens, --attribute, --ablate and --patch need eval mode, without dropout: give --eval"));
+    lr.lens = m.lens, lr.attribute = m.attribute, lr.top_k = m.top_k;
+    lr.target.position = m.position;
+    if (app.count("--target") > 0)
+      if (Status st = parse_token(model, m.target, "--target", lr.target.target); !st.is_ok())
+        return fail(st);
+    if (app.count("--versus") > 0)
+      if (Status st = parse_token(model, m.versus, "--versus", lr.target.versus); !st.is_ok())
+        return fail(st);
+    if (m.position < -1 || m.position >= static_cast<int>(ids.size()))
+      return fail(Status::fail("--position " + std::to_string(m.position) + " is past the text's " +
+                               std::to_string(ids.size()) + " tokens (0.." + std::to_string(ids.size() - 1) +
+                               ")"));
+    if (Status st = check_target(c, static_cast<int>(ids.size()), lr.target); !st.is_ok())
+      return fail(Status::fail("--versus: " + st.error));
+    if (app.count("--ablate") > 0)
+      if (Status st = parse_heads(m.ablate, lr.ablation.heads); !st.is_ok())
+        return fail(Status::fail("--ablate: " + st.error));
+    if (m.ablation == "mean")
+      lr.ablation.kind = AblationKind::mean;
+    else if (m.ablation != "zero")
+      return fail(Status::fail("--ablation: " + quote(m.ablation) + " is not zero or mean"));
+    if (Status st = check_ablation(c, lr.ablation); !st.is_ok())
+      return fail(Status::fail("--ablate: " + st.error));
+    if (app.count("--patch") > 0 && app.count("--patch-ids") > 0)
+      return fail(Status::fail("--patch and --patch-ids both give the corrupted text: give one"));
+    if (app.count("--patch-ids") > 0) {
+      if (Status st = parse_ids(m.patch_ids, c.vocab_size, c.context_length, corrupted); !st.is_ok())
+        return fail(Status::fail("--patch-ids: " + st.error));
+    } else if (app.count("--patch") > 0) {
+      if (Status st = encode_for(model, m.patch, corrupted); !st.is_ok())
+        return fail(Status::fail("--patch: " + st.error));
+    }
+    if (patching && corrupted.size() != ids.size())
+      return fail(Status::fail("the corrupted text is " + std::to_string(corrupted.size()) +
+                               " tokens and the clean one " + std::to_string(ids.size()) +
+                               ": patching needs the same count"));
+  }
   // What the pass keeps (the longest one, when generating), and the JSON text of it, before anything runs.
   {
     const int T = static_cast<int>(
@@ -307,6 +506,19 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
     const std::uint64_t budget = a.memory_budget ? a.memory_budget : available_memory_bytes();
     if (Status st = check_pass_memory(c, T, req, json, budget, a.memory_budget != 0); !st.is_ok())
       return fail(st);
+    // The captures the causal tools keep beside the pass; patching's own, when they fit too.
+    const std::uint64_t pass = pass_memory(c, T, req, json), captures = lens_bytes(c, T, lr);
+    if (causal && budget && sat_add(pass, captures) > budget)
+      return fail(Status::fail("the causal tools' captures need " + format_bytes(captures) +
+                               " beside the pass's " + format_bytes(pass) + ", more than the " +
+                               format_bytes(budget) +
+                               (a.memory_budget ? " of --memory-budget" : " available")));
+    if (patching && budget && sat_add(sat_add(pass, captures), patching_bytes(c, T)) > budget) {
+      err << "attnviz-cli: note: patching needs " << format_bytes(patching_bytes(c, T))
+          << " more for its two runs' captures, more than the " << format_bytes(budget)
+          << (a.memory_budget ? " of --memory-budget" : " available") << " holds: no patching maps\n";
+      corrupted.clear();
+    }
   }
   GptResult r;
   std::vector<int> generated;
@@ -326,15 +538,44 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
     if (ctl.generating) ctl.generating->store(false);
     progress.finish();
     if (!st.is_ok()) return fail(st);
-  } else if (Status st = model.model.forward(ids, req, r); !st.is_ok()) {
-    return fail(st);
+  } else if (!causal) {
+    if (Status st = model.model.forward(ids, req, r); !st.is_ok()) return fail(st);
+  }
+  CausalLens causal_lens;
+  LensResult lens;
+  Patching patched;
+  if (causal) {
+    if (Status st = causal_lens.run(model.model, ids, req, lr, r, lens); !st.is_ok()) return fail(st);
+    if (!corrupted.empty()) {
+      const GenerateControl& ctl = m.control;
+      const auto step = [&](int, int) {
+        stopped = ctl.stop && ctl.stop->load();
+        return !stopped;
+      };
+      if (ctl.generating) ctl.generating->store(true);
+      const Status st = patch(model.model, ids, corrupted, lens.target, lr.ablation, patched, step);
+      if (ctl.generating) ctl.generating->store(false);
+      if (stopped) {
+        err << "attnviz-cli: stopped by Ctrl-C while patching: no output\n";
+        return kStoppedStatus;
+      }
+      if (!st.is_ok()) return fail(st);
+    }
+  }
+  GptJsonLens lens_keys;
+  if (causal) {
+    lens_keys.result = &lens;
+    lens_keys.ablation = &lr.ablation;
+    if (!corrupted.empty()) lens_keys.patching = &patched, lens_keys.patched = lens.target;
   }
   const std::vector<int>* gen = m.generate > 0 ? &generated : nullptr;
   if (json) {
     GptJsonModel info{model.model.weights().source, model.seeded, model.seed, id_labels};
-    out << gpt_result_to_json(r, model.model.weights(), info, model.bpe, gen) << '\n';
+    out << gpt_result_to_json(r, model.model.weights(), info, model.bpe, gen, causal ? &lens_keys : nullptr)
+        << '\n';
   } else {
     print_text(out, model, r, gen, id_labels);
+    if (causal) print_lens(out, model, r, lens_keys, id_labels);
   }
   out.flush();
   if (!out) return fail(Status::fail("cannot write the output"));

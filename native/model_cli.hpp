@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "attnviz/io/model_source.hpp"
 #include "config_args.hpp"
 
 namespace attnviz {
@@ -43,10 +44,18 @@ struct ModelArgs {
   int generate = 0;
   bool train = false;     // --train: a loaded model in train mode (a seeded one is in train mode already)
   bool download = false;  // --download: a hub name is fetched into the Hugging Face cache first
+  // The causal tools (attnviz/lens.hpp, docs/lens.md)
+  bool lens = false, attribute = false;
+  std::string target, versus;  // a piece that is one token, or #ID
+  int position = -1;           // -1: the last
+  std::string ablate;          // "L.H,L.H"
+  std::string ablation = "zero";
+  std::string patch, patch_ids;  // the corrupted text, or its ids
   GenerateControl control;
 };
 
-// Registers --model, --layers, --keep, --top-k, --generate, --train and --download.
+// Registers --model, --layers, --keep, --top-k, --generate, --train, --download and the causal tools' --lens,
+// --target, --versus, --position, --attribute, --ablate, --ablation, --patch and --patch-ids.
 void add_model_options(CLI::App& app, ModelArgs& m);
 
 // "0,5,9-11" -> {0, 5, 9, 10, 11}; "all" sets `all`; "none" gives no layers. Fails naming the bad part.
@@ -55,6 +64,10 @@ Status parse_layers(const std::string& spec, int n_layers, bool& all, std::vecto
 // "3,17,5" -> {3, 17, 5}: decimal ids in [0, vocab_size), at most context_length of them. Fails naming the
 // bad part.
 Status parse_ids(const std::string& spec, int vocab_size, int context_length, std::vector<int>& ids);
+
+// The token `spec` names for `flag` (--target, --versus): "#ID", or a piece of text that the model's
+// tokenizer makes exactly one token. Fails naming how the piece tokenizes otherwise.
+Status parse_token(const OpenedModel& m, const std::string& spec, const char* flag, int& id);
 
 // Runs a model pass (and generation) with the shared flags `a` and prints text or JSON. Returns the exit
 // status.

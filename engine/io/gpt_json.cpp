@@ -42,10 +42,135 @@ void tokens(JsonWriter& w, const Bpe& bpe, const std::vector<int>& ids, bool id_
   w.out += ']';
 }
 
+// A double as JSON: 9 significant digits (the float32 activations it comes from hold no more), null where
+// not finite.
+void number(JsonWriter& w, double x) {
+  if (!std::isfinite(x)) {
+    w.out += "null";
+    return;
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  w.out += buf;
+}
+
+void numbers(JsonWriter& w, const std::vector<double>& xs) {
+  w.out += '[';
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    if (i) w.out += ',';
+    number(w, xs[i]);
+  }
+  w.out += ']';
+}
+
+void number_rows(JsonWriter& w, const std::vector<std::vector<double>>& rows) {
+  w.out += '[';
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (i) w.out += ',';
+    numbers(w, rows[i]);
+  }
+  w.out += ']';
+}
+
+// {id, piece, label} or null for -1
+void token_or_null(JsonWriter& w, const Bpe& bpe, int id, bool id_labels) {
+  if (id < 0) {
+    w.out += "null";
+    return;
+  }
+  open_token(w, bpe, id, id_labels);
+  w.out += '}';
+}
+
+void lens_keys(JsonWriter& w, const GptJsonLens& lens, const Bpe& bpe, bool id_labels) {
+  if (lens.result && !lens.result->lens.empty()) {
+    w.out += ",\"lens\":[";
+    for (std::size_t k = 0; k < lens.result->lens.size(); ++k) {
+      const LensPoint& p = lens.result->lens[k];
+      if (k) w.out += ',';
+      w.out += "{\"after\":";
+      w.string(p.after);
+      w.out += ",\"positions\":[";
+      for (std::size_t t = 0; t < p.positions.size(); ++t) {
+        if (t) w.out += ',';
+        w.out += "{\"top\":[";
+        const LensPosition& lp = p.positions[t];
+        for (std::size_t i = 0; i < lp.top.size(); ++i) {
+          if (i) w.out += ',';
+          open_token(w, bpe, lp.top[i].id, id_labels);
+          w.out += ",\"probability\":";
+          number(w, lp.top[i].probability);
+          w.out += ",\"logit\":";
+          w.number(lp.top[i].logit);
+          w.out += '}';
+        }
+        w.out += ']';
+        if (!std::isnan(lp.target_probability)) {
+          w.out += ",\"target_probability\":";
+          number(w, lp.target_probability);
+        }
+        w.out += '}';
+      }
+      w.out += "]}";
+    }
+    w.out += ']';
+  }
+  if (lens.result && lens.result->attributed) {
+    const Attribution& a = lens.result->attribution;
+    w.out += ",\"attribution\":{\"position\":" + std::to_string(a.position) + ",\"target\":";
+    token_or_null(w, bpe, a.target, id_labels);
+    w.out += ",\"versus\":";
+    token_or_null(w, bpe, a.versus, id_labels);
+    w.out += ",\"value\":";
+    number(w, a.value);
+    w.out += ",\"sum\":";
+    number(w, a.sum());
+    w.out += ",\"components\":{\"embeddings\":";
+    number(w, a.embeddings);
+    w.out += ",\"heads\":";
+    number_rows(w, a.heads);
+    w.out += ",\"attention_bias\":";
+    numbers(w, a.attention_bias);
+    w.out += ",\"mlp\":";
+    numbers(w, a.mlp);
+    w.out += ",\"final_bias\":";
+    number(w, a.final_bias);
+    w.out += "}}";
+  }
+  if (lens.ablation && !lens.ablation->empty()) {
+    w.out += ",\"ablated\":[";
+    for (std::size_t i = 0; i < lens.ablation->heads.size(); ++i) {
+      if (i) w.out += ',';
+      const HeadRef& h = lens.ablation->heads[i];
+      w.out += "{\"layer\":" + std::to_string(h.layer) + ",\"head\":" + std::to_string(h.head) + "}";
+    }
+    w.out += "],\"ablation\":";
+    w.string(to_string(lens.ablation->kind));
+  }
+  if (lens.patching) {
+    const Patching& p = *lens.patching;
+    w.out += ",\"patching\":{\"metric\":";
+    w.string(p.difference ? "logit_difference" : "logit");
+    w.out += ",\"position\":" + std::to_string(lens.patched.position) + ",\"target\":";
+    token_or_null(w, bpe, lens.patched.target, id_labels);
+    w.out += ",\"versus\":";
+    token_or_null(w, bpe, lens.patched.versus, id_labels);
+    w.out += ",\"clean\":";
+    number(w, p.clean);
+    w.out += ",\"corrupted\":";
+    number(w, p.corrupted);
+    w.out += ",\"residual\":";
+    number_rows(w, p.residual);
+    w.out += ",\"heads\":";
+    number_rows(w, p.heads);
+    w.out += '}';
+  }
+}
+
 }  // namespace
 
 std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, const GptJsonModel& model,
-                               const Bpe& bpe, const std::vector<int>* generated) {
+                               const Bpe& bpe, const std::vector<int>* generated, const GptJsonLens* lens) {
   const GptConfig& c = r.config;
   const int T = static_cast<int>(r.ids.size()), H = c.n_heads, hd = c.head_dim(), group = H / c.kv_heads();
   JsonWriter w;
@@ -201,6 +326,7 @@ std::string gpt_result_to_json(const GptResult& r, const GptWeights& weights, co
     else
       w.string(to_valid_utf8(bpe.decode(*generated)));
   }
+  if (lens) lens_keys(w, *lens, bpe, model.id_labels);
   // "backend": "cpu" for this engine's kernels (named by "isa"), else who computed it (e.g. "webgpu").
   std::snprintf(buf, sizeof buf,
                 ",\"engine\":{\"backend\":\"%s\",\"isa\":\"%s\",\"threads\":%d,\"ms\":%.4f,\"reused\":%d}}",

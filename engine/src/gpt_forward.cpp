@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "attnviz/gpt.hpp"
+#include "attnviz/saturating.hpp"
 #include "fast.hpp"
 #include "gpt_pass.hpp"
 #include "reference/kernels.hpp"
@@ -508,6 +509,7 @@ struct AttentionScratch {
 // zeroes T-row buffers at each keystroke.
 struct PassWork {
   Tensor x, ln1, attn, ln2, fch, gate;  // the residual stream and the block's steps' outputs
+  Tensor context;                       // (T, H hd) the context vectors a probe changes without keeping them
   AttentionScratch attention;
 };
 
@@ -537,7 +539,8 @@ void reshape(Tensor& t, int rows, int cols) {
 // q, k, v (T, d) = h W^T + b; per head weights (H, T, T) = softmax(causal(q k^T / sqrt(d / H))), dropped;
 // context (T, d) = weights v; out (T, d) = context W_out^T + b.
 Status attention_scalar(const Steps& s, const Config& ac, const GptBlock& b, const LayerKeep& k,
-                        const std::vector<std::string>& labels, const Tensor& h, Result& a, Tensor& out) {
+                        const std::vector<std::string>& labels, const Tensor& h, Result& a, Tensor& out,
+                        Tensor* context_out) {
   Params params;
   params.query = plain(b.query), params.key = plain(b.key), params.value = plain(b.value);
   params.out_proj = plain(b.out_proj);
@@ -546,6 +549,7 @@ Status attention_scalar(const Steps& s, const Config& ac, const GptBlock& b, con
   full.stages = k.any ? k.stages : 0u;
   if (Status st = attnviz::forward(full, params, in, *s.g, a, Exec{Isa::scalar, 1}); !st.is_ok()) return st;
   std::memcpy(out.ptr(), a.output.ptr(), a.output.size() * sizeof(float));
+  if (context_out) std::memcpy(context_out->ptr(), a.context.ptr(), a.context.size() * sizeof(float));
   if (!k.qkv) a.inputs = a.q = a.k = a.v = a.context = a.output = Tensor();
   return Status::ok();
 }
@@ -618,7 +622,7 @@ Tensor per_query_head(const float* k, int T, int H, int KV, int hd, Reuse* reuse
 // context W_out^T + b.
 Status attention_scalar_generic(const Steps& s, const GptConfig& c, const Config& ac, const Shape& shape,
                                 const GptBlock& b, const LayerKeep& k, const Rotary& rot, const Tensor& h,
-                                const QkKeep& keep, Result& a, Tensor& out) {
+                                const QkKeep& keep, Result& a, Tensor& out, Tensor* context_out) {
   const int T = s.T, d = c.d_model, H = c.n_heads, KV = c.kv_heads(), hd = c.head_dim();
   const int QW = c.q_width(), KW = c.kv_width(), group = H / KV;
   Tensor q(T, QW), kk(T, KW), v(T, KW);
@@ -673,6 +677,7 @@ Status attention_scalar_generic(const Steps& s, const GptConfig& c, const Config
   ref::linear(context.ptr(), wo.ptr(), b.out_proj.bias.empty() ? nullptr : b.out_proj.bias.ptr(), out.ptr(),
               T, QW, d);
   if (!finite(out)) return not_finite("output");
+  if (context_out) std::memcpy(context_out->ptr(), context.ptr(), context.size() * sizeof(float));
   a.weights = std::move(weights);
   if (k.stages & kStageScores) a.scores = std::move(scores);
   if (k.stages & kStageScaled) a.scaled = std::move(scaled);
@@ -696,7 +701,7 @@ Status attention_scalar_generic(const Steps& s, const GptConfig& c, const Config
 Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, const Shape& shape,
                       const GptBlock& b, const LayerKeep& k, const Rotary& rot, const Tensor& h,
                       GptLayer* before, LayerCache cache, Reuse& reuse, AttentionScratch& scratch,
-                      const QkKeep& keep, Result& a, Tensor& out) {
+                      const QkKeep& keep, Result& a, Tensor& out, Tensor* context_out) {
   const int T = s.T, P = s.P, d = h.shape[1], H = ac.num_heads, KV = c.kv_heads(), hd = c.head_dim();
   const int QW = c.q_width(), KW = c.kv_width();
   const Isa isa = s.kern.isa;
@@ -778,6 +783,7 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
           {QW, KW, d}, H, ld);
       !st.is_ok())
     return st;
+  if (context_out) std::memcpy(row(*context_out, P), row(ctx, P), count(T - P, QW) * sizeof(float));
   if (k.qkv) {
     a.inputs = reuse.copy(h, from(&Result::inputs));
     a.q = reuse.copy(scratch.q, from(&Result::q));
@@ -808,9 +814,10 @@ struct Attention {
   const GptConfig* model = nullptr;
   Rotary global, local;  // rotary positions of the global and the sliding-window layers, rows [P, T)
 
-  // out (T, d) = out_proj(context), `a` given what layer l keeps: attention_scalar or attention_fast
+  // out (T, d) = out_proj(context), `a` given what layer l keeps: attention_scalar or attention_fast. Rows
+  // [P, T) of the context vectors (T, H hd) go to `context_out` too where it is given.
   Status forward(const Steps& s, int l, const GptBlock& b, const LayerKeep& keep, const Tensor& h,
-                 GptLayer* before, Reuse& reuse, GptLayer& layer, Tensor& out) {
+                 GptLayer* before, Reuse& reuse, GptLayer& layer, Tensor& out, Tensor* context_out) {
     const GptConfig& c = *model;
     const Shape shape_l = layer_shape(c, config, l);
     const Rotary& rot = c.local_layer(l) ? local : global;
@@ -819,14 +826,14 @@ struct Attention {
         keep.qkv && !c.plain_attention() ? keep_qk_steps(c, s.T, layer, before, reuse) : QkKeep{};
     if (s.kern.isa == Isa::scalar)
       return c.plain_attention()
-                 ? attention_scalar(s, config, b, keep, labels, h, a, out)
-                 : attention_scalar_generic(s, c, config, shape_l, b, keep, rot, h, qk, a, out);
+                 ? attention_scalar(s, config, b, keep, labels, h, a, out, context_out)
+                 : attention_scalar_generic(s, c, config, shape_l, b, keep, rot, h, qk, a, out, context_out);
     const auto at = [l](std::vector<std::vector<float>>& per_layer) -> std::vector<float>& {
       return per_layer[static_cast<std::size_t>(l)];
     };
     return attention_fast(s, c, config, shape_l, b, keep, rot, h, before,
                           {at(q), at(k), at(v), packed[static_cast<std::size_t>(l)], capacity, reused_packs},
-                          reuse, scratch, qk, a, out);
+                          reuse, scratch, qk, a, out, context_out);
   }
 };
 
@@ -879,14 +886,82 @@ Status GptModel::forward(const std::vector<int>& ids, const GptRequest& request,
   return run(ids, request, g, out);
 }
 
+Status GptModel::forward(const std::vector<int>& ids, const GptRequest& request, PassProbe& probe,
+                         GptResult& out) {
+  TorchGenerator g = after_init_;
+  return run(ids, request, g, out, &probe);
+}
+
+std::uint64_t probe_bytes(const GptConfig& c, int tokens) {
+  const std::uint64_t T = static_cast<std::uint64_t>(std::max(tokens, 0));
+  const std::uint64_t L = static_cast<std::uint64_t>(std::max(c.n_layers, 0));
+  const std::uint64_t d = static_cast<std::uint64_t>(std::max(c.d_model, 0));
+  const std::uint64_t qw = static_cast<std::uint64_t>(std::max(c.q_width(), 0));
+  // resid (L + 1 points), attn_out and mlp_out (L each) of d floats a row, context (L) of H hd
+  return sat_mul(sat_mul(T, sat_add(sat_mul(3 * L + 1, d), sat_mul(L, qw))), sizeof(float));
+}
+
+void final_logits(const GptWeights& w, const Exec& exec, const float* resid, int rows, float* logits) {
+  if (rows <= 0) return;
+  Isa isa = resolve(exec.isa);
+  if (isa != Isa::scalar && w.tok_emb.nr != simd::panel_width(isa)) isa = w.isa;
+  Steps s;
+  s.kern.isa = isa;
+  s.kern.pool = isa == Isa::scalar ? nullptr : &ThreadPool::shared(resolve_threads(exec.threads));
+  const int d = w.config.d_model;
+  std::vector<float> hidden(count(rows, d));
+  s.norm_rows(resid, hidden.data(), rows, d, w.final_scale, w.final_shift, w.config.arch);
+  static const Tensor no_bias;
+  s.kern.linear(hidden.data(), logits, rows, w.head(), no_bias);
+}
+
+namespace {
+
+// `t` shaped (T, cols), keeping its first rows where it had that width (row-major: resizing keeps them).
+void keep_rows(Tensor& t, int T, int cols) {
+  t.data.resize(count(T, cols));
+  t.shape = {T, cols, 1}, t.rank = 2;
+}
+
+// Rows [P, T) of `from` (T, cols) into `to`, shaped (T, cols) with its rows [0, P) kept.
+void capture_rows(Tensor& to, const Tensor& from, int P) {
+  const int T = from.shape[0], cols = from.shape[1];
+  keep_rows(to, T, cols);
+  if (T > P) std::memcpy(row(to, P), row(from, P), count(T - P, cols) * sizeof(float));
+}
+
+// Fails when `probe` cannot apply to a pass over T tokens of `c` (options: the model's).
+Status check_probe(const PassProbe& probe, const GptConfig& c, const GptOptions& options, int T) {
+  if (options.train && c.drop_rate > 0.0)
+    return Status::fail("the model runs in train mode, with dropout: its named points need eval mode");
+  if (probe.start_layer < 0 || probe.start_layer >= c.n_layers)
+    return Status::fail("the pass cannot begin at block " + std::to_string(probe.start_layer) + " of " +
+                        std::to_string(c.n_layers));
+  if (probe.start_layer > 0 && !probe.start)
+    return Status::fail("a pass that begins past block 0 needs the residual stream entering it");
+  if (probe.start &&
+      (probe.start->rank != 2 || probe.start->shape[0] != T || probe.start->shape[1] != c.d_model))
+    return Status::fail("the residual stream a pass begins from has the wrong shape");
+  if (probe.logits_row >= T)
+    return Status::fail("position " + std::to_string(probe.logits_row) + " is past the text's " +
+                        std::to_string(T) + " tokens");
+  return Status::ok();
+}
+
+}  // namespace
+
 Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, TorchGenerator& g,
-                     GptResult& out) {
+                     GptResult& out, PassProbe* probe) {
   const auto start = std::chrono::steady_clock::now();
   if (!weights_) return Status::fail("no model is loaded");
   const GptConfig& c = weights_->config;
   const int T = static_cast<int>(ids.size()), d = c.d_model, L = c.n_layers, V = c.vocab_size;
   std::vector<char> kept;
   if (Status st = check_pass(c, ids, request, kept); !st.is_ok()) return st;
+  if (probe)
+    if (Status st = check_probe(*probe, c, options_, T); !st.is_ok()) return st;
+  // A pass that changes a named point is a side pass: it starts afresh and leaves the model's cache as it is.
+  const bool side = probe && probe->changes();
 
   // The kernels, and weights packed for their panel width (a copy only when another ISA was asked for).
   const Isa isa = resolve(options_.exec.isa);
@@ -900,8 +975,10 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
 
   // The cached prefix: rows [0, P) are taken from the previous pass, which `out` still holds, and the cache's
   // keys, values and queries move over (resizing keeps their first rows in place).
-  const int P = reusable(ids, request, out);
-  std::unique_ptr<Cache> old = std::move(cache_);
+  // A capturing probe extends only the pass it captured.
+  const int P =
+      side || (probe && probe->capture && probe->stamp != out.stamp) ? 0 : reusable(ids, request, out);
+  std::unique_ptr<Cache> old = side ? nullptr : std::move(cache_);
   Reuse reuse(out, P, c.context_length, old ? std::move(old->spare) : std::vector<std::vector<float>>());
   auto cache = std::make_unique<Cache>();
   if (P > 0) {
@@ -969,28 +1046,58 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   reshape(fch, T, F);
   reshape(gate, arch.mlp == MlpKind::gated ? T : 0, F);
 
+  // The probe's captures, one per named point.
+  const bool capture = probe && probe->capture;
+  if (capture) {
+    probe->resid.resize(static_cast<std::size_t>(L + 1));
+    for (auto* points : {&probe->context, &probe->attn_out, &probe->mlp_out})
+      points->resize(static_cast<std::size_t>(L));
+  }
+  const auto point = [&](std::vector<Tensor> PassProbe::*points, int l, const Tensor& from) {
+    if (capture) capture_rows((probe->*points)[static_cast<std::size_t>(l)], from, P);
+  };
+  const bool contexts = capture || (probe && probe->edit_context);
+
   // The steps, one a line (T, P, d, H, V: the legend at the top of this file; F = the MLP's width).
   // embeddings: x (T, d) = drop(tok_emb[ids] + pos_emb[0..T)), or tok_emb[ids] (* sqrt(d)) with rotary
-  // positions, which the attention applies to q and k
-  s.encoder(x, ids, w);
-  s.dropout(x);
+  // positions, which the attention applies to q and k; or the residual stream a probe's pass begins from
+  const int first_block = probe ? probe->start_layer : 0;
+  if (probe && probe->start) {
+    std::memcpy(x.ptr(), probe->start->ptr(), x.size() * sizeof(float));
+  } else {
+    s.encoder(x, ids, w);
+    s.dropout(x);
+  }
 
-  for (int l = 0; l < L; ++l) {
+  for (int l = first_block; l < L; ++l) {
     const GptBlock& b = w.blocks[static_cast<std::size_t>(l)];
     const LayerKeep k = layer_keep(request, kept, l);
     GptLayer* before = reuse.before(l);  // this layer in the previous pass, whose rows [0, P) are copied
     GptLayer layer;
     layer.index = l;
     Result& a = layer.attention;
+    if (probe && probe->edit_resid) probe->edit_resid(l, x);  // a side pass: P = 0
+    point(&PassProbe::resid, l, x);                           // resid[l] = x
     if (k.residuals) layer.resid_in = reuse.copy(x, before ? &before->resid_in : nullptr);
 
     s.norm(x, ln1, b.norm1_scale, b.norm1_shift, arch);  // ln1 (T, d) = norm1(x)
     // attn (T, d) = out_proj(context): q, k, v (T, d) = ln1 W^T + b; per head (H, T, T) weights =
     // drop(causal softmax(q k^T / sqrt(d / H))); context (T, d) = weights v. Other architectures: q (T, H
     // hd), k, v (T, KV hd), normed and rotated; head h reads key/value head h / (H / KV), within its window.
-    if (Status st = attention.forward(s, l, b, k, ln1, before, reuse, layer, attn); !st.is_ok())
+    Tensor* ctx = nullptr;
+    if (contexts) {
+      ctx = capture ? &probe->context[static_cast<std::size_t>(l)] : &work.context;
+      keep_rows(*ctx, T, c.q_width());
+    }
+    if (Status st = attention.forward(s, l, b, k, ln1, before, reuse, layer, attn, ctx); !st.is_ok())
       return fail(st);
-    s.dropout(attn);  // attn (T, d) = drop(attn)
+    // A probe's change to the context vectors (ablation, patching): attn (T, d) = context W_out^T + b again
+    if (probe && probe->edit_context && probe->edit_context(l, *ctx)) {
+      s.kern.linear(ctx->ptr(), attn.ptr(), T, b.out_proj.weight, b.out_proj.bias);
+      if (k.qkv) a.context = *ctx, a.output = attn;
+    }
+    point(&PassProbe::attn_out, l, attn);  // attn_out[l] = attn
+    s.dropout(attn);                       // attn (T, d) = drop(attn)
     if (arch.residual == ResidualKind::sandwich)
       s.norm(attn, attn, b.post_attn_norm, b.norm2_shift, arch);       // attn (T, d) = post_attn_norm(attn)
     if (arch.residual != ResidualKind::parallel) s.residual(x, attn);  // x (T, d) += attn
@@ -1005,8 +1112,9 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
         s.matmul(ln2, fch, b.fc);     // fch (T, F) = ln2 W_fc^T + b
         s.activation(fch, arch.act);  // fch (T, F) = act(fch)
       }
-      s.matmul(fch, ln2, b.proj);  // ln2 (T, d) = fch W_proj^T + b
-      s.dropout(ln2);              // ln2 (T, d) = drop(ln2)
+      s.matmul(fch, ln2, b.proj);          // ln2 (T, d) = fch W_proj^T + b
+      point(&PassProbe::mlp_out, l, ln2);  // mlp_out[l] = ln2
+      s.dropout(ln2);                      // ln2 (T, d) = drop(ln2)
       if (arch.residual == ResidualKind::sandwich)
         s.norm(ln2, ln2, b.post_ff_norm, b.norm2_shift, arch);  // ln2 (T, d) = post_ff_norm(ln2)
       if (arch.residual == ResidualKind::parallel)
@@ -1025,29 +1133,40 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     if (before) reuse.give(*before);  // copied: its storage serves the next layer
   }
 
+  point(&PassProbe::resid, L, x);  // resid[L] = x
+  if (capture) {
+    probe->mlp_out.resize(static_cast<std::size_t>(L));
+    if (w.config.attention_only)
+      for (Tensor& m : probe->mlp_out) m = Tensor();
+  }
+
   // final layer norm: hidden (T, d) = final_norm(x), kept in the cache
   cache->hidden.resize(count(T, d));
   s.norm_rows(row(x, P), cache->hidden.data() + count(P, d), T - P, d, w.final_scale, w.final_shift, arch);
   // head: logits (T, V) = hidden W_head^T with all_logits (rows [P, T) computed), else (1, V) for the last
-  // row
-  const int first_logit = request.all_logits ? P : T - 1;
+  // row, or for the one row a probe asks for
+  const int one_row = probe && probe->logits_row >= 0 ? probe->logits_row : T - 1;
+  const int first_logit = request.all_logits ? P : one_row;
   const int rows = request.all_logits ? T : 1;
+  const int last_logit = request.all_logits ? T : one_row + 1;
   Tensor* previous_logits = reuse.previous_logits();
   r.logits = reuse.rows(rows, V, request.all_logits ? previous_logits : nullptr);
   if (previous_logits) reuse.give(*previous_logits);
-  if (first_logit < T) {
+  if (first_logit < last_logit) {
     static const Tensor no_bias;
     s.kern.linear(cache->hidden.data() + count(first_logit, d),
-                  row(r.logits, request.all_logits ? first_logit : 0), T - first_logit, w.head(), no_bias);
+                  row(r.logits, request.all_logits ? first_logit : 0), last_logit - first_logit, w.head(),
+                  no_bias);
   }
-  r.next = top_tokens(row(r.logits, rows - 1), V, request.top_k);
+  r.next = top_tokens(row(r.logits, request.all_logits ? one_row : 0), V, request.top_k);
   if (!all_finite(row(r.logits, request.all_logits ? first_logit : 0), r.logits.ptr() + r.logits.size()))
     return fail(Status::fail("the logits are not finite: the weights overflow float32"));
 
   static std::atomic<std::uint64_t> passes{0};
   r.stamp = ++passes;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!s.train_dropout && isa != Isa::scalar) {
+  if (capture) probe->stamp = r.stamp;
+  if (!side && !s.train_dropout && isa != Isa::scalar) {
     cache->ids = ids;
     cache->request = request;
     cache->isa = isa;

@@ -311,6 +311,48 @@ struct GptResult {
   const GptLayer* layer(int index) const;
 };
 
+// Named points of one pass, for the causal tools (attnviz/lens.hpp): what a pass captures of its residual
+// stream and its blocks, and where it may be changed. A pass with a probe runs as forward() does, with the
+// same kernels in the same order, so a probe that changes nothing gives the same numbers bit for bit.
+//   resid[l]    (T, d)   the residual stream entering block l; resid[L] is the final one, before the final
+//   norm context[l]  (T, H hd) the heads' context vectors, as the output projection reads them attn_out[l]
+//   (T, d)   the attention's output (the output projection with its bias), before a sandwich norm mlp_out[l]
+//   (T, d)   the MLP's output (its down projection with its bias), before a sandwich norm; (0, d)
+//                        in an attention-only block
+// A probe that only captures extends an earlier pass like forward() does: when it captured the pass that
+// `out` holds, its rows [0, P) stay and the pass writes rows [P, T). A probe that changes anything (`start`,
+// `edit_context`, `edit_resid`) runs a full pass that neither reads nor replaces the model's cache.
+// Evaluation passes only: train mode's dropout is refused.
+struct PassProbe {
+  bool capture = false;  // fill resid, context, attn_out and mlp_out
+  std::vector<Tensor> resid, context, attn_out, mlp_out;
+  std::uint64_t stamp = 0;  // the pass that filled the captures (GptResult::stamp)
+
+  // The pass begins at block `start_layer` from `start` (T, d), the residual entering it (another pass's
+  // resid[start_layer]); blocks before it are not run, and the result keeps none of their layers.
+  int start_layer = 0;
+  const Tensor* start = nullptr;
+  // Layer l's context vectors (T, H hd), before the output projection: return true where they were changed,
+  // and the projection is computed again from them.
+  std::function<bool(int layer, Tensor& context)> edit_context;
+  // The residual stream entering block l (T, d), l >= start_layer: return true where it was changed.
+  std::function<bool(int layer, Tensor& resid)> edit_resid;
+  // The logits computed: -1 as the request says, or one position's only (GptResult::logits is then (1, V)
+  // for that position, and `next` its top tokens).
+  int logits_row = -1;
+
+  bool changes() const { return start != nullptr || edit_context || edit_resid; }
+};
+
+// The bytes a capturing probe holds for a pass over `tokens` tokens (what to add to pass_bytes before it
+// runs).
+std::uint64_t probe_bytes(const GptConfig& c, int tokens);
+
+// The pass's final norm and head over `rows` rows of residual stream (rows, d) into logits (rows, V), with
+// the kernels forward() runs on `exec`'s ISA: a residual point's logit lens, and forward()'s own logits for
+// the final residual.
+void final_logits(const GptWeights& w, const Exec& exec, const float* resid, int rows, float* logits);
+
 // Runs GPTModel forward passes on one set of weights and keeps each layer's keys and values, so a token
 // sequence that shares a prefix with the previous one (typing at the end, deleting) computes only the new
 // rows. The result is bit-identical to a full pass. Dropout (train mode with drop_rate > 0) draws fresh masks
@@ -334,6 +376,8 @@ class GptModel {
   // each time. Its storage is reused too, so a pass that fails after checking its input (the logits of
   // weights that overflow float32) leaves `out` empty: a view that must survive keeps its own copy.
   Status forward(const std::vector<int>& ids, const GptRequest& request, GptResult& out);
+  // The same pass with the named points of `probe` captured or changed (PassProbe).
+  Status forward(const std::vector<int>& ids, const GptRequest& request, PassProbe& probe, GptResult& out);
   // The book's generate_text_simple: `steps` times, append argmax of the last position's logits (stopping at
   // the context length). In train mode each step draws dropout from the continuing generator, as repeated
   // model(x) calls do. `out` receives the last step's pass; `generated` the new ids. `step`, when given, is
@@ -351,7 +395,8 @@ class GptModel {
 
  private:
   struct Cache;
-  Status run(const std::vector<int>& ids, const GptRequest& request, TorchGenerator& g, GptResult& out);
+  Status run(const std::vector<int>& ids, const GptRequest& request, TorchGenerator& g, GptResult& out,
+             PassProbe* probe = nullptr);
   std::shared_ptr<const GptWeights> weights_;
   TorchGenerator after_init_;
   GptOptions options_;

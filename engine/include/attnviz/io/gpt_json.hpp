@@ -13,6 +13,15 @@
 //   generated  [{id, piece, label}] and generated_text (U+FFFD for each broken part of a character, as
 //              the tokenizer's decode with errors="replace"), when tokens were generated
 //   engine     {backend, isa, threads, ms, reused}
+// and, where the causal tools were asked for (attnviz/lens.hpp, docs/lens.md):
+//   lens        [{after: "embeddings" | "block N", positions: [{top: [{id, piece, label, probability,
+//   logit}],
+//                target_probability?}]}]: L + 1 points; target_probability only where a target was given
+//   attribution {position, target: {id, piece, label}, versus: {...} | null, value, sum, components:
+//                {embeddings, heads: [L][H], attention_bias: [L], mlp: [L], final_bias}}
+//   ablated     [{layer, head}] and ablation: "zero" | "mean": every other key is computed with them ablated
+//   patching    {metric: "logit" | "logit_difference", position, target, versus, clean, corrupted,
+//                residual: [L][T], heads: [L][H]}
 // Every number is finite: the engine refuses a pass that is not.
 #pragma once
 
@@ -21,6 +30,7 @@
 
 #include "attnviz/gpt.hpp"
 #include "attnviz/io/bpe.hpp"
+#include "attnviz/lens.hpp"
 
 namespace attnviz {
 
@@ -33,7 +43,16 @@ struct GptJsonModel {
   bool id_labels = false;
 };
 
+// What the causal tools computed, for the keys above (null or empty: the key is left out).
+struct GptJsonLens {
+  const LensResult* result = nullptr;  // "lens" where it holds one, "attribution" where attributed
+  const Ablation* ablation = nullptr;  // "ablated" where it names heads
+  const Patching* patching = nullptr;  // "patching"
+  LensTarget patched;                  // the patching metric's target (resolved)
+};
+
 std::string gpt_result_to_json(const GptResult& r, const GptWeights& w, const GptJsonModel& model,
-                               const Bpe& bpe, const std::vector<int>* generated = nullptr);
+                               const Bpe& bpe, const std::vector<int>* generated = nullptr,
+                               const GptJsonLens* lens = nullptr);
 
 }  // namespace attnviz

@@ -1,0 +1,469 @@
+// The causal tools over a pass's named points (attnviz/lens.hpp; docs/lens.md). Attribution is computed in
+// double from the float32 activations the pass captured; the lens and the metrics use the pass's own kernels
+// (final_logits), so the lens's last point is the model's logits.
+#include "attnviz/lens.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include "attnviz/saturating.hpp"
+
+namespace attnviz {
+
+namespace {
+
+std::size_t at(int r, int cols) {
+  return static_cast<std::size_t>(r) * static_cast<std::size_t>(cols);
+}
+
+std::string head_name(const HeadRef& h) {
+  return std::to_string(h.layer) + "." + std::to_string(h.head);
+}
+
+// out[i] = sum over o of m(o, i) w[o]: a (out, in) matrix's transpose times a vector, in double. Float32
+// panels are read in their layout, column by column of each panel; 16-bit ones through at().
+std::vector<double> transposed_times(const PackedMatrix& m, const std::vector<double>& w) {
+  std::vector<double> out(static_cast<std::size_t>(m.in), 0.0);
+  if (m.dtype == Dtype::f32 && !m.data.empty()) {
+    const float* data = m.data.data();
+    for (int panel = 0; panel * m.nr < m.out; ++panel) {
+      const int o0 = panel * m.nr, width = std::min(m.nr, m.out - o0);
+      const float* p = data + at(panel, m.in) * static_cast<std::size_t>(m.nr);
+      for (int i = 0; i < m.in; ++i) {
+        double acc = 0.0;
+        for (int r = 0; r < width; ++r)
+          acc += static_cast<double>(p[at(i, m.nr) + static_cast<std::size_t>(r)]) *
+                 w[static_cast<std::size_t>(o0 + r)];
+        out[static_cast<std::size_t>(i)] += acc;
+      }
+    }
+    return out;
+  }
+  for (int o = 0; o < m.out; ++o)
+    for (int i = 0; i < m.in; ++i)
+      out[static_cast<std::size_t>(i)] += static_cast<double>(m.at(o, i)) * w[static_cast<std::size_t>(o)];
+  return out;
+}
+
+double dot(const float* x, const std::vector<double>& w) {
+  double acc = 0.0;
+  for (std::size_t j = 0; j < w.size(); ++j) acc += static_cast<double>(x[j]) * w[j];
+  return acc;
+}
+
+// 1 / rms of x (n), as an RMSNorm computes it at eps.
+double inverse_rms(const float* x, int n, double eps) {
+  double sq = 0.0;
+  for (int j = 0; j < n; ++j) sq += static_cast<double>(x[j]) * x[j];
+  return 1.0 / std::sqrt(sq / n + eps);
+}
+
+// log of the sum of exp over a row of logits, in double.
+double log_sum_exp(const float* logits, int V) {
+  double mx = -INFINITY;
+  for (int i = 0; i < V; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+  double sum = 0.0;
+  for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  return mx + std::log(sum);
+}
+
+}  // namespace
+
+const char* to_string(AblationKind k) {
+  return k == AblationKind::mean ? "mean" : "zero";
+}
+
+int Ablation::first_layer() const {
+  int first = -1;
+  for (const HeadRef& h : heads)
+    if (first < 0 || h.layer < first) first = h.layer;
+  return first;
+}
+
+Status check_ablation(const GptConfig& c, const Ablation& a) {
+  for (std::size_t i = 0; i < a.heads.size(); ++i) {
+    const HeadRef& h = a.heads[i];
+    if (h.layer < 0 || h.layer >= c.n_layers || h.head < 0 || h.head >= c.n_heads)
+      return Status::fail("head " + head_name(h) + " is not in the model (layers 0.." +
+                          std::to_string(c.n_layers - 1) + ", heads 0.." + std::to_string(c.n_heads - 1) +
+                          ")");
+    for (std::size_t j = 0; j < i; ++j)
+      if (a.heads[j] == h) return Status::fail("head " + head_name(h) + " is named twice");
+  }
+  return Status::ok();
+}
+
+Status parse_heads(const std::string& spec, std::vector<HeadRef>& heads) {
+  heads.clear();
+  const auto number = [](std::string_view s, int& v) {
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return ec == std::errc() && end == s.data() + s.size() && !s.empty() && v >= 0;
+  };
+  std::size_t i = 0;
+  while (i <= spec.size()) {
+    std::size_t end = spec.find(',', i);
+    if (end == std::string::npos) end = spec.size();
+    const std::string_view part(spec.data() + i, end - i);
+    const std::size_t dot_at = part.find('.');
+    HeadRef h;
+    if (dot_at == std::string_view::npos || !number(part.substr(0, dot_at), h.layer) ||
+        !number(part.substr(dot_at + 1), h.head))
+      return Status::fail("\"" + std::string(part.substr(0, 40)) +
+                          "\" is not a head: give LAYER.HEAD, such as 3.1");
+    heads.push_back(h);
+    if (heads.size() > 100000) return Status::fail("more than 100000 heads named");
+    i = end + 1;
+  }
+  return Status::ok();
+}
+
+std::function<bool(int, Tensor&)> ablation_edit(const GptConfig& c, const Ablation& a) {
+  std::vector<std::vector<int>> by_layer(static_cast<std::size_t>(std::max(c.n_layers, 0)));
+  for (const HeadRef& h : a.heads) by_layer[static_cast<std::size_t>(h.layer)].push_back(h.head);
+  const int hd = c.head_dim();
+  const AblationKind kind = a.kind;
+  return [by_layer = std::move(by_layer), hd, kind](int layer, Tensor& context) {
+    if (layer < 0 || static_cast<std::size_t>(layer) >= by_layer.size()) return false;
+    const std::vector<int>& heads = by_layer[static_cast<std::size_t>(layer)];
+    const int T = context.shape[0], width = context.shape[1];
+    for (const int h : heads) {
+      float* first = context.ptr() + at(h, hd);
+      std::vector<float> value(static_cast<std::size_t>(hd), 0.0f);
+      if (kind == AblationKind::mean) {  // each dimension's mean over the text's positions
+        for (int x = 0; x < hd; ++x) {
+          double sum = 0.0;
+          for (int t = 0; t < T; ++t) sum += first[at(t, width) + static_cast<std::size_t>(x)];
+          value[static_cast<std::size_t>(x)] = static_cast<float>(sum / T);
+        }
+      }
+      for (int t = 0; t < T; ++t) std::copy(value.begin(), value.end(), first + at(t, width));
+    }
+    return !heads.empty();
+  };
+}
+
+Status check_target(const GptConfig& c, int tokens, const LensTarget& t) {
+  if (t.position < -1 || t.position >= tokens)
+    return Status::fail("position " + std::to_string(t.position) + " is past the text's " +
+                        std::to_string(tokens) + " tokens (positions 0.." + std::to_string(tokens - 1) + ")");
+  for (const int id : {t.target, t.versus})
+    if (id < -1 || id >= c.vocab_size)
+      return Status::fail("token " + std::to_string(id) + " is outside the vocabulary (0.." +
+                          std::to_string(c.vocab_size - 1) + ")");
+  if (t.versus >= 0 && t.versus == t.target)
+    return Status::fail("the versus token is the target itself: their difference is 0");
+  return Status::ok();
+}
+
+std::vector<float> logits_at(const GptWeights& w, const Exec& exec, const PassProbe& probe, int position) {
+  const Tensor& final = probe.resid.back();
+  std::vector<float> logits(static_cast<std::size_t>(w.config.vocab_size));
+  final_logits(w, exec, final.ptr() + at(position, final.shape[1]), 1, logits.data());
+  return logits;
+}
+
+double metric_of(const float* logits, const LensTarget& t) {
+  const double m = logits[t.target];
+  return t.versus >= 0 ? m - static_cast<double>(logits[t.versus]) : m;
+}
+
+void logit_lens(const GptWeights& w, const Exec& exec, const PassProbe& probe, int top_k, int target,
+                std::vector<LensPoint>& out, int first) {
+  const int points = static_cast<int>(probe.resid.size());
+  const int V = w.config.vocab_size;
+  out.resize(static_cast<std::size_t>(points));
+  constexpr int kRows = 32;  // rows of logits at a time: (32, V) floats, not (T, V)
+  std::vector<float> logits;
+  for (int k = 0; k < points; ++k) {
+    LensPoint& p = out[static_cast<std::size_t>(k)];
+    p.after = k == 0 ? "embeddings" : "block " + std::to_string(k - 1);
+    const Tensor& resid = probe.resid[static_cast<std::size_t>(k)];
+    const int T = resid.shape[0], d = resid.shape[1];
+    p.positions.resize(static_cast<std::size_t>(T));
+    for (int r0 = std::max(first, 0); r0 < T; r0 += kRows) {
+      const int rows = std::min(kRows, T - r0);
+      logits.resize(at(rows, V));
+      final_logits(w, exec, resid.ptr() + at(r0, d), rows, logits.data());
+      for (int r = 0; r < rows; ++r) {
+        const float* row = logits.data() + at(r, V);
+        LensPosition& lp = p.positions[static_cast<std::size_t>(r0 + r)];
+        lp.top = top_tokens(row, V, top_k);
+        lp.target_probability = target >= 0 ? std::exp(static_cast<double>(row[target]) - log_sum_exp(row, V))
+                                            : std::numeric_limits<double>::quiet_NaN();
+      }
+    }
+  }
+}
+
+double Attribution::sum() const {
+  double s = embeddings + final_bias;
+  for (const auto& layer : heads)
+    for (const double h : layer) s += h;
+  for (const double b : attention_bias) s += b;
+  for (const double m : mlp) s += m;
+  return s;
+}
+
+Attribution attribute(const GptWeights& w, const Exec& exec, const PassProbe& probe, const LensTarget& t) {
+  const GptConfig& c = w.config;
+  const GptArch& arch = c.arch;
+  const int L = c.n_layers, H = c.n_heads, hd = c.head_dim(), d = c.d_model, p = t.position;
+  Attribution a;
+  a.position = p, a.target = t.target, a.versus = t.versus;
+  a.value = metric_of(logits_at(w, exec, probe, p).data(), t);
+
+  // u: the metric's direction in the unembedding; then `final` (d), what a component's vector at p is
+  // dotted with once the final norm is frozen: g u / sigma, centred (LayerNorm), or g u / rms (RMSNorm).
+  const PackedMatrix& head = w.head();
+  std::vector<double> g_u(static_cast<std::size_t>(d));
+  for (int j = 0; j < d; ++j) {
+    double u = head.at(t.target, j);
+    if (t.versus >= 0) u -= head.at(t.versus, j);
+    g_u[static_cast<std::size_t>(j)] = u * w.final_scale.data[static_cast<std::size_t>(j)];
+    if (!w.final_shift.empty()) a.final_bias += u * w.final_shift.data[static_cast<std::size_t>(j)];
+  }
+  const float* x_final = probe.resid[static_cast<std::size_t>(L)].ptr() + at(p, d);
+  std::vector<double> final(static_cast<std::size_t>(d));
+  if (arch.norm == NormKind::layer_norm) {
+    double mean = 0.0, var = 0.0, mean_gu = 0.0;
+    for (int j = 0; j < d; ++j) mean += x_final[j], mean_gu += g_u[static_cast<std::size_t>(j)];
+    mean /= d, mean_gu /= d;
+    for (int j = 0; j < d; ++j) var += (x_final[j] - mean) * (x_final[j] - mean);
+    const double inv_sigma = 1.0 / std::sqrt(var / d + arch.norm_eps);
+    for (int j = 0; j < d; ++j)
+      final[static_cast<std::size_t>(j)] = (g_u[static_cast<std::size_t>(j)] - mean_gu) * inv_sigma;
+  } else {
+    const double inv = inverse_rms(x_final, d, arch.norm_eps);
+    for (int j = 0; j < d; ++j) final[static_cast<std::size_t>(j)] = g_u[static_cast<std::size_t>(j)] * inv;
+  }
+
+  a.embeddings = dot(probe.resid[0].ptr() + at(p, d), final);
+  a.heads.assign(static_cast<std::size_t>(L), std::vector<double>(static_cast<std::size_t>(H), 0.0));
+  a.attention_bias.assign(static_cast<std::size_t>(L), 0.0);
+  a.mlp.assign(static_cast<std::size_t>(L), 0.0);
+  for (int l = 0; l < L; ++l) {
+    const GptBlock& b = w.blocks[static_cast<std::size_t>(l)];
+    const std::size_t li = static_cast<std::size_t>(l);
+    // A sandwich block's output norms, frozen at their 1/rms for the block's whole output at p.
+    const auto through = [&](const Tensor& norm, const Tensor& out) {
+      if (arch.residual != ResidualKind::sandwich) return final;
+      const double inv = inverse_rms(out.ptr() + at(p, d), d, arch.norm_eps);
+      std::vector<double> v(static_cast<std::size_t>(d));
+      for (int j = 0; j < d; ++j)
+        v[static_cast<std::size_t>(j)] =
+            final[static_cast<std::size_t>(j)] * norm.data[static_cast<std::size_t>(j)] * inv;
+      return v;
+    };
+    const std::vector<double> to_attn = through(b.post_attn_norm, probe.attn_out[li]);
+    const std::vector<double> per_context = transposed_times(b.out_proj.weight, to_attn);  // (H hd)
+    const float* ctx = probe.context[li].ptr() + at(p, c.q_width());
+    for (int h = 0; h < H; ++h) {
+      double s = 0.0;
+      for (int x = h * hd; x < (h + 1) * hd; ++x)
+        s += static_cast<double>(ctx[x]) * per_context[static_cast<std::size_t>(x)];
+      a.heads[li][static_cast<std::size_t>(h)] = s;
+    }
+    if (!b.out_proj.bias.empty()) a.attention_bias[li] = dot(b.out_proj.bias.ptr(), to_attn);
+    if (!c.attention_only)
+      a.mlp[li] = dot(probe.mlp_out[li].ptr() + at(p, d), through(b.post_ff_norm, probe.mlp_out[li]));
+  }
+  return a;
+}
+
+std::uint64_t lens_bytes(const GptConfig& c, int tokens, const LensRequest& request) {
+  if (!request.lens && !request.attribute && request.ablation.empty()) return 0;
+  const std::uint64_t one = probe_bytes(c, tokens);
+  return request.ablation.empty() ? one : sat_add(one, one);
+}
+
+std::uint64_t patching_bytes(const GptConfig& c, int tokens) {
+  // the clean and the corrupted captures, a patched run's starting residual (T, d)
+  const std::uint64_t start = sat_mul(sat_mul(static_cast<std::uint64_t>(std::max(tokens, 0)),
+                                              static_cast<std::uint64_t>(std::max(c.d_model, 0))),
+                                      sizeof(float));
+  return sat_add(sat_add(probe_bytes(c, tokens), probe_bytes(c, tokens)), start);
+}
+
+Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRequest& request,
+                       const LensRequest& lr, GptResult& pass, LensResult& out) {
+  const GptConfig& c = model.weights().config;
+  const int T = static_cast<int>(ids.size());
+  if (Status st = check_target(c, T, lr.target); !st.is_ok()) return st;
+  if (Status st = check_ablation(c, lr.ablation); !st.is_ok()) return st;
+  ablated_active_ = false;
+  const bool ablate = !lr.ablation.empty();
+  // The clean pass: the view's own when nothing is ablated, extending the previous keystroke's.
+  GptResult& clean = ablate ? clean_pass_ : pass;
+  clean_.capture = true;
+  if (Status st = model.forward(ids, request, clean_, clean); !st.is_ok()) return st;
+  if (ablate) {
+    // From the first ablated block on, starting from the clean residual entering it; the earlier points are
+    // the clean pass's.
+    const int first = lr.ablation.first_layer();
+    ablated_.capture = true;
+    ablated_.start_layer = first;
+    ablated_.start = &clean_.resid[static_cast<std::size_t>(first)];
+    ablated_.edit_context = ablation_edit(c, lr.ablation);
+    ablated_.resid.resize(clean_.resid.size());
+    for (auto points : {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out}) {
+      (ablated_.*points).resize((clean_.*points).size());
+      for (int l = 0; l < first; ++l)
+        (ablated_.*points)[static_cast<std::size_t>(l)] = (clean_.*points)[static_cast<std::size_t>(l)];
+    }
+    GptResult side;
+    const Status st = model.forward(ids, request, ablated_, side);
+    ablated_.start = nullptr;
+    if (!st.is_ok()) return st;
+    pass = std::move(side);
+    std::vector<GptLayer> layers;
+    for (GptLayer& layer : clean.layers)
+      if (layer.index < first) layers.push_back(layer);
+    for (GptLayer& layer : pass.layers) layers.push_back(std::move(layer));
+    pass.layers = std::move(layers);
+    ablated_active_ = true;
+  }
+  const PassProbe& probe = this->probe();
+  const Exec& exec = model.options().exec;
+  out = LensResult();
+  out.target = lr.target;
+  if (out.target.position < 0) out.target.position = T - 1;
+  if (out.target.target < 0) {
+    const std::vector<float> logits = logits_at(model.weights(), exec, probe, out.target.position);
+    const std::vector<TopToken> top = top_tokens(logits.data(), c.vocab_size, 1);
+    out.target.target = top.empty() ? 0 : top.front().id;
+    if (out.target.versus == out.target.target)
+      return Status::fail("the versus token is the top next token, the target itself: their difference is 0");
+  }
+  if (lr.lens)
+    logit_lens(model.weights(), exec, probe, lr.top_k, lr.target.target >= 0 ? out.target.target : -1,
+               out.lens);
+  if (lr.attribute) {
+    out.attribution = attribute(model.weights(), exec, probe, out.target);
+    out.attributed = true;
+  }
+  return Status::ok();
+}
+
+Status PatchJob::begin(const GptModel& model, const std::vector<int>& clean,
+                       const std::vector<int>& corrupted, const LensTarget& target,
+                       const Ablation& ablation) {
+  *this = PatchJob();
+  const GptConfig& c = model.weights().config;
+  const int T = static_cast<int>(clean.size());
+  if (corrupted.size() != clean.size())
+    return Status::fail("the corrupted text has " + std::to_string(corrupted.size()) +
+                        " tokens and the clean one " + std::to_string(clean.size()) +
+                        ": patching needs the same count");
+  if (Status st = check_target(c, T, target); !st.is_ok()) return st;
+  if (target.target < 0) return Status::fail("patching needs a target token");
+  if (Status st = check_ablation(c, ablation); !st.is_ok()) return st;
+  target_ = target;
+  if (target_.position < 0) target_.position = T - 1;
+  runner_ = std::make_unique<GptModel>(model.fork());
+  corrupted_ = corrupted;
+  ablate_ = ablation.empty() ? std::function<bool(int, Tensor&)>() : ablation_edit(c, ablation);
+
+  // The clean and the corrupted runs, captured.
+  double metrics[2];
+  for (int i = 0; i < 2; ++i) {
+    PassProbe& probe = runs_[i];
+    probe.capture = true;
+    probe.edit_context = ablate_;
+    probe.logits_row = target_.position;
+    GptResult r;
+    if (Status st = runner_->forward(i == 0 ? clean : corrupted, GptRequest(), probe, r); !st.is_ok())
+      return st;
+    metrics[i] = metric_of(r.logits.ptr(), target_);
+    probe.edit_context = nullptr;
+  }
+  out_.difference = target_.versus >= 0;
+  out_.clean = metrics[0], out_.corrupted = metrics[1];
+  span_ = out_.clean - out_.corrupted;
+  if (!(std::fabs(span_) > 1e-6 * std::max({1.0, std::fabs(out_.clean), std::fabs(out_.corrupted)})))
+    return Status::fail("the clean and the corrupted texts give the same metric (" +
+                        std::to_string(out_.clean) + "): there is nothing to patch");
+  const double not_yet = std::numeric_limits<double>::quiet_NaN();
+  out_.residual.assign(static_cast<std::size_t>(c.n_layers),
+                       std::vector<double>(static_cast<std::size_t>(T), not_yet));
+  out_.heads.assign(static_cast<std::size_t>(c.n_layers),
+                    std::vector<double>(static_cast<std::size_t>(c.n_heads), not_yet));
+  total_ = c.n_layers * T + c.n_layers * c.n_heads;
+  return Status::ok();
+}
+
+// The corrupted run from block l, its residual entering l `start`, with head `patched_head`'s context vectors
+// taken from the clean run (-1: none) and the ablation applied: the metric's share of the way back to clean.
+Status PatchJob::run_from(int l, const Tensor& start, int patched_head, double& entry) {
+  const GptConfig& c = runner_->weights().config;
+  const int T = static_cast<int>(corrupted_.size()), hd = c.head_dim(), QW = c.q_width();
+  PassProbe probe;
+  probe.start_layer = l, probe.start = &start, probe.logits_row = target_.position;
+  if (patched_head >= 0)
+    probe.edit_context = [&, l, patched_head](int layer, Tensor& ctx) {
+      bool changed = false;
+      if (layer == l) {
+        const Tensor& clean_ctx = runs_[0].context[static_cast<std::size_t>(l)];
+        for (int r = 0; r < T; ++r)
+          std::copy_n(clean_ctx.ptr() + at(r, QW) + at(patched_head, hd), hd,
+                      ctx.ptr() + at(r, QW) + at(patched_head, hd));
+        changed = true;
+      }
+      if (ablate_ && ablate_(layer, ctx)) changed = true;
+      return changed;
+    };
+  else
+    probe.edit_context = ablate_;
+  GptResult r;
+  if (Status st = runner_->forward(corrupted_, GptRequest(), probe, r); !st.is_ok()) return st;
+  entry = (metric_of(r.logits.ptr(), target_) - out_.corrupted) / span_;
+  return Status::ok();
+}
+
+Status PatchJob::step(int runs) {
+  if (!runner_) return Status::fail("no patching has begun");
+  const GptConfig& c = runner_->weights().config;
+  const int T = static_cast<int>(corrupted_.size()), L = c.n_layers, d = c.d_model;
+  for (int n = 0; n < runs && done_ < total_; ++done_) {
+    if (done_ < L * T) {  // the residual stream entering block l at position pos
+      const int l = done_ / T, pos = done_ % T;
+      const Tensor& a = runs_[0].resid[static_cast<std::size_t>(l)];
+      const Tensor& b = runs_[1].resid[static_cast<std::size_t>(l)];
+      double& entry = out_.residual[static_cast<std::size_t>(l)][static_cast<std::size_t>(pos)];
+      // A position after the metric's, or a row the two runs share, changes nothing the metric reads: 0.
+      if (pos > target_.position ||
+          std::equal(a.ptr() + at(pos, d), a.ptr() + at(pos + 1, d), b.ptr() + at(pos, d))) {
+        entry = 0.0;
+        continue;
+      }
+      start_ = b;
+      std::copy_n(a.ptr() + at(pos, d), d, start_.ptr() + at(pos, d));
+      if (Status st = run_from(l, start_, -1, entry); !st.is_ok()) return st;
+    } else {  // head h's context vectors in block l
+      const int k = done_ - L * T, l = k / c.n_heads, h = k % c.n_heads;
+      if (Status st = run_from(l, runs_[1].resid[static_cast<std::size_t>(l)], h,
+                               out_.heads[static_cast<std::size_t>(l)][static_cast<std::size_t>(h)]);
+          !st.is_ok())
+        return st;
+    }
+    ++n;
+  }
+  return Status::ok();
+}
+
+Status patch(const GptModel& model, const std::vector<int>& clean, const std::vector<int>& corrupted,
+             const LensTarget& target, const Ablation& ablation, Patching& out,
+             const std::function<bool(int, int)>& progress) {
+  PatchJob job;
+  if (Status st = job.begin(model, clean, corrupted, target, ablation); !st.is_ok()) return st;
+  while (!job.finished()) {
+    if (Status st = job.step(1); !st.is_ok()) return st;
+    if (progress && !progress(job.done(), job.total()) && !job.finished())
+      return Status::fail("patching was cancelled");
+  }
+  out = job.result();
+  return Status::ok();
+}
+
+}  // namespace attnviz

@@ -1,0 +1,369 @@
+// The causal tools (attnviz/lens.hpp) against PyTorch: the files tests/torch/make_lens_fixtures.py writes
+// from the definitions in docs/lens.md, for GPT-2 and the tiny llama, qwen2, qwen3, gemma3_text (sliding
+// windows, sandwich norms) and gpt_neox (parallel and sequential residual) models, on every ISA. Then the
+// invariants that hold whatever the model: the lens's last point is the logits, the components sum to the
+// metric, zero ablation is a zeroed slice of the output projection, patching every position of the embeddings
+// gives 1, and a probe that changes nothing changes no number.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "attnviz/gpt.hpp"
+#include "attnviz/io/gpt_file.hpp"
+#include "attnviz/lens.hpp"
+#include "check.hpp"
+
+using namespace attnviz;
+using nlohmann::json;
+
+namespace {
+
+const std::filesystem::path kFixtures = std::filesystem::path(ATTNVIZ_FIXTURES_DIR);
+const char* const kCases[] = {"gpt2", "llama", "qwen2", "qwen3", "gemma3", "pythia", "neox_sequential"};
+
+json read_json(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return json::parse(s.str());
+}
+
+std::vector<float> floats(const json& a) {
+  std::vector<float> v;
+  for (const json& x : a) v.push_back(x.get<float>());
+  return v;
+}
+
+std::vector<int> ints(const json& a) {
+  std::vector<int> v;
+  for (const json& x : a) v.push_back(x.get<int>());
+  return v;
+}
+
+GptModel open(const std::filesystem::path& dir, Isa isa) {
+  GptLoadOptions opts;
+  opts.isa = isa;
+  auto w = std::make_shared<GptWeights>();
+  const Status st = load_gpt(dir.string(), opts, *w);
+  INFO(st.error);
+  REQUIRE(st.is_ok());
+  GptOptions o;
+  o.train = false;
+  o.exec = Exec{isa, 2};
+  return GptModel(w, TorchGenerator(0), o);
+}
+
+LensTarget target_of(const json& f) {
+  LensTarget t;
+  t.position = f["position"].get<int>();
+  t.target = f["target"].get<int>();
+  t.versus = f["versus"].is_null() ? -1 : f["versus"].get<int>();
+  return t;
+}
+
+Ablation ablation_of(const json& f, AblationKind kind) {
+  Ablation a;
+  a.kind = kind;
+  for (const json& h : f["ablate"]) a.heads.push_back({h[0].get<int>(), h[1].get<int>()});
+  return a;
+}
+
+// An attribution against the fixture's: every component within 1e-4 of the metric's scale.
+void check_attribution(const Attribution& got, const json& want, const std::string& what) {
+  const double scale = std::max(1.0, std::fabs(want["value"].get<double>()));
+  const double tol = 1e-4 * scale;
+  const json& c = want["components"];
+  INFO(what);
+  CHECK(std::fabs(got.value - want["value"].get<double>()) <= tol);
+  CHECK(std::fabs(got.sum() - got.value) <= tol);
+  CHECK(std::fabs(got.embeddings - c["embeddings"].get<double>()) <= tol);
+  CHECK(std::fabs(got.final_bias - c["final_bias"].get<double>()) <= tol);
+  REQUIRE(got.heads.size() == c["heads"].size());
+  for (std::size_t l = 0; l < got.heads.size(); ++l) {
+    CAPTURE(l);
+    REQUIRE(got.heads[l].size() == c["heads"][l].size());
+    for (std::size_t h = 0; h < got.heads[l].size(); ++h) {
+      CAPTURE(h);
+      CHECK(std::fabs(got.heads[l][h] - c["heads"][l][h].get<double>()) <= tol);
+    }
+    CHECK(std::fabs(got.attention_bias[l] - c["attention_bias"][l].get<double>()) <= tol);
+    CHECK(std::fabs(got.mlp[l] - c["mlp"][l].get<double>()) <= tol);
+  }
+}
+
+GptRequest all_logits() {
+  GptRequest r;
+  r.all_logits = true;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("causal lens: the lens, attribution and ablation equal PyTorch's for every architecture and ISA") {
+  for (const char* name : kCases) {
+    const json f = read_json(kFixtures / "lens" / (std::string(name) + ".json"));
+    const std::vector<int> ids = ints(f["ids"]);
+    const int T = static_cast<int>(ids.size()), L = f["n_layers"].get<int>(), V = f["vocab_size"].get<int>();
+    for (Isa isa : available_isas()) {
+      const std::string what = std::string(name) + " on " + to_string(isa);
+      CAPTURE(what);
+      GptModel model = open(kFixtures / f["model"].get<std::string>(), isa);
+      LensRequest lr;
+      lr.lens = lr.attribute = true;
+      lr.top_k = 3;
+      lr.target = target_of(f);
+      CausalLens lens;
+      GptResult pass;
+      LensResult out;
+      const Status st = lens.run(model, ids, all_logits(), lr, pass, out);
+      INFO(st.error);
+      REQUIRE(st.is_ok());
+      // The pass's logits, and every residual point's lens logits.
+      const std::vector<float> logits = floats(f["logits"]);
+      REQUIRE(pass.logits.size() == logits.size());
+      CHECK(test::max_rel_error(pass.logits.ptr(), logits.data(), logits.size()) <= 1e-5);
+      const std::vector<float> want_lens = floats(f["lens_logits"]);
+      REQUIRE(lens.probe().resid.size() == static_cast<std::size_t>(L + 1));
+      REQUIRE(out.lens.size() == static_cast<std::size_t>(L + 1));
+      for (int k = 0; k <= L; ++k) {
+        CAPTURE(k);
+        std::vector<float> got(static_cast<std::size_t>(T) * V);
+        final_logits(model.weights(), model.options().exec,
+                     lens.probe().resid[static_cast<std::size_t>(k)].ptr(), T, got.data());
+        const float* want = want_lens.data() + static_cast<std::size_t>(k) * T * V;
+        CHECK(test::max_rel_error(got.data(), want, got.size()) <= 1e-5);
+        // the lens's top token at each position is PyTorch's argmax, where no runner-up is within rounding
+        for (int t = 0; t < T; ++t) {
+          const float* row = want + static_cast<std::size_t>(t) * V;
+          int best = 0;
+          for (int v = 1; v < V; ++v) best = row[v] > row[best] ? v : best;
+          float second = -INFINITY;
+          for (int v = 0; v < V; ++v)
+            if (v != best) second = std::max(second, row[v]);
+          const LensPosition& lp =
+              out.lens[static_cast<std::size_t>(k)].positions[static_cast<std::size_t>(t)];
+          REQUIRE(lp.top.size() == 3u);
+          if (row[best] - second > 1e-3f * std::max(1.0f, std::fabs(row[best]))) CHECK(lp.top[0].id == best);
+          CHECK(lp.target_probability >= 0.0);
+          CHECK(lp.target_probability <= 1.0);
+        }
+      }
+      CHECK(out.lens[0].after == "embeddings");
+      CHECK(out.lens[static_cast<std::size_t>(L)].after == "block " + std::to_string(L - 1));
+      REQUIRE(out.attributed);
+      check_attribution(out.attribution, f["attribution"], what + ": attribution");
+
+      for (const AblationKind kind : {AblationKind::zero, AblationKind::mean}) {
+        const std::string kind_name = to_string(kind);
+        const json& want = f["ablated"][kind_name];
+        lr.ablation = ablation_of(f, kind);
+        const Status sa = lens.run(model, ids, all_logits(), lr, pass, out);
+        INFO(sa.error);
+        REQUIRE(sa.is_ok());
+        const std::vector<float> ablated = floats(want["logits"]);
+        REQUIRE(pass.logits.size() == ablated.size());
+        INFO(what << ": " << kind_name << " ablation");
+        CHECK(test::max_rel_error(pass.logits.ptr(), ablated.data(), ablated.size()) <= 1e-5);
+        check_attribution(out.attribution, want["attribution"],
+                          what + ": " + kind_name + " ablation's attribution");
+        for (const HeadRef& h : lr.ablation.heads)  // a head switched off to zero writes nothing
+          if (kind == AblationKind::zero)
+            CHECK(
+                out.attribution.heads[static_cast<std::size_t>(h.layer)][static_cast<std::size_t>(h.head)] ==
+                0.0);
+      }
+    }
+  }
+}
+
+TEST_CASE("causal lens: activation patching equals PyTorch's for every architecture") {
+  for (const char* name : kCases) {
+    const json f = read_json(kFixtures / "lens" / (std::string(name) + ".json"));
+    CAPTURE(name);
+    const GptModel model = open(kFixtures / f["model"].get<std::string>(), Isa::automatic);
+    Patching p;
+    const Status st = patch(model, ints(f["ids"]), ints(f["patch_ids"]), target_of(f), Ablation(), p);
+    INFO(st.error);
+    REQUIRE(st.is_ok());
+    const json& want = f["patching"];
+    CHECK(p.difference == (want["metric"] == "logit_difference"));
+    const double tol = 1e-4 * std::max(1.0, std::fabs(want["clean"].get<double>()));
+    CHECK(std::fabs(p.clean - want["clean"].get<double>()) <= tol);
+    CHECK(std::fabs(p.corrupted - want["corrupted"].get<double>()) <= tol);
+    for (const auto& [map, key] : {std::pair{&p.residual, "residual"}, std::pair{&p.heads, "heads"}}) {
+      const json& w = want[key];
+      REQUIRE(map->size() == w.size());
+      for (std::size_t l = 0; l < map->size(); ++l) {
+        REQUIRE((*map)[l].size() == w[l].size());
+        for (std::size_t j = 0; j < (*map)[l].size(); ++j) {
+          INFO(key << "[" << l << "][" << j << "]");
+          CHECK(std::fabs((*map)[l][j] - w[l][j].get<double>()) <= 1e-3);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("causal lens: the invariants hold on every ISA") {
+  for (const char* name : kCases) {
+    const json f = read_json(kFixtures / "lens" / (std::string(name) + ".json"));
+    const std::vector<int> ids = ints(f["ids"]), corrupted = ints(f["patch_ids"]);
+    const int T = static_cast<int>(ids.size());
+    for (Isa isa : available_isas()) {
+      const std::string what = std::string(name) + " on " + to_string(isa);
+      CAPTURE(what);
+      GptModel model = open(kFixtures / f["model"].get<std::string>(), isa);
+      const GptConfig& c = model.weights().config;
+      const int V = c.vocab_size;
+      GptResult plain;
+      REQUIRE(model.forward(ids, all_logits(), plain).is_ok());
+
+      // A probe that only captures, or changes nothing, gives forward()'s numbers bit for bit; and the lens's
+      // last point, the final residual through the final norm and head, is the model's logits.
+      PassProbe probe;
+      probe.capture = true;
+      probe.edit_context = [](int, Tensor&) { return false; };
+      GptResult probed;
+      REQUIRE(model.forward(ids, all_logits(), probe, probed).is_ok());
+      REQUIRE(probed.logits.size() == plain.logits.size());
+      CHECK(std::memcmp(probed.logits.ptr(), plain.logits.ptr(), plain.logits.size() * sizeof(float)) == 0);
+      std::vector<float> last(static_cast<std::size_t>(T) * V);
+      final_logits(model.weights(), model.options().exec, probe.resid.back().ptr(), T, last.data());
+      CHECK(test::max_rel_error(last.data(), plain.logits.ptr(), last.size()) <= 1e-6);
+      for (int t = 0; t < T; ++t) {
+        const std::vector<float> one = logits_at(model.weights(), model.options().exec, probe, t);
+        CHECK(test::max_rel_error(one.data(), plain.logits.ptr() + static_cast<std::size_t>(t) * V,
+                                  one.size()) <= 1e-6);
+      }
+
+      // A capture that extends the previous keystroke's pass holds the full pass's numbers bit for bit.
+      if (isa != Isa::scalar) {
+        GptModel typing = model.fork();
+        PassProbe kept;
+        kept.capture = true;
+        GptResult r;
+        REQUIRE(typing.forward(std::vector<int>(ids.begin(), ids.end() - 1), all_logits(), kept, r).is_ok());
+        REQUIRE(typing.forward(ids, all_logits(), kept, r).is_ok());
+        CHECK(r.reused == T - 1);
+        for (auto points :
+             {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out})
+          for (std::size_t l = 0; l < (probe.*points).size(); ++l) {
+            const Tensor& a = (kept.*points)[l];
+            const Tensor& b = (probe.*points)[l];
+            REQUIRE(a.size() == b.size());
+            CHECK(std::memcmp(a.ptr(), b.ptr(), a.size() * sizeof(float)) == 0);
+          }
+      }
+
+      // The components sum to the metric, at every position.
+      for (int t = 0; t < T; ++t) {
+        LensTarget lt{t, 0, -1};
+        lt.target = top_tokens(plain.logits.ptr() + static_cast<std::size_t>(t) * V, V, 1)[0].id;
+        const Attribution a = attribute(model.weights(), model.options().exec, probe, lt);
+        CHECK(std::fabs(a.sum() - a.value) <= 1e-4 * std::max(1.0, std::fabs(a.value)));
+      }
+
+      // Zeroing a head's context is zeroing its slice of the output projection.
+      const HeadRef head{c.n_layers - 1, c.n_heads - 1};
+      PassProbe off;
+      Ablation zero;
+      zero.heads = {head};
+      off.edit_context = ablation_edit(c, zero);
+      GptResult ablated;
+      REQUIRE(model.forward(ids, all_logits(), off, ablated).is_ok());
+      auto sliced = std::make_shared<GptWeights>(repacked(model.weights(), model.weights().isa));
+      {
+        const Tensor w = unpack(sliced->blocks[static_cast<std::size_t>(head.layer)].out_proj.weight);
+        Tensor cut = w;
+        const int hd = c.head_dim();
+        for (int o = 0; o < c.d_model; ++o)
+          for (int x = head.head * hd; x < (head.head + 1) * hd; ++x) cut.at(o, x) = 0.0f;
+        PackedMatrix& m = sliced->blocks[static_cast<std::size_t>(head.layer)].out_proj.weight;
+        const Dtype dtype = m.dtype;
+        m = pack_matrix(cut, model.weights().isa);
+        CHECK(dtype == Dtype::f32);
+      }
+      GptModel sliced_model(sliced, TorchGenerator(0), model.options());
+      GptResult by_slice;
+      REQUIRE(sliced_model.forward(ids, all_logits(), by_slice).is_ok());
+      CHECK(test::max_rel_error(ablated.logits.ptr(), by_slice.logits.ptr(), by_slice.logits.size()) <= 1e-5);
+      CHECK(std::memcmp(ablated.logits.ptr(), plain.logits.ptr(), plain.logits.size() * sizeof(float)) != 0);
+
+      // Patching every position of the residual entering block 0 is the clean run: exactly 1.
+      const LensTarget t = target_of(f);
+      Patching p;
+      REQUIRE(patch(model, ids, corrupted, t, Ablation(), p).is_ok());
+      PassProbe from_clean;
+      from_clean.start = &probe.resid[0];
+      from_clean.logits_row = t.position;
+      GptResult r;
+      REQUIRE(model.fork().forward(corrupted, GptRequest(), from_clean, r).is_ok());
+      CHECK((metric_of(r.logits.ptr(), t) - p.corrupted) / (p.clean - p.corrupted) == 1.0);
+      // After the measured position nothing the metric reads changes.
+      for (int l = 0; l < c.n_layers; ++l)
+        for (int pos = t.position + 1; pos < T; ++pos)
+          CHECK(p.residual[static_cast<std::size_t>(l)][static_cast<std::size_t>(pos)] == 0.0);
+    }
+  }
+}
+
+TEST_CASE("causal lens: bad requests are refused in one line") {
+  const GptModel model = open(kFixtures / "arch" / "llama", Isa::automatic);
+  GptModel m = model.fork();
+  const GptConfig& c = model.weights().config;
+  const std::vector<int> ids = {1, 2, 3, 4};
+  const auto refused = [&](const LensRequest& lr, const std::string& needle) {
+    CausalLens lens;
+    GptResult pass;
+    LensResult out;
+    const Status st = lens.run(m, ids, GptRequest(), lr, pass, out);
+    CAPTURE(st.error);
+    CHECK(st.error.find(needle) != std::string::npos);
+  };
+  LensRequest lr;
+  lr.target.position = 4;
+  refused(lr, "position 4 is past the text's 4 tokens");
+  lr.target = LensTarget{-1, c.vocab_size, -1};
+  refused(lr, "outside the vocabulary");
+  lr.target = LensTarget{-1, 5, 5};
+  refused(lr, "the versus token is the target itself");
+  lr.target = LensTarget();
+  lr.ablation.heads = {{c.n_layers, 0}};
+  refused(lr, "head 2.0 is not in the model");
+  lr.ablation.heads = {{0, 1}, {0, 1}};
+  refused(lr, "head 0.1 is named twice");
+
+  std::vector<HeadRef> heads;
+  CHECK(parse_heads("3.1,0.7", heads).is_ok());
+  CHECK(heads == std::vector<HeadRef>{{3, 1}, {0, 7}});
+  CHECK(parse_heads("3", heads).error.find("\"3\" is not a head") != std::string::npos);
+  CHECK(parse_heads("3.1,", heads).error.find("is not a head") != std::string::npos);
+  CHECK(parse_heads("-1.2", heads).error.find("is not a head") != std::string::npos);
+
+  Patching p;
+  const LensTarget t{-1, 7, -1};
+  CHECK(patch(model, ids, {1, 2, 3}, t, Ablation(), p).error.find("patching needs the same count") !=
+        std::string::npos);
+  CHECK(patch(model, ids, ids, t, Ablation(), p).error.find("there is nothing to patch") !=
+        std::string::npos);
+  CHECK(patch(model, ids, {1, 2, 9, 4}, LensTarget(), Ablation(), p).error.find("needs a target") !=
+        std::string::npos);
+  // Cancelled after the first patched run
+  const Status cancelled =
+      patch(model, ids, {1, 2, 9, 4}, t, Ablation(), p, [](int done, int) { return done < 1; });
+  CHECK(cancelled.error == "patching was cancelled");
+
+  // A model in train mode, with dropout, has no named points: the lens needs eval mode.
+  GptModel seeded;
+  GptConfig small = *find_gpt_preset("gpt2-small");
+  small.n_layers = 1, small.d_model = 64, small.n_heads = 2, small.vocab_size = 50, small.context_length = 16;
+  REQUIRE(seeded_gpt(small, 123, GptOptions(), seeded).is_ok());
+  PassProbe probe;
+  probe.capture = true;
+  GptResult r;
+  CHECK(seeded.forward({1, 2}, GptRequest(), probe, r).error.find("need eval mode") != std::string::npos);
+}
