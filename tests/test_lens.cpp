@@ -194,7 +194,9 @@ TEST_CASE("causal lens: activation patching equals PyTorch's for every architect
     const double tol = 1e-4 * std::max(1.0, std::fabs(want["clean"].get<double>()));
     CHECK(std::fabs(p.clean - want["clean"].get<double>()) <= tol);
     CHECK(std::fabs(p.corrupted - want["corrupted"].get<double>()) <= tol);
-    for (const auto& [map, key] : {std::pair{&p.residual, "residual"}, std::pair{&p.heads, "heads"}}) {
+    for (const auto& entry : {std::pair{&p.residual, "residual"}, std::pair{&p.heads, "heads"}}) {
+      const std::vector<std::vector<double>>* map = entry.first;
+      const char* key = entry.second;
       const json& w = want[key];
       REQUIRE(map->size() == w.size());
       for (std::size_t l = 0; l < map->size(); ++l) {
