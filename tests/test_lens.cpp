@@ -261,6 +261,37 @@ TEST_CASE("causal lens: the invariants hold on every ISA") {
           }
       }
 
+      // The lens of a keystroke that extends the previous pass computes the new position only, and equals a
+      // fresh lens.
+      if (isa != Isa::scalar) {
+        GptModel typing = model.fork(), fresh = model.fork();
+        LensRequest lr;
+        lr.lens = true, lr.top_k = 4;
+        CausalLens kept, anew;
+        GptResult r1, r2;
+        LensResult typed, whole;
+        REQUIRE(kept.run(typing, std::vector<int>(ids.begin(), ids.end() - 2), GptRequest(), lr, r1, typed)
+                    .is_ok());
+        REQUIRE(kept.run(typing, std::vector<int>(ids.begin(), ids.end() - 1), GptRequest(), lr, r1, typed)
+                    .is_ok());
+        REQUIRE(kept.run(typing, ids, GptRequest(), lr, r1, typed).is_ok());
+        CHECK(r1.reused == T - 1);
+        REQUIRE(anew.run(fresh, ids, GptRequest(), lr, r2, whole).is_ok());
+        CHECK(r2.reused == 0);
+        REQUIRE(typed.lens.size() == whole.lens.size());
+        for (std::size_t k = 0; k < whole.lens.size(); ++k)
+          for (int t = 0; t < T; ++t) {
+            const LensPosition& a = typed.lens[k].positions[static_cast<std::size_t>(t)];
+            const LensPosition& b = whole.lens[k].positions[static_cast<std::size_t>(t)];
+            REQUIRE(a.top.size() == b.top.size());
+            for (std::size_t i = 0; i < a.top.size(); ++i) {
+              CHECK(a.top[i].id == b.top[i].id);
+              CHECK(a.top[i].logit == b.top[i].logit);
+              CHECK(a.top[i].probability == b.top[i].probability);
+            }
+          }
+      }
+
       // The components sum to the metric, at every position.
       for (int t = 0; t < T; ++t) {
         LensTarget lt{t, 0, -1};

@@ -297,6 +297,7 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
   // The clean pass: the view's own when nothing is ablated, extending the previous keystroke's.
   GptResult& clean = ablate ? clean_pass_ : pass;
   clean_.capture = true;
+  const std::uint64_t previous_stamp = clean_.stamp;
   if (Status st = model.forward(ids, request, clean_, clean); !st.is_ok()) return st;
   if (ablate) {
     // From the first ablated block on, starting from the clean residual entering it; the earlier points are
@@ -336,9 +337,18 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
     if (out.target.versus == out.target.target)
       return Status::fail("the versus token is the top next token, the target itself: their difference is 0");
   }
-  if (lr.lens)
-    logit_lens(model.weights(), exec, probe, lr.top_k, lr.target.target >= 0 ? out.target.target : -1,
-               out.lens);
+  if (lr.lens) {
+    // The lens of the positions the pass computed: a keystroke that extends the previous pass keeps the
+    // earlier positions' points (causal: they cannot change), where they came from that pass's capture with
+    // the same top k and target.
+    const int lens_target = lr.target.target >= 0 ? out.target.target : -1;
+    const bool extends = !ablate && clean.reused > 0 && lens_stamp_ == previous_stamp &&
+                         lens_top_k_ == lr.top_k && lens_target_ == lens_target;
+    logit_lens(model.weights(), exec, probe, lr.top_k, lens_target, lens_, extends ? clean.reused : 0);
+    lens_stamp_ = ablate ? 0 : clean_.stamp;
+    lens_top_k_ = lr.top_k, lens_target_ = lens_target;
+    out.lens = lens_;
+  }
   if (lr.attribute) {
     out.attribution = attribute(model.weights(), exec, probe, out.target);
     out.attributed = true;

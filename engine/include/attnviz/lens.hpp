@@ -138,6 +138,11 @@ class CausalLens {
   PassProbe clean_, ablated_;
   GptResult clean_pass_;
   bool ablated_active_ = false;
+  // The last lens, and what it was computed from: the clean capture's stamp (0: none, or an ablated pass's),
+  // its top k and its target (-1: none).
+  std::vector<LensPoint> lens_;
+  std::uint64_t lens_stamp_ = 0;
+  int lens_top_k_ = -1, lens_target_ = -1;
 };
 
 // Activation patching of `clean` by `corrupted` (the same length) for a target's metric, with an ablation's
