@@ -58,8 +58,8 @@ TEST_CASE("the induction checkpoint's induction head stands out in attribution, 
   REQUIRE(std::find(ids.begin(), ids.end(), kReplacement) == ids.end());
   corrupted[kSource] = kReplacement;
   const int target = ids[kSource];
-  REQUIRE(ids[kPosition] ==
-          ids[kSource - 1]);  // the measured token's first occurrence is right before kSource
+  // The measured token's first occurrence is right before kSource.
+  REQUIRE(ids[kPosition] == ids[kSource - 1]);
 
   for (Isa isa : available_isas()) {
     CAPTURE(to_string(isa));
@@ -152,6 +152,25 @@ TEST_CASE("the induction checkpoint's induction head stands out in attribution, 
     // (exactly 1, up to rounding) and nothing anywhere else.
     for (int t = 0; t < static_cast<int>(ids.size()); ++t)
       CHECK(std::fabs(p.residual[0][static_cast<std::size_t>(t)] - (t == kSource ? 1.0 : 0.0)) <= 1e-4);
+
+    // The other half of the circuit: corrupting the measured token's first occurrence (kSource - 1), whose
+    // identity a layer-0 previous-token head writes into position kSource, where the induction heads' keys
+    // read it. That head's clean context alone brings most of the metric back (0.95 here; the best layer-1
+    // head 0.26), so the largest entry must be a layer-0 head labelled previous-token, restoring at least
+    // half.
+    std::vector<int> no_first = ids;
+    no_first[kSource - 1] = kReplacement;
+    Patching q;
+    const Status sq = patch(model, ids, no_first, out.target, Ablation(), q);
+    INFO(sq.error);
+    REQUIRE(sq.is_ok());
+    const Head marks = largest(q.heads);
+    CAPTURE(marks.layer);
+    CAPTURE(marks.head);
+    CAPTURE(marks.value);
+    CHECK(marks.layer == 0);
+    CHECK(kinds[0][static_cast<std::size_t>(marks.head)].kind == HeadKind::previous);
+    CHECK(marks.value >= 0.5);
 
     // (c) Zero ablation of the induction head lowers the target's logit clearly: its direct part goes, and
     // the other heads, computed again, make up for less than half of it (7.48 falls to 5.32 here, by 2.16 of
