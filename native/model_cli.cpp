@@ -475,7 +475,7 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
                                std::to_string(ids.size()) + " tokens (0.." + std::to_string(ids.size() - 1) +
                                ")"));
     if (Status st = check_target(c, static_cast<int>(ids.size()), lr.target); !st.is_ok())
-      return fail(Status::fail("--versus: " + st.error));
+      return fail(st);
     if (app.count("--ablate") > 0)
       if (Status st = parse_heads(m.ablate, lr.ablation.heads); !st.is_ok())
         return fail(Status::fail("--ablate: " + st.error));
