@@ -172,27 +172,36 @@ double metric_of(const float* logits, const LensTarget& t) {
 void logit_lens(const GptWeights& w, const Exec& exec, const PassProbe& probe, int top_k, int target,
                 std::vector<LensPoint>& out, int first) {
   const int points = static_cast<int>(probe.resid.size());
-  const int V = w.config.vocab_size;
+  const int V = w.config.vocab_size, d = w.config.d_model;
   out.resize(static_cast<std::size_t>(points));
-  constexpr int kRows = 32;  // rows of logits at a time: (32, V) floats, not (T, V)
-  std::vector<float> logits;
+  // The rows to compute, every point's positions [first, T), go through the final norm and the unembedding
+  // kRows at a time whatever point they come from: the unembedding (gpt2-small's is 154 MB) is read once per
+  // kRows rows, not once per point, and a keystroke's new position at every point is one product.
+  std::vector<std::pair<int, int>> todo;  // (point, position)
   for (int k = 0; k < points; ++k) {
     LensPoint& p = out[static_cast<std::size_t>(k)];
     p.after = k == 0 ? "embeddings" : "block " + std::to_string(k - 1);
-    const Tensor& resid = probe.resid[static_cast<std::size_t>(k)];
-    const int T = resid.shape[0], d = resid.shape[1];
+    const int T = probe.resid[static_cast<std::size_t>(k)].shape[0];
     p.positions.resize(static_cast<std::size_t>(T));
-    for (int r0 = std::max(first, 0); r0 < T; r0 += kRows) {
-      const int rows = std::min(kRows, T - r0);
-      logits.resize(at(rows, V));
-      final_logits(w, exec, resid.ptr() + at(r0, d), rows, logits.data());
-      for (int r = 0; r < rows; ++r) {
-        const float* row = logits.data() + at(r, V);
-        LensPosition& lp = p.positions[static_cast<std::size_t>(r0 + r)];
-        lp.top = top_tokens(row, V, top_k);
-        lp.target_probability = target >= 0 ? std::exp(static_cast<double>(row[target]) - log_sum_exp(row, V))
-                                            : std::numeric_limits<double>::quiet_NaN();
-      }
+    for (int t = std::max(first, 0); t < T; ++t) todo.emplace_back(k, t);
+  }
+  constexpr int kRows = 32;  // (32, V) floats of logits at a time, not (T, V) per point
+  std::vector<float> rows(at(kRows, d)), logits(at(kRows, V));
+  for (std::size_t i0 = 0; i0 < todo.size(); i0 += kRows) {
+    const int n = static_cast<int>(std::min<std::size_t>(kRows, todo.size() - i0));
+    for (int r = 0; r < n; ++r) {
+      const auto [k, t] = todo[i0 + static_cast<std::size_t>(r)];
+      const float* from = probe.resid[static_cast<std::size_t>(k)].ptr() + at(t, d);
+      std::copy_n(from, d, rows.data() + at(r, d));
+    }
+    final_logits(w, exec, rows.data(), n, logits.data());
+    for (int r = 0; r < n; ++r) {
+      const auto [k, t] = todo[i0 + static_cast<std::size_t>(r)];
+      const float* row = logits.data() + at(r, V);
+      LensPosition& lp = out[static_cast<std::size_t>(k)].positions[static_cast<std::size_t>(t)];
+      lp.top = top_tokens(row, V, top_k);
+      lp.target_probability = target >= 0 ? std::exp(static_cast<double>(row[target]) - log_sum_exp(row, V))
+                                          : std::numeric_limits<double>::quiet_NaN();
     }
   }
 }
