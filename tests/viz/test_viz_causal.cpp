@@ -386,3 +386,34 @@ TEST_CASE(
   CHECK_FALSE(st.is_ok());
   CHECK(st.error.find('\n') == std::string::npos);
 }
+
+TEST_CASE("causal tools: their captures count in the memory check, and patching's before it begins") {
+  ModelSession ms;
+  REQUIRE(ms.open(folder_choice()).is_ok());
+  REQUIRE(ms.recompute(kClean).is_ok());
+  const GptConfig& c = ms.config();
+  const int T = static_cast<int>(ms.ids().size());
+  CausalTools t;
+  t.lens = t.attribute = true;
+  LensRequest lr = lens_and_attribution();
+  const std::uint64_t pass = pass_memory(c, T, ms.request(), false), captures = lens_bytes(c, T, lr);
+  // Room for the pass but not beside the captures: refused in one line, the plain view stays.
+  std::uint64_t budget = pass + captures / 2;
+  ms.free_memory = [&] { return budget; };
+  REQUIRE(ms.recompute(kClean).is_ok());  // without the tools the pass fits
+  ms.set_causal(t);
+  CHECK_FALSE(ms.recompute(kClean).is_ok());
+  CHECK(ms.error().find('\n') == std::string::npos);
+  CHECK_FALSE(ms.has_lens());
+  CHECK(ms.has_result());
+  // Room for both, but not for patching's runs: the lens and attribution run, patching says why not.
+  budget = pass + captures + patching_bytes(c, T) / 2;
+  t.corrupted = kCorrupted;
+  ms.set_causal(t);
+  REQUIRE(ms.recompute(kClean).is_ok());
+  CHECK(ms.has_lens());
+  run_patching(ms, 0.0, 5.0);
+  CHECK(ms.patching() == nullptr);
+  CHECK(ms.patch_error().rfind("patching needs ", 0) == 0);
+  CHECK(ms.patch_error().find("the lens and attribution run without it") != std::string::npos);
+}

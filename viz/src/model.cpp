@@ -199,14 +199,7 @@ Status ModelSession::check_memory(const std::vector<int>& ids) const {
   const GptConfig& c = config();
   const GptRequest request = this->request();
   const int T = static_cast<int>(ids.size());
-  std::uint64_t budget = free_memory ? free_memory() : available_memory_bytes();
-  // The causal tools' captures (a second set where heads are ablated) are held beside the pass.
-  if (const std::uint64_t captures = causal_on() ? lens_bytes(c, T, lens_request()) : 0; captures && budget) {
-    if (captures >= budget)
-      return Status::fail("the causal tools' captures need " + format_bytes(captures) + ", more than the " +
-                          format_bytes(budget) + " available: turn the lens, attribution and ablation off");
-    budget -= captures;
-  }
+  const std::uint64_t budget = free_memory ? free_memory() : available_memory_bytes();
   // The last pass's storage serves a pass of about its size (the engine reuses a buffer of between the size
   // it needs and twice that); a larger pass allocates anew while the last one's is still held, so it must
   // fit in what is free now. (Counting the held storage as free let 3,200 tokens start and run out of
@@ -214,7 +207,14 @@ Status ModelSession::check_memory(const std::vector<int>& ids) const {
   const std::uint64_t held = has_result_ ? pass_bytes(c, static_cast<int>(result_.ids.size()), request) : 0;
   const std::uint64_t need = pass_memory(c, T, request, false);
   const std::uint64_t room = budget && need <= held && need >= held / 2 ? std::max(budget, held) : budget;
-  return check_pass_memory(c, T, request, false, room, false);
+  if (Status st = check_pass_memory(c, T, request, false, room, false); !st.is_ok()) return st;
+  // The causal tools' captures (a second set where heads are ablated) are held beside the pass.
+  const std::uint64_t captures = causal_on() ? lens_bytes(c, T, lens_request()) : 0;
+  if (captures && room && sat_add(need, captures) > room)
+    return Status::fail("the causal tools' captures need " + format_bytes(captures) + " beside the pass's " +
+                        format_bytes(need) + ", more than the " + format_bytes(room) +
+                        " available: turn the lens, attribution and ablation off");
+  return Status::ok();
 }
 
 Status ModelSession::run(const std::vector<int>& ids) {

@@ -98,7 +98,8 @@ void step_patching(App& app) {
 }
 
 void draw_causal_panel(App& app) {
-  if (!model_mode(app)) return;
+  // The grid's tools: an opened layer's view has its own controls.
+  if (!model_mode(app) || app.model_view.layer >= 0) return;
   if (!ImGui::CollapsingHeader("Causal tools", ImGuiTreeNodeFlags_DefaultOpen)) return;
   ModelView& mv = app.model_view;
   ModelSession& ms = app.model;
@@ -210,7 +211,6 @@ void draw_metric_line(App& app) {
   };
   cell("embeddings", "embeddings", a.embeddings);
   cell("final_bias", "final bias", a.final_bias);
-  ImGui::SameLine();
   ImGui::TextColored(kDimColor, "colour: -%.2f blue, 0 white, +%.2f red (the largest |value| shown)", scale,
                      scale);
 }

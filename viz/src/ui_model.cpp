@@ -60,6 +60,7 @@ Status open_model(App& app, const ModelChoice& choice) {
     mv.generating = 0;
     return start(app);
   }
+  const bool switching = app.model.is_open();  // from another model, whose heads and tokens these are
   if (Status st = app.model.open(choice); !st.is_ok()) {
     mv.open_error = st.error;
     return st;
@@ -68,10 +69,20 @@ Status open_model(App& app, const ModelChoice& choice) {
   mv.choice = choice;
   mv.generating = 0;
   mv.wanted_file.clear();
-  // Another model's heads and tokens: the ablations and the chosen tokens go (the position stays a place in
-  // the text).
-  mv.causal.ablation.heads.clear();
-  mv.causal.target.target = mv.causal.target.versus = -1;
+  // Switching models, the heads and tokens the new one lacks go and the rest of the causal tools stay; a
+  // first model (the flags', a link's) keeps them all, so that its pass names what it lacks.
+  if (switching) {
+    const GptConfig& config = app.model.config();
+    std::vector<HeadRef>& heads = mv.causal.ablation.heads;
+    heads.erase(std::remove_if(heads.begin(), heads.end(),
+                               [&](const HeadRef& h) {
+                                 return h.layer < 0 || h.layer >= config.n_layers || h.head < 0 ||
+                                        h.head >= config.n_heads;
+                               }),
+                heads.end());
+    for (int* id : {&mv.causal.target.target, &mv.causal.target.versus})
+      if (*id >= config.vocab_size) *id = -1;
+  }
   app.model.set_causal(mv.causal);
   if (mv.layer >= app.model.config().n_layers) mv.layer = -1;
   if (app.view.enlarged >= app.model.config().n_heads) app.view.enlarged = -1;
