@@ -6,6 +6,9 @@
 #include <imgui.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -416,4 +419,34 @@ TEST_CASE("causal tools: their captures count in the memory check, and patching'
   CHECK(ms.patching() == nullptr);
   CHECK(ms.patch_error().rfind("patching needs ", 0) == 0);
   CHECK(ms.patch_error().find("the lens and attribution run without it") != std::string::npos);
+}
+
+TEST_CASE(
+    "causal tools: the JSON export holds the lens, the attribution, the ablated heads and the patching "
+    "maps") {
+  App app;
+  app.session.text = kClean;
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "attnviz_causal_export";
+  std::filesystem::remove_all(dir);
+  app.export_dir = dir.string();
+  REQUIRE(open_model(app, folder_choice()).is_ok());
+  CausalTools& t = app.model_view.causal;
+  t.lens = t.attribute = true;
+  t.ablation.heads = {{1, 2}};
+  t.corrupted = kCorrupted;
+  app.model.patch_delay_ms = 0.0;
+  REQUIRE(start(app).is_ok());
+  run_patching(app.model, 0.0, 1000.0);
+  REQUIRE(app.model.patch_job() != nullptr);
+  REQUIRE(app.model.patch_job()->finished());
+  run_export(app, ExportKind::json);
+  REQUIRE(app.written.size() == 2);  // one file per layer
+  std::ifstream f(app.written[0]);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  CHECK(j["lens"].size() == 3);
+  CHECK(j["attribution"]["target"]["id"] == app.model.lens().target.target);
+  CHECK(j["attribution"]["components"]["heads"][1][2] == 0.0);
+  CHECK(j["ablated"] == nlohmann::json::parse(R"([{"layer": 1, "head": 2}])"));
+  CHECK(j["patching"]["heads"][0][1].get<double>() == doctest::Approx(app.model.patching()->heads[0][1]));
+  std::filesystem::remove_all(dir);
 }
