@@ -448,5 +448,6 @@ TEST_CASE(
   CHECK(j["attribution"]["components"]["heads"][1][2] == 0.0);
   CHECK(j["ablated"] == nlohmann::json::parse(R"([{"layer": 1, "head": 2}])"));
   CHECK(j["patching"]["heads"][0][1].get<double>() == doctest::Approx(app.model.patching()->heads[0][1]));
+  CHECK(j["corrupted_text"] == kCorrupted);
   std::filesystem::remove_all(dir);
 }

@@ -12,6 +12,8 @@
 
 #include "attnviz/io/gpt_file.hpp"
 #include "attnviz/io/gpt_json.hpp"
+#include "attnviz/io/json_writer.hpp"
+#include "attnviz/text.hpp"
 #include "attnviz/viz/arch.hpp"
 #include "attnviz/viz/export.hpp"
 #include "ui_internal.hpp"
@@ -721,11 +723,15 @@ void export_model(App& app, ExportKind kind) {
       one.layers.push_back(l);
       char name[48];
       std::snprintf(name, sizeof name, "attnviz_layer%02d.json", l.index);
-      st = export_text(app.export_dir, name,
-                       gpt_result_to_json(one, ms.weights(), jm, ms.tokenizer(), nullptr,
-                                          ms.has_lens() ? &lens : nullptr) +
-                           "\n",
-                       w);
+      std::string json =
+          gpt_result_to_json(one, ms.weights(), jm, ms.tokenizer(), nullptr, ms.has_lens() ? &lens : nullptr);
+      if (lens.patching) {  // the app's own key beside the CLI's: the text the maps were patched from
+        JsonWriter text;
+        text.string(to_valid_utf8(ms.causal().corrupted));
+        json.pop_back();  // the object's closing brace
+        json += ",\"corrupted_text\":" + text.out + "}";
+      }
+      st = export_text(app.export_dir, name, json + "\n", w);
       if (!st.is_ok()) break;
     }
   } else if (!layer) {
