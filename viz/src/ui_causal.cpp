@@ -198,8 +198,8 @@ void draw_metric_line(App& app) {
   const double scale = attribution_scale(app);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float fh = ImGui::GetTextLineHeight();
-  const auto cell = [&](const char* kind, const char* label, double v) {
-    ImGui::SameLine();
+  const auto cell = [&](const char* kind, const char* label, double v, bool first) {
+    if (!first) ImGui::SameLine();
     const ImVec2 size(ImGui::CalcTextSize(label).x + 12.0f, fh + 2.0f);
     const ImVec2 p = ImGui::GetCursorScreenPos(), q(p.x + size.x, p.y + size.y);
     const std::uint32_t c = signed_color(v, scale);
@@ -209,10 +209,10 @@ void draw_metric_line(App& app) {
     note_cell(app, kind, 0, 0, p, q);
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s: %.4f", label, v);
   };
-  cell("embeddings", "embeddings", a.embeddings);
-  cell("final_bias", "final bias", a.final_bias);
-  ImGui::TextColored(kDimColor, "colour: -%.2f blue, 0 white, +%.2f red (the largest |value| shown)", scale,
-                     scale);
+  cell("embeddings", "embeddings", a.embeddings, true);
+  cell("final_bias", "final bias", a.final_bias, false);
+  ImGui::SameLine();
+  ImGui::TextColored(kDimColor, "scale -%.2f blue, 0 white, +%.2f red (the largest |value|)", scale, scale);
 }
 
 void draw_attribution_cell(App& app, int layer, int head, ImVec2 a, ImVec2 b) {
