@@ -22,7 +22,8 @@ constexpr CompareName kCompareNames[] = {{viz::CompareMode::off, "off"},
 
 // Flags that take no value.
 bool is_switch(const std::string& name) {
-  return name == "qkv-bias" || name == "eval" || name == "no-mask" || name == "model-train";
+  return name == "qkv-bias" || name == "eval" || name == "no-mask" || name == "model-train" ||
+         name == "lens" || name == "attribute";
 }
 
 // The name a link gives a weights file: its file (or folder) name, never the path on this machine.
@@ -31,6 +32,24 @@ std::string file_name(const std::string& path) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   const auto slash = p.rfind('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+// "#17" -> 17 ("" -> -1: none); the model's vocabulary is checked when the view computes.
+Status parse_token_id(const std::string& spec, const char* flag, int& id) {
+  id = -1;
+  if (spec.empty()) return Status::ok();
+  const std::optional<int> v = spec[0] == '#' ? parse_decimal_int(spec.substr(1)) : std::nullopt;
+  if (!v || *v < 0)
+    return Status::fail(std::string(flag) + " " + quote(spec) + " is not a token id: give #ID, such as #17");
+  id = *v;
+  return Status::ok();
+}
+
+std::string heads_spec(const std::vector<HeadRef>& heads) {
+  std::string s;
+  for (const HeadRef& h : heads)
+    s += (s.empty() ? "" : ",") + std::to_string(h.layer) + "." + std::to_string(h.head);
+  return s;
 }
 
 }  // namespace
@@ -71,6 +90,20 @@ void add_view_options(CLI::App& cli, ViewArgs& v) {
          "--head-kind", v.head_kind,
          "show only heads of this kind: previous-token | first-token | self | broad | induction | none")
       ->capture_default_str();
+  cli.add_flag("--lens", v.lens, "with --model: the logit lens strip (the top token after each layer)");
+  cli.add_flag("--attribute", v.attribute,
+               "with --model: colour the heads by their attribution to the target (and show the MLPs')");
+  cli.add_option("--target", v.target, "with --model: the metric's token, #ID (default: the top next token)");
+  cli.add_option("--versus", v.versus,
+                 "with --model: a second token, #ID: the metric is the logit difference");
+  cli.add_option("--position", v.position, "with --model: the metric's position, 0-based (-1: the last)")
+      ->capture_default_str()
+      ->transform(decimal_int());
+  cli.add_option("--ablate", v.ablate, "with --model: heads switched off, LAYER.HEAD[,LAYER.HEAD...]");
+  cli.add_option("--ablation", v.ablation, "with --model: how --ablate's heads are switched off: zero | mean")
+      ->capture_default_str();
+  cli.add_option("--patch", v.patch,
+                 "with --model: the corrupted text of activation patching (the typed text's token count)");
 }
 
 viz::ModelChoice model_choice(const ViewArgs& a) {
@@ -128,6 +161,21 @@ Status apply_view(const ViewArgs& a, viz::App& app) {
     return Status::fail("--model file: needs a name");
   app.model_view.choice = choice;
   app.model_view.layer = a.layer;
+  viz::CausalTools& t = app.model_view.causal;
+  t.lens = a.lens;
+  t.attribute = a.attribute;
+  if (Status st = parse_token_id(a.target, "--target", t.target.target); !st.is_ok()) return st;
+  if (Status st = parse_token_id(a.versus, "--versus", t.target.versus); !st.is_ok()) return st;
+  if (a.position < -1) return Status::fail("--position must be a position, or -1 for the last");
+  t.target.position = a.position;
+  if (Status st = parse_heads(a.ablate, t.ablation.heads); !a.ablate.empty() && !st.is_ok())
+    return Status::fail("--ablate: " + st.error);
+  if (a.ablate.empty()) t.ablation.heads.clear();
+  if (a.ablation == "zero" || a.ablation == "mean")
+    t.ablation.kind = a.ablation == "mean" ? AblationKind::mean : AblationKind::zero;
+  else
+    return Status::fail("unknown ablation " + quote(a.ablation) + " (zero, mean)");
+  t.corrupted = a.patch;
   v.enlarged = a.head;
   if (!a.lock.empty()) {
     if (a.lock.size() != 2) return Status::fail("--lock takes a row and a column");
@@ -187,6 +235,15 @@ std::vector<StateArg> state_args(const viz::App& app) {
     if (m.seed != viz::ModelChoice{}.seed) out.emplace_back("model-seed", std::to_string(m.seed));
     if (m.train) out.emplace_back("model-train", "");
     if (app.model_view.layer >= 0) out.emplace_back("layer", std::to_string(app.model_view.layer));
+    const viz::CausalTools& t = app.model_view.causal;
+    if (t.lens) out.emplace_back("lens", "");
+    if (t.attribute) out.emplace_back("attribute", "");
+    if (t.target.target >= 0) out.emplace_back("target", "#" + std::to_string(t.target.target));
+    if (t.target.versus >= 0) out.emplace_back("versus", "#" + std::to_string(t.target.versus));
+    if (t.target.position >= 0) out.emplace_back("position", std::to_string(t.target.position));
+    if (!t.ablation.empty()) out.emplace_back("ablate", heads_spec(t.ablation.heads));
+    if (!t.ablation.empty() && t.ablation.kind == AblationKind::mean) out.emplace_back("ablation", "mean");
+    if (!t.corrupted.empty()) out.emplace_back("patch", t.corrupted);
   }
   if (app.model_view.filter != viz::HeadKind::none)
     out.emplace_back("head-kind", viz::to_string(app.model_view.filter));
@@ -255,6 +312,7 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
   // The model: reopened only when the link names another one (opening gpt2-small draws 163 M numbers).
   const viz::ModelChoice want = fresh.model_view.choice;
   app.model_view.filter = fresh.model_view.filter;
+  app.model_view.causal = fresh.model_view.causal;
   app.model_view.wanted_file.clear();
   const viz::ModelChoice& open = app.model.choice();
   const bool same =
@@ -281,8 +339,10 @@ Status apply_state_args(const std::vector<StateArg>& args, viz::App& app) {
       (void)viz::start(app);  // back to the layer view; the open failure is the message worth reporting
       return st;
     }
-    // Opening drops a head and a layer B the model lacks: check_head_and_cell names them instead.
+    // Opening drops a head and a layer B the model lacks, and the other model's ablations and tokens:
+    // check_head_and_cell and the pass name what this one lacks instead.
     app.view.enlarged = fresh.view.enlarged;
+    app.model_view.causal = fresh.model_view.causal;
     app.compare.layer = fresh.compare.layer;
   }
   app.model_view.layer = fresh.model_view.layer;

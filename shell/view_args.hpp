@@ -30,6 +30,13 @@ struct ViewArgs {
   bool model_train = false;
   int layer = -1;                  // the layer opened in the full view; -1: every layer's heads
   std::string head_kind = "none";  // show only heads of this kind
+  // The model view's causal tools (attnviz-cli's flags of the same names): the lens strip, the grid coloured
+  // by attribution, the metric's target and versus tokens ("#ID"), its position, ablated heads ("L.H,...")
+  // zeroed or replaced by their mean, and the corrupted text of activation patching.
+  bool lens = false, attribute = false;
+  std::string target, versus;
+  int position = -1;
+  std::string ablate, ablation = "zero", patch;
 };
 
 // What --model names: the chapter-3 layer, a seeded size, or a file ("file:NAME" keeps NAME as the path).
@@ -37,7 +44,8 @@ viz::ModelChoice model_choice(const ViewArgs& a);
 
 // Registers --stage, --palette, --normalize, --aggregate, --head, --lock, --compare, --compare-text,
 // --compare-seed, and the whole model's --model, --model-seed, --model-train, --layer and --head-kind on
-// `cli`.
+// `cli`, and the causal tools' --lens, --attribute, --target, --versus, --position, --ablate, --ablation and
+// --patch.
 void add_view_options(CLI::App& cli, ViewArgs& v);
 
 // Applies parsed view flags to the app's view and compare state, and the model flags to the Model panel's

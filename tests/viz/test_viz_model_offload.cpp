@@ -242,3 +242,23 @@ TEST_CASE("model offload: the host's Compute controls are drawn in the model vie
   CHECK(shown_result(app) == app.model.layer(1));
   CHECK(app.model.result().backend == "stand-in");
 }
+
+TEST_CASE("model offload: with the causal tools on, the pass runs on the engine, and goes back after") {
+  ModelSession ms;
+  StandIn offload;
+  ms.offload = &offload;
+  REQUIRE(ms.open(folder_choice()).is_ok());
+  CausalTools t;
+  t.lens = true;
+  ms.set_causal(t);
+  REQUIRE(ms.recompute("A rose is a rose").is_ok());
+  CHECK(offload.jobs.empty());  // the probe's named points are the engine's own pass's
+  CHECK_FALSE(ms.computing());
+  CHECK(ms.has_lens());
+  ms.set_causal(CausalTools());
+  REQUIRE(ms.recompute("A rose is a rose is").is_ok());
+  CHECK(offload.jobs.size() == 1);
+  CHECK(ms.computing());
+  offload.land(ms);
+  CHECK_FALSE(ms.has_lens());
+}

@@ -45,6 +45,14 @@ void ModelSession::reset_pass() {
   sums_.clear();
   has_result_ = false;
   error_.clear();
+  // The causal tools' captures and patching job were of the pass (and model) dropped.
+  lens_ = CausalLens();
+  lens_result_ = LensResult();
+  has_lens_ = ablated_pass_ = false;
+  causal_note_.clear();
+  patch_.reset();
+  patch_running_ = patch_dirty_ = patch_waiting_ = false;
+  patch_error_.clear();
   ++generation_;
 }
 
@@ -164,6 +172,29 @@ GptRequest ModelSession::request() const {
   return r;
 }
 
+bool ModelSession::causal_on() const {
+  // The probe's passes are evaluation passes: dropout's masks would make every point another pass's.
+  return causal_.active() && model_ && !model_->model.options().train;
+}
+
+LensRequest ModelSession::lens_request() const {
+  LensRequest lr;
+  lr.lens = causal_.lens;
+  lr.attribute = causal_.attribute;
+  lr.target = causal_.target;
+  lr.ablation = causal_.ablation;
+  return lr;
+}
+
+void ModelSession::set_causal(const CausalTools& tools) {
+  if (tools.corrupted.empty()) {  // no patching: its maps go with the text
+    patch_.reset();
+    patch_running_ = patch_dirty_ = patch_waiting_ = false;
+    patch_error_.clear();
+  }
+  causal_ = tools;
+}
+
 Status ModelSession::check_memory(const std::vector<int>& ids) const {
   const GptConfig& c = config();
   const GptRequest request = this->request();
@@ -176,23 +207,109 @@ Status ModelSession::check_memory(const std::vector<int>& ids) const {
   const std::uint64_t held = has_result_ ? pass_bytes(c, static_cast<int>(result_.ids.size()), request) : 0;
   const std::uint64_t need = pass_memory(c, T, request, false);
   const std::uint64_t room = budget && need <= held && need >= held / 2 ? std::max(budget, held) : budget;
-  return check_pass_memory(c, T, request, false, room, false);
+  if (Status st = check_pass_memory(c, T, request, false, room, false); !st.is_ok()) return st;
+  // The causal tools' captures (a second set where heads are ablated) are held beside the pass.
+  const std::uint64_t captures = causal_on() ? lens_bytes(c, T, lens_request()) : 0;
+  if (captures && room && sat_add(need, captures) > room)
+    return Status::fail("the causal tools' captures need " + format_bytes(captures) + " beside the pass's " +
+                        format_bytes(need) + ", more than the " + format_bytes(room) +
+                        " available: turn the lens, attribution and ablation off");
+  return Status::ok();
 }
 
 Status ModelSession::run(const std::vector<int>& ids) {
   if (Status st = check_memory(ids); !st.is_ok()) return st;
   const GptRequest req = request();
   const std::vector<int> last = result_.ids;
-  Status st = model_->model.forward(ids, req, result_);
+  causal_note_ = causal_.active() && !causal_on()
+                     ? "the causal tools need eval mode: turn train mode (dropout) off in the Model panel"
+                     : "";
+  const bool causal = causal_on();
+  // An ablated pass's later layers are not the clean pass's: the head kinds' running sums start again
+  // whenever a pass is ablated or follows one that was.
+  if (causal && !causal_.ablation.empty()) ablated_pass_ = true;
+  if (ablated_pass_) sums_.clear();
+  if (!causal || causal_.ablation.empty()) ablated_pass_ = false;
+  const auto pass = [&](const std::vector<int>& of, GptResult& out) {
+    if (!causal) return model_->model.forward(of, req, out);
+    LensResult found;
+    Status st = lens_.run(model_->model, of, req, lens_request(), out, found);
+    if (st.is_ok()) lens_result_ = std::move(found);
+    return st;
+  };
+  Status st = pass(ids, result_);
+  if (st.is_ok()) has_lens_ = causal;
   if (!st.is_ok() && result_.layers.empty() && has_result_) {
     // The failed pass took the previous result's storage: compute it again, so the view stays.
     GptResult again;
-    if (!last.empty() && model_->model.forward(last, req, again).is_ok())
+    if (!last.empty() && pass(last, again).is_ok())
       result_ = std::move(again);
     else
-      has_result_ = false;
+      has_result_ = has_lens_ = false;
   }
   return st;
+}
+
+Status ModelSession::begin_patching() {
+  const auto refuse = [&](const std::string& why) {
+    patch_error_ = why;
+    return Status::fail(why);
+  };
+  if (!has_result_ || !has_lens_) return refuse("patching needs a pass of the typed text first");
+  std::vector<int> corrupted;
+  if (Status st = encode_for(*model_, causal_.corrupted, corrupted); !st.is_ok())
+    return refuse("the corrupted text: " + st.error);
+  const std::vector<int>& clean = result_.ids;
+  if (corrupted.size() != clean.size())
+    return refuse("the corrupted text has " + std::to_string(corrupted.size()) +
+                  " tokens and the typed one " + std::to_string(clean.size()) +
+                  ": patching needs the same count");
+  // The clean and the corrupted runs' captures and a patched run's, beside the view's pass and captures.
+  const GptConfig& c = config();
+  const int T = static_cast<int>(clean.size());
+  const std::uint64_t budget = free_memory ? free_memory() : available_memory_bytes();
+  const std::uint64_t extra = patching_bytes(c, T);
+  if (budget &&
+      sat_add(sat_add(pass_bytes(c, T, request()), lens_bytes(c, T, lens_request())), extra) > budget)
+    return refuse("patching needs " + format_bytes(extra) + " more for its runs' captures, more than the " +
+                  format_bytes(budget) + " available: the lens and attribution run without it");
+  auto job = std::make_unique<PatchJob>();
+  if (Status st = job->begin(model_->model, clean, corrupted, lens_result_.target, causal_.ablation);
+      !st.is_ok())
+    return refuse(st.error);
+  patch_ = std::move(job);
+  patch_error_.clear();
+  return Status::ok();
+}
+
+void ModelSession::step_patching(double now_ms, double budget_ms) {
+  if (patch_dirty_) {  // the first frame that sees an edit starts the wait
+    patch_dirty_ = false;
+    patch_waiting_ = true;
+    patch_edit_ms_ = now_ms;
+  }
+  if (patch_waiting_ && now_ms - patch_edit_ms_ >= patch_delay_ms) {
+    patch_waiting_ = false;
+    patch_running_ = model_ && causal_on() && !causal_.corrupted.empty() && begin_patching().is_ok();
+  }
+  if (!patch_running_) return;
+  // A slice of patched runs: the page has one thread, and a frame must not wait long for them.
+  const auto t0 = std::chrono::steady_clock::now();
+  do {
+    if (Status st = patch_->step(1); !st.is_ok()) {
+      patch_error_ = st.error;
+      patch_running_ = false;
+      return;
+    }
+  } while (!patch_->finished() && ms_since(t0) < budget_ms);
+  if (patch_->finished()) patch_running_ = false;
+}
+
+void ModelSession::cancel_patching() {
+  if (patch_running_ && patch_)
+    patch_error_ = "patching cancelled after " + std::to_string(patch_->done()) + " of " +
+                   std::to_string(patch_->total()) + " runs";
+  patch_running_ = patch_dirty_ = patch_waiting_ = false;
 }
 
 void ModelSession::adopt(double ms) {
@@ -241,7 +358,9 @@ Status ModelSession::recompute(const std::string& text) {
   if (st.is_ok()) st = check_memory(ids);
   std::string refused;  // why the offload could not take a pass it wanted
   const GptModel& gm = model_->model;
-  if (st.is_ok() && offload && !cpu_only_ &&
+  // The causal tools capture and change the pass's named points (PassProbe), which only the engine's own
+  // pass has: with them on, the pass runs here, never offloaded.
+  if (st.is_ok() && offload && !cpu_only_ && !causal_on() &&
       offload->wants(gm.weights(), gm.options(), static_cast<int>(ids.size()),
                      gm.reusable(ids, this->request(), result_))) {
     error_.clear();
@@ -269,6 +388,10 @@ Status ModelSession::recompute(const std::string& text) {
   result_request_ = request;
   error_.clear();
   adopt(ms_since(t0));
+  if (causal_on() && !causal_.corrupted.empty()) {  // the maps follow once the user stops typing
+    patch_dirty_ = true;
+    patch_running_ = patch_waiting_ = false;
+  }
   return Status::ok();
 }
 
@@ -288,6 +411,7 @@ void ModelSession::deliver(int ticket, Status outcome, double ms) {
       result_ = std::move(*r);
       result_request_ = job_.request();
       error_.clear();
+      has_lens_ = false;  // an offloaded pass is a plain one (the causal tools were off when it left)
       adopt(ms_since(job_.requested()));
     }
     // Edits made while the job was in flight; a failure stays in error() for the view to show.

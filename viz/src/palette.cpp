@@ -107,6 +107,12 @@ std::uint32_t color_at(Palette p, float t) {
   return color_in(segments(p), t);
 }
 
+std::uint32_t signed_color(double value, double scale) {
+  if (std::isnan(value)) return kMaskedColor;
+  const double t = scale > 0.0 ? 0.5 + 0.5 * value / scale : 0.5;
+  return color_at(Palette::diverging, static_cast<float>(t));
+}
+
 void color_row(Palette p, const float* t, int n, std::uint32_t* out) {
   const Segments& s = segments(p);
   for (int j = 0; j < n; ++j) out[j] = color_in(s, t[j]);

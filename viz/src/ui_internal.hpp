@@ -76,6 +76,28 @@ void step_training(App& app);
 // width > 0 keeps only the item's first `width` pixels (a slider's frame without its label).
 void note_train_control(App& app, const char* name, float width = 0.0f);
 
+// The causal tools (ui_causal.cpp): the panel's section, the model session following the panel's choice
+// (sync_causal, also on every frame with patching's slice: step_patching), the metric line over the grid,
+// attribution cells and ablation marks in it, and the lens strip and patching maps under it. A click in the
+// view changes the panel's choice only (toggle_ablation, choose_token): the session takes it at the start of
+// the next frame, never while the view is drawn from its pass.
+void draw_causal_panel(App& app);
+void sync_causal(App& app);
+void step_patching(App& app);
+void draw_metric_line(App& app);
+bool attribution_shown(const App& app);
+double attribution_scale(const App& app);
+// head < 0: the layer's MLP cell.
+void draw_attribution_cell(App& app, int layer, int head, ImVec2 a, ImVec2 b);
+bool is_ablated(const App& app, int layer, int head);
+void toggle_ablation(App& app, int layer, int head);
+void cross_out(ImVec2 a, ImVec2 b);
+void choose_token(App& app, int id, bool versus);
+std::string token_text(const App& app, int id);  // "' Mary' (#5335)"
+float causal_views_height(const App& app);
+void draw_lens_strip(App& app);
+void draw_patching_maps(App& app);
+
 // The opened layer's q/k steps (a rotary model's, for the queries and keys stages), and compare B's layer's;
 // empty for GPT-2, chapter 3 and the grid.
 LayerSteps shown_steps(const App& app);

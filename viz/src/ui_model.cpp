@@ -12,6 +12,8 @@
 
 #include "attnviz/io/gpt_file.hpp"
 #include "attnviz/io/gpt_json.hpp"
+#include "attnviz/io/json_writer.hpp"
+#include "attnviz/text.hpp"
 #include "attnviz/viz/arch.hpp"
 #include "attnviz/viz/export.hpp"
 #include "ui_internal.hpp"
@@ -60,6 +62,7 @@ Status open_model(App& app, const ModelChoice& choice) {
     mv.generating = 0;
     return start(app);
   }
+  const bool switching = app.model.is_open();  // from another model, whose heads and tokens these are
   if (Status st = app.model.open(choice); !st.is_ok()) {
     mv.open_error = st.error;
     return st;
@@ -68,6 +71,21 @@ Status open_model(App& app, const ModelChoice& choice) {
   mv.choice = choice;
   mv.generating = 0;
   mv.wanted_file.clear();
+  // Switching models, the heads and tokens the new one lacks go and the rest of the causal tools stay; a
+  // first model (the flags', a link's) keeps them all, so that its pass names what it lacks.
+  if (switching) {
+    const GptConfig& config = app.model.config();
+    std::vector<HeadRef>& heads = mv.causal.ablation.heads;
+    heads.erase(std::remove_if(heads.begin(), heads.end(),
+                               [&](const HeadRef& h) {
+                                 return h.layer < 0 || h.layer >= config.n_layers || h.head < 0 ||
+                                        h.head >= config.n_heads;
+                               }),
+                heads.end());
+    for (int* id : {&mv.causal.target.target, &mv.causal.target.versus})
+      if (*id >= config.vocab_size) *id = -1;
+  }
+  app.model.set_causal(mv.causal);
   if (mv.layer >= app.model.config().n_layers) mv.layer = -1;
   if (app.view.enlarged >= app.model.config().n_heads) app.view.enlarged = -1;
   if (app.compare.layer >= app.model.config().n_layers) app.compare.layer = 0;
@@ -234,6 +252,7 @@ void draw_sink(App& app, int layer, float value, ImVec2 at, float width) {
 void draw_next_tokens(App& app, ImVec2 size) {
   ImGui::BeginChild("next", size, true);
   ModelSession& ms = app.model;
+  ModelView& mv = app.model_view;
   ImGui::TextUnformatted("Next token");
   ImGui::TextColored(kDimColor, "after the last position, greedy first");
   const GptResult& g = ms.result();
@@ -248,15 +267,19 @@ void draw_next_tokens(App& app, ImVec2 size) {
     // Small probabilities keep their digits: an untrained model spreads 1 over 50257 tokens.
     std::snprintf(pct, sizeof pct, t.probability >= 0.001 ? "%.1f%%" : "%.2g%%", t.probability * 100.0);
     ImGui::Text("%s", label.c_str());
+    // The whole row chooses the token: the metric's target, or with Shift its versus.
+    const bool clicked = ImGui::IsMouseHoveringRect(p, ImVec2(p.x + w, p.y + fh + 2.0f)) &&
+                         ImGui::IsWindowHovered() && ImGui::IsMouseClicked(ImGuiMouseButton_Left);
+    mv.causal_cells.push_back({"next", t.id, 0, p.x, p.y, p.x + w, p.y + fh + 2.0f});
     dl->AddText(ImVec2(p.x + w - ImGui::CalcTextSize(pct).x - 2.0f, p.y), ImGui::GetColorU32(ImGuiCol_Text),
                 pct);
     if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("id %d   logit %.4f   probability %.6f", t.id, static_cast<double>(t.logit),
-                        t.probability);
+      ImGui::SetTooltip("id %d   logit %.4f   probability %.6f\nclick: the target; Shift-click: versus", t.id,
+                        static_cast<double>(t.logit), t.probability);
     ImGui::Dummy(ImVec2(0.0f, 1.0f));
+    if (clicked) choose_token(app, t.id, ImGui::GetIO().KeyShift);
   }
   ImGui::Separator();
-  ModelView& mv = app.model_view;
   ImGui::PushItemWidth(90.0f);
   input_int("tokens", mv.generate_steps, 1);
   ImGui::PopItemWidth();
@@ -478,6 +501,7 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
   ModelView& mv = app.model_view;
   ModelSession& ms = app.model;
   mv.thumbs.clear();
+  mv.causal_cells.clear();
   app.layout.clear();
   const float next_w = std::min(kNextWidth, size.x * 0.3f);
   const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -511,7 +535,13 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
         ++shown;
   ImGui::TextColored(kDimColor, "%d of %d heads", shown, L * H);
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("Hover a head for its scores and a large preview; click it to open its layer");
+    ImGui::SetTooltip(
+        "Hover a head for its scores and a large preview; click it to open its layer; Alt-click it to "
+        "ablate it");
+  draw_metric_line(app);
+  // Attribution colouring: each head's share of the metric, and a column of the layers' MLPs.
+  const bool attribution = attribution_shown(app);
+  const int columns = H + (attribution ? 1 : 0);
 
   const GptConfig& config = ms.config();
   const bool grouped = grouped_heads(config);
@@ -519,8 +549,9 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
   const float left = ImGui::CalcTextSize("L00").x + 10.0f, gap = 4.0f;
   // Grouped heads are labelled "q7 · kv1" on one line when it fits the widest label, else on two.
   const float label_w = ImGui::CalcTextSize(head_label(config, H - 1).c_str()).x;
-  const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float by_w = (avail.x - left - kSinkWidth - gap) / static_cast<float>(H) - gap;
+  ImVec2 avail = ImGui::GetContentRegionAvail();
+  avail.y = std::max(avail.y * 0.3f, avail.y - causal_views_height(app));  // the lens strip and patching maps
+  const float by_w = (avail.x - left - kSinkWidth - gap) / static_cast<float>(columns) - gap;
   float top = fh + 4.0f;
   float side = 0.0f;
   for (int lines = 1; lines <= (grouped ? 2 : 1); ++lines) {
@@ -554,10 +585,11 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
       dl->AddLine(ImVec2(x0, y), ImVec2(x + side, y), dim);
     }
   }
+  if (attribution) centred("MLP", p0.x + left + static_cast<float>(H) * (side + gap), p0.y);
   const float row_h = side + gap + fh;
   // The attention sink per layer: a bar of the mean of its heads' first-token scores, right of its row.
   const std::vector<float> sinks = sink_per_layer(ms.kinds());
-  const float sink_x = p0.x + left + static_cast<float>(H) * (side + gap) + gap;
+  const float sink_x = p0.x + left + static_cast<float>(columns) * (side + gap) + gap;
   centred_sink_header(dl, ImVec2(sink_x, p0.y + top - fh - 4.0f), kSinkWidth, dim);
   mv.sinks.clear();
   const std::vector<ColouredThumb> ready = colour_thumbs(app, g, H);
@@ -579,13 +611,20 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
       ImGui::PushID(layer * kThumbStride + h);
       ImGui::InvisibleButton("thumb", ImVec2(side, side + fh));
       ImGui::PopID();
+      const bool alt_click =
+          ImGui::IsItemHovered() && ImGui::IsMouseClicked(ImGuiMouseButton_Left) && ImGui::GetIO().KeyAlt;
       if (hidden) {
         dl->AddRect(a, b, IM_COL32(70, 70, 80, 255));
+        if (is_ablated(app, layer, h)) cross_out(a, b);
+        if (alt_click) toggle_ablation(app, layer, h);
         continue;
       }
-      if (void* tex = thumb_texture(app, textures, kThumbSlot + layer * kThumbStride + h, layer, h,
-                                    kThumbTexels, &ready))
+      if (attribution)
+        draw_attribution_cell(app, layer, h, a, b);
+      else if (void* tex = thumb_texture(app, textures, kThumbSlot + layer * kThumbStride + h, layer, h,
+                                         kThumbTexels, &ready))
         dl->AddImage(tex, a, b);
+      if (is_ablated(app, layer, h)) cross_out(a, b);
       mv.thumbs.push_back({layer, h, a.x, a.y, b.x, b.y});
       if (s && s->kind != HeadKind::none) {
         // The label fits under its thumbnail: at a smaller size when needed, else its first letter.
@@ -612,18 +651,36 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
           if (grouped) ImGui::TextColored(kDimColor, "%s", head_sharing(config, h).c_str());
         }
         if (s) ImGui::TextColored(kDimColor, "%s", scores_text(*s).c_str());
+        if (attribution)
+          ImGui::Text(
+              "attribution to the metric: %.4f",
+              ms.lens().attribution.heads[static_cast<std::size_t>(layer)][static_cast<std::size_t>(h)]);
+        if (is_ablated(app, layer, h))
+          ImGui::TextColored(kErrorColor, "ablated (%s)", to_string(mv.causal.ablation.kind));
         if (void* big = thumb_texture(app, textures, kPreviewSlot, layer, h, kPreviewTexels)) {
           const float px = std::min(360.0f, std::max(side * 3.0f, 200.0f));
           ImGui::Image(big, ImVec2(px, px));
         }
         ImGui::TextColored(kDimColor, "click: open layer %d with this head enlarged", layer);
+        ImGui::TextColored(kDimColor, "Alt-click: %s this head (%s ablation)",
+                           is_ablated(app, layer, h) ? "restore" : "ablate",
+                           to_string(mv.causal.ablation.kind));
         ImGui::EndTooltip();
-        if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) open_layer(app, layer, h);
+        if (alt_click)
+          toggle_ablation(app, layer, h);
+        else if (ImGui::IsMouseClicked(ImGuiMouseButton_Left))
+          open_layer(app, layer, h);
       }
+    }
+    if (attribution) {
+      const ImVec2 a(p0.x + left + static_cast<float>(H) * (side + gap), y);
+      draw_attribution_cell(app, layer, -1, a, ImVec2(a.x + side, a.y + side));
     }
   }
   ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + top + static_cast<float>(L) * row_h));
-  ImGui::Dummy(ImVec2(left + static_cast<float>(H) * (side + gap) + gap + kSinkWidth, 1.0f));
+  ImGui::Dummy(ImVec2(left + static_cast<float>(columns) * (side + gap) + gap + kSinkWidth, 1.0f));
+  draw_lens_strip(app);
+  draw_patching_maps(app);
   ImGui::EndChild();
   ImGui::SameLine();
   draw_next_tokens(app, ImVec2(0.0f, size.y));
@@ -645,6 +702,18 @@ void export_model(App& app, ExportKind kind) {
     jm.seeded = ms.choice().kind == ModelKind::seeded;
     jm.seed = ms.choice().seed;
     jm.id_labels = ms.ids_only();
+    // The causal tools' keys (the CLI's lens, attribution, ablated, patching) in every file: the pass they
+    // belong to is the whole model's. Patching's maps only once complete (no entries left to compute).
+    GptJsonLens lens;
+    const PatchJob* job = ms.patch_job();
+    if (ms.has_lens()) {
+      lens.result = &ms.lens();
+      lens.ablation = &ms.causal().ablation;
+      if (job && job->finished() && !ms.causal().corrupted.empty()) {
+        lens.patching = &job->result();
+        lens.patched = job->target();
+      }
+    }
     for (const GptLayer& l : g.layers) {
       if (mv.layer >= 0 && l.index != mv.layer) continue;
       GptResult one;
@@ -654,8 +723,15 @@ void export_model(App& app, ExportKind kind) {
       one.layers.push_back(l);
       char name[48];
       std::snprintf(name, sizeof name, "attnviz_layer%02d.json", l.index);
-      st = export_text(app.export_dir, name, gpt_result_to_json(one, ms.weights(), jm, ms.tokenizer()) + "\n",
-                       w);
+      std::string json =
+          gpt_result_to_json(one, ms.weights(), jm, ms.tokenizer(), nullptr, ms.has_lens() ? &lens : nullptr);
+      if (lens.patching) {  // the app's own key beside the CLI's: the text the maps were patched from
+        JsonWriter text;
+        text.string(to_valid_utf8(ms.causal().corrupted));
+        json.pop_back();  // the object's closing brace
+        json += ",\"corrupted_text\":" + text.out + "}";
+      }
+      st = export_text(app.export_dir, name, json + "\n", w);
       if (!st.is_ok()) break;
     }
   } else if (!layer) {

@@ -315,6 +315,8 @@ void draw_controls(App& app) {
     ImGui::PopTextWrapPos();
   }
   if (ImGui::CollapsingHeader("Model", ImGuiTreeNodeFlags_DefaultOpen)) draw_model_panel(app);
+  draw_causal_panel(app);
+  sync_causal(app);  // what the section changed, computed before the view draws
   if (!whole && ImGui::CollapsingHeader("Configuration", ImGuiTreeNodeFlags_DefaultOpen)) {
     if (draw_config(s.config)) recompute(app);
   }
@@ -494,6 +496,7 @@ bool compute_pending(App& app) {
 Status start(App& app) {
   app.text_pending = false;  // the text is computed now
   if (model_mode(app)) {
+    app.model.set_causal(app.model_view.causal);
     Status st = app.model.recompute(app.session.text);
     ui::sync_compare(app);
     return st;
@@ -521,6 +524,7 @@ void draw_frame(App& app, TextureHost& textures) {
   ImGui::BeginChild("main", ImVec2(0, -status_h), false,
                     ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   ui::step_generation(app);
+  ui::step_patching(app);
   ui::step_training(app);
   ui::sync_compare(app);  // B follows every change of A's text, layer or mode, whichever panel made it
   if (model_mode(app)) {

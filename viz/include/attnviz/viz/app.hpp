@@ -131,6 +131,23 @@ struct ModelView {
   };
   std::vector<Sink> sinks;
   bool header_two_lines = false;  // the grid's head labels did not fit one line (for tests)
+
+  // The causal tools the panel asks for (the model session takes them at the next frame, or at start):
+  // the lens strip, the grid coloured by attribution, target / versus / position, ablated heads and the
+  // corrupted text of activation patching (docs/app.md, "The causal tools").
+  CausalTools causal;
+  // Patching's slice of a frame (the page has one thread: patched runs stop once this much has passed).
+  double patch_budget_ms = 10.0;
+  // Where the causal views' cells landed in the last frame (tests click them): kind "lens" (a = the point,
+  // 0 the embeddings, b = the position), "column" (the lens strip's header, b = the position), "mlp"
+  // (a = the layer), "embeddings", "final_bias", "residual" (a = layer, b = position), "heads" (a = layer,
+  // b = head), "next" (a = the token id).
+  struct CausalCell {
+    std::string kind;
+    int a, b;
+    float x0, y0, x1, y1;
+  };
+  std::vector<CausalCell> causal_cells;
 };
 
 // Training slots: kTrainSlot + layer * kThumbStride + head.

@@ -15,6 +15,7 @@
 
 #include "attnviz/gpt.hpp"
 #include "attnviz/io/model_source.hpp"
+#include "attnviz/lens.hpp"
 #include "attnviz/viz/head_kinds.hpp"
 #include "attnviz/viz/offload_slot.hpp"
 
@@ -57,6 +58,22 @@ class ModelOffload {
   // its tensors, then the host calls deliver. The backend keeps `w` as long as it needs the weights.
   virtual void start(int ticket, std::shared_ptr<const GptWeights> w, const GptOptions& options,
                      const GptRequest& request, GptResult& r) = 0;
+};
+
+// The causal tools on the model view's pass (attnviz/lens.hpp, docs/lens.md): what the user asked for.
+struct CausalTools {
+  bool lens = false;       // the logit lens strip (layers x positions)
+  bool attribute = false;  // each head's, MLP's and the embeddings' share of the target's metric
+  LensTarget target;       // position, target and versus (-1: the last position, the top next token, none)
+  Ablation ablation;       // heads switched off in the view's pass (and in patching's runs)
+  std::string corrupted;   // activation patching's corrupted text; empty: no patching
+  bool active() const { return lens || attribute || !ablation.empty() || !corrupted.empty(); }
+  bool operator==(const CausalTools& o) const {
+    return lens == o.lens && attribute == o.attribute && target.position == o.target.position &&
+           target.target == o.target.target && target.versus == o.target.versus &&
+           ablation.heads == o.ablation.heads && ablation.kind == o.ablation.kind && corrupted == o.corrupted;
+  }
+  bool operator!=(const CausalTools& o) const { return !(*this == o); }
 };
 
 class ModelSession {
@@ -125,6 +142,31 @@ class ModelSession {
   // What a pass keeps: the request each recompute makes, and the one its memory check costs.
   GptRequest request() const;
 
+  // The causal tools: taken at the next recompute, which then runs CausalLens on the same model (typing
+  // stays incremental). A model in train mode keeps the plain pass and causal_note() says why.
+  void set_causal(const CausalTools& tools);
+  const CausalTools& causal() const { return causal_; }
+  // Whether the pass on screen ran the causal tools, and what they found (target resolved).
+  bool has_lens() const { return has_lens_; }
+  const LensResult& lens() const { return lens_result_; }
+  // Why the causal tools did not run on the last pass (train mode); empty when they did or were not asked.
+  const std::string& causal_note() const { return causal_note_; }
+
+  // Activation patching of the typed text by causal().corrupted, in slices over frames. A recompute or a new
+  // corrupted text schedules a job; step_patching(now_ms, budget_ms), called once a frame with the frame's
+  // clock, begins it once `patch_delay_ms` passed since the first frame that saw the edit (the user stopped
+  // typing), then runs patched runs until `budget_ms` of this call passed (at least one).
+  double patch_delay_ms = 400.0;
+  void step_patching(double now_ms, double budget_ms);
+  void cancel_patching();  // stops the job; the maps keep what it computed
+  bool patching_running() const { return patch_running_; }
+  bool patching_scheduled() const { return patch_dirty_ || patch_waiting_; }
+  // The maps on screen (the job's, NaN where not computed yet), or null; done and total of its runs.
+  const Patching* patching() const { return patch_ ? &patch_->result() : nullptr; }
+  const PatchJob* patch_job() const { return patch_.get(); }
+  // Why the last patching job was refused or stopped (the maps on screen are then an earlier text's).
+  const std::string& patch_error() const { return patch_error_; }
+
  private:
   Status check_memory(const std::vector<int>& ids) const;
   Status run(const std::vector<int>& ids);
@@ -151,6 +193,21 @@ class ModelSession {
   std::string text_;       // the text of the last recompute (an edit made during a job)
   bool cpu_only_ = false;  // recomputing after the offload failed
   std::string note_;
+  // The causal tools: asked for, kept between keystrokes, and what the last pass found.
+  bool causal_on() const;
+  LensRequest lens_request() const;
+  CausalTools causal_;
+  CausalLens lens_;
+  LensResult lens_result_;
+  bool has_lens_ = false, ablated_pass_ = false;
+  std::string causal_note_;
+  // Patching: the job on screen, and the edit that schedules the next (dirty: not seen by a frame yet;
+  // waiting: seen at patch_edit_ms_).
+  Status begin_patching();
+  std::unique_ptr<PatchJob> patch_;
+  bool patch_running_ = false, patch_dirty_ = false, patch_waiting_ = false;
+  double patch_edit_ms_ = 0.0;
+  std::string patch_error_;
 };
 
 }  // namespace attnviz::viz

@@ -28,6 +28,10 @@ std::uint32_t color_at(Palette p, float t);
 // out[j] = color_at(p, t[j]) for j < n: one call a row of texels rather than a texel.
 void color_row(Palette p, const float* t, int n, std::uint32_t* out);
 
+// A signed value on the diverging palette, symmetric around 0 and scaled to `scale` (> 0): -scale is deep
+// blue, 0 white, +scale deep red (clamped beyond); NaN, a value not computed yet, gives the masked colour.
+std::uint32_t signed_color(double value, double scale);
+
 // Cells that carry no value: masked by the causal mask (-inf before softmax) and zeroed by dropout.
 constexpr std::uint32_t kMaskedColor = rgba(70, 70, 78);
 constexpr std::uint32_t kDroppedColor = rgba(150, 30, 110);
