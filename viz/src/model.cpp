@@ -459,4 +459,16 @@ Status ModelSession::generate(std::string& text, int steps) {
   return recompute(text);
 }
 
+std::optional<GptJsonLens> ModelSession::json_lens() const {
+  if (!has_lens_) return std::nullopt;
+  GptJsonLens lens;
+  lens.result = &lens_result_;
+  lens.ablation = &causal_.ablation;
+  if (patch_ && patch_->finished() && !causal_.corrupted.empty()) {
+    lens.patching = &patch_->result();
+    lens.patched = patch_->target();
+  }
+  return lens;
+}
+
 }  // namespace attnviz::viz

@@ -703,17 +703,8 @@ void export_model(App& app, ExportKind kind) {
     jm.seed = ms.choice().seed;
     jm.id_labels = ms.ids_only();
     // The causal tools' keys (the CLI's lens, attribution, ablated, patching) in every file: the pass they
-    // belong to is the whole model's. Patching's maps only once complete (no entries left to compute).
-    GptJsonLens lens;
-    const PatchJob* job = ms.patch_job();
-    if (ms.has_lens()) {
-      lens.result = &ms.lens();
-      lens.ablation = &ms.causal().ablation;
-      if (job && job->finished() && !ms.causal().corrupted.empty()) {
-        lens.patching = &job->result();
-        lens.patched = job->target();
-      }
-    }
+    // belong to is the whole model's.
+    const std::optional<GptJsonLens> lens = ms.json_lens();
     for (const GptLayer& l : g.layers) {
       if (mv.layer >= 0 && l.index != mv.layer) continue;
       GptResult one;
@@ -724,8 +715,9 @@ void export_model(App& app, ExportKind kind) {
       char name[48];
       std::snprintf(name, sizeof name, "attnviz_layer%02d.json", l.index);
       std::string json =
-          gpt_result_to_json(one, ms.weights(), jm, ms.tokenizer(), nullptr, ms.has_lens() ? &lens : nullptr);
-      if (lens.patching) {  // the app's own key beside the CLI's: the text the maps were patched from
+          gpt_result_to_json(one, ms.weights(), jm, ms.tokenizer(), nullptr, lens ? &*lens : nullptr);
+      if (lens &&
+          lens->patching) {  // the app's own key beside the CLI's: the text the maps were patched from
         JsonWriter text;
         text.string(to_valid_utf8(ms.causal().corrupted));
         json.pop_back();  // the object's closing brace

@@ -469,8 +469,8 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_format_bytes(double bytes) {
   });
 }
 
-// The whole model's last pass in attnviz-cli --model --json's format (every layer's weights, the top 10);
-// "" when no model is open.
+// The whole model's last pass in attnviz-cli --model --json's format (every layer's weights, the top 10, and
+// the causal tools' keys where the view's state asks for them); "" when no model is open.
 EMSCRIPTEN_KEEPALIVE const char* attnviz_model_json() {
   return guarded([]() -> std::string {
     const attnviz::viz::ModelSession& m = page->app.model;
@@ -480,7 +480,10 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_model_json() {
     jm.source = jm.seeded ? m.choice().size : m.choice().path;
     jm.seed = m.choice().seed;
     jm.id_labels = m.ids_only();
-    return attnviz::gpt_result_to_json(m.result(), m.weights(), jm, m.tokenizer());
+    // with the causal tools' keys where they ran (the CLI's --lens, --attribute, --ablate, --patch)
+    const std::optional<attnviz::GptJsonLens> lens = m.json_lens();
+    return attnviz::gpt_result_to_json(m.result(), m.weights(), jm, m.tokenizer(), nullptr,
+                                       lens ? &*lens : nullptr);
   });
 }
 

@@ -21,10 +21,10 @@ const std::vector<std::pair<std::string, Kind>>& settings() {
     for (const CLI::Option* o : cli.get_options()) {
       for (const std::string& name : o->get_lnames()) {
         if (name == "help") continue;  // CLI11's own: a link has no help to print
-        const Kind k = o->get_expected_min() == 0                 ? Kind::flag
-                       : name == "text" || name == "compare-text" ? Kind::text
-                       : name == "lock"                           ? Kind::cell
-                                                                  : Kind::value;
+        const Kind k = o->get_expected_min() == 0                                    ? Kind::flag
+                       : name == "text" || name == "compare-text" || name == "patch" ? Kind::text
+                       : name == "lock"                                              ? Kind::cell
+                                                                                     : Kind::value;
         out.emplace_back(name, k);
       }
     }
@@ -65,8 +65,8 @@ Status check_link(const std::vector<StateArg>& args) {
     const Kind kind = *kind_of(name);
     if (kind == Kind::flag) continue;  // on or off: apply_state_args names a bad one
     if (kind == Kind::text) {
-      if (Status st = check_text_size(value.size(), name == "text" ? "the text" : "sentence B"); !st.is_ok())
-        return st;
+      const char* what = name == "text" ? "the text" : name == "patch" ? "the corrupted text" : "sentence B";
+      if (Status st = check_text_size(value.size(), what); !st.is_ok()) return st;
       continue;  // an empty text is a state: the view explains it
     }
     if (value.empty())

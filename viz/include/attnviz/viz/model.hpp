@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "attnviz/gpt.hpp"
+#include "attnviz/io/gpt_json.hpp"
 #include "attnviz/io/model_source.hpp"
 #include "attnviz/lens.hpp"
 #include "attnviz/viz/head_kinds.hpp"
@@ -164,6 +166,9 @@ class ModelSession {
   // The maps on screen (the job's, NaN where not computed yet), or null; done and total of its runs.
   const Patching* patching() const { return patch_ ? &patch_->result() : nullptr; }
   const PatchJob* patch_job() const { return patch_.get(); }
+  // The causal tools' keys for gpt_result_to_json (the CLI's lens, attribution, ablated and patching; the
+  // maps only once complete), pointing into this session; nullopt when the pass on screen ran none.
+  std::optional<GptJsonLens> json_lens() const;
   // Why the last patching job was refused or stopped (the maps on screen are then an earlier text's).
   const std::string& patch_error() const { return patch_error_; }
 
