@@ -1,7 +1,8 @@
 // The whole-model view in headless Chromium: a GPT-2 weights file (the repository's small Hugging Face fixture)
 // read through the file chooser and through drag and drop with its progress seen, a corrupt file and a file too
-// large for the page refused with the view kept, typing that moves the thumbnails' pixels, the top 10 equal to
-// the native CLI's, and the layer and head of a link restored once the file named in it is chosen.
+// large for the page refused with the view kept, typing that moves the thumbnails' pixels, the top 10 and the
+// causal tools' keys equal to the native CLI's, and the layer and head of a link restored once the file named in
+// it is chosen.
 //   ATTNVIZ_SITE   the built site (default build/wasm-release/web/site)
 //   ATTNVIZ_CLI    a native attnviz-cli (scripts/test passes the release build's) for the top-10 comparison
 import { test, before, after } from 'node:test';
@@ -222,6 +223,63 @@ test('the top 10 next tokens are the native CLI\'s', async (t) => {
   }
   assert.equal(web.options.train, false, 'the page opens models in eval mode, as the CLI with --eval');
   assert.deepEqual(web.tokens.map((x) => x.id), native.tokens.map((x) => x.id));
+  clean(log);
+  await context.close();
+});
+
+test('the causal tools\' keys (lens, attribution, ablation, patching) are the native CLI\'s', async (t) => {
+  const cli = process.env.ATTNVIZ_CLI;
+  if (!cli || !existsSync(cli)) {
+    t.skip('ATTNVIZ_CLI is not set (scripts/test sets it)');
+    return;
+  }
+  const CORRUPTED = 'A rose is a nose is a rose';  // the same 14 tokens, one word changed
+  const { page, context, log } = await openPage(env);
+  await load(page, env.url + '#text=' + encodeURIComponent(TEXT));
+  await chooseFixture(page);
+  const asked = { lens: '', attribute: '', position: '11', versus: '#13', ablate: '1.2', patch: CORRUPTED };
+  assert.equal(await page.evaluate((a) => attnviz.setState({ ...attnviz.getState(), ...a }), asked), '');
+  // Patching runs a slice a frame once the typing has stopped; its maps are in the result once complete.
+  await page.waitForFunction(() => attnviz.getModelResult()?.patching !== undefined, null, { polling: 100 });
+  const web = await page.evaluate(() => attnviz.getModelResult());
+  const native = JSON.parse(execFileSync(cli, ['--model', folder, '--text', TEXT, '--json', '--layers', '0', '--lens',
+    '--attribute', '--position', '11', '--versus', '#13', '--ablate', '1.2', '--patch', CORRUPTED],
+  { maxBuffer: 1 << 28 }).toString());
+  const near = (a, b, tol, what) => {
+    if (Array.isArray(b)) {
+      assert.equal(a.length, b.length, what);
+      b.forEach((x, i) => near(a[i], x, tol, `${what}[${i}]`));
+    } else {
+      assert.ok(Math.abs(a - b) <= tol, `${what}: ${a} against ${b}`);
+    }
+  };
+  assert.deepEqual(web.ablated, native.ablated);
+  assert.equal(web.ablation, 'zero');
+  assert.equal(web.lens.length, 3);
+  web.lens.forEach((point, k) => {
+    assert.equal(point.after, native.lens[k].after);
+    point.positions.forEach((p, i) => {
+      assert.deepEqual(p.top.map((x) => x.id), native.lens[k].positions[i].top.map((x) => x.id));
+      near(p.top.map((x) => x.probability), native.lens[k].positions[i].top.map((x) => x.probability), 1e-5,
+        `lens ${k} position ${i}`);
+    });
+  });
+  const a = web.attribution, b = native.attribution;
+  assert.equal(a.position, 11);
+  assert.equal(a.target.id, b.target.id);
+  assert.equal(a.versus.id, 13);
+  const tol = 1e-4 * Math.max(1, Math.abs(b.value));
+  near(a.value, b.value, tol, 'value');
+  near(a.sum, a.value, tol, 'sum');
+  for (const key of ['embeddings', 'heads', 'attention_bias', 'mlp', 'final_bias'])
+    near(a.components[key], b.components[key], tol, key);
+  assert.equal(a.components.heads[1][2], 0, 'a zero-ablated head writes nothing');
+  assert.equal(web.patching.metric, 'logit_difference');
+  near(web.patching.clean, native.patching.clean, tol, 'clean');
+  near(web.patching.corrupted, native.patching.corrupted, tol, 'corrupted');
+  near(web.patching.residual, native.patching.residual, 1e-3, 'residual');
+  near(web.patching.heads, native.patching.heads, 1e-3, 'heads');
+  assert.match(await page.evaluate(() => location.hash), /ablate=1\.2/);
   clean(log);
   await context.close();
 });
