@@ -23,7 +23,9 @@
 //                           open(repo, {rev}) a promise of '' or why not, endpoint() / setEndpoint(url) ('' or
 //                           why not), stored(repo, rev) the manifest kept in this browser or null, forget(repo,
 //                           rev), loads (the progress steps: {repo, phase, file, loaded, total, visible})
-//   attnviz.getModelResult()  the whole model's last pass in attnviz-cli --model --json's format (null: none)
+//   attnviz.getModelResult()  the whole model's last pass in attnviz-cli --model --json's format (null: none),
+//                           with the causal tools' keys (lens, attribution, ablated, patching: docs/lens.md) that
+//                           the state's lens, attribute, target, versus, position, ablate and patch ask for
 //   attnviz.loads           what the model loads did: [{name, loaded, total, visible}] per piece read
 //   attnviz.train(c)        what the Train panel's controls do: {action: 'reset' (with recipe: 'induction' |
 //                           'book' | 'custom') | 'start' | 'pause' | 'step' | 'snapshot' (with snapshot: N, -1 the
