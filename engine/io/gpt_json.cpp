@@ -82,6 +82,14 @@ void token_or_null(JsonWriter& w, const Bpe& bpe, int id, bool id_labels) {
   w.out += '}';
 }
 
+// "position":P,"target":{...},"versus":{...}|null: what a metric measures
+void metric_keys(JsonWriter& w, const Bpe& bpe, const LensTarget& t, bool id_labels) {
+  w.out += "\"position\":" + std::to_string(t.position) + ",\"target\":";
+  token_or_null(w, bpe, t.target, id_labels);
+  w.out += ",\"versus\":";
+  token_or_null(w, bpe, t.versus, id_labels);
+}
+
 void lens_keys(JsonWriter& w, const GptJsonLens& lens, const Bpe& bpe, bool id_labels) {
   if (lens.result && !lens.result->lens.empty()) {
     w.out += ",\"lens\":[";
@@ -117,10 +125,8 @@ void lens_keys(JsonWriter& w, const GptJsonLens& lens, const Bpe& bpe, bool id_l
   }
   if (lens.result && lens.result->attributed) {
     const Attribution& a = lens.result->attribution;
-    w.out += ",\"attribution\":{\"position\":" + std::to_string(a.position) + ",\"target\":";
-    token_or_null(w, bpe, a.target, id_labels);
-    w.out += ",\"versus\":";
-    token_or_null(w, bpe, a.versus, id_labels);
+    w.out += ",\"attribution\":{";
+    metric_keys(w, bpe, LensTarget{a.position, a.target, a.versus}, id_labels);
     w.out += ",\"value\":";
     number(w, a.value);
     w.out += ",\"sum\":";
@@ -151,10 +157,8 @@ void lens_keys(JsonWriter& w, const GptJsonLens& lens, const Bpe& bpe, bool id_l
     const Patching& p = *lens.patching;
     w.out += ",\"patching\":{\"metric\":";
     w.string(p.difference ? "logit_difference" : "logit");
-    w.out += ",\"position\":" + std::to_string(lens.patched.position) + ",\"target\":";
-    token_or_null(w, bpe, lens.patched.target, id_labels);
-    w.out += ",\"versus\":";
-    token_or_null(w, bpe, lens.patched.versus, id_labels);
+    w.out += ',';
+    metric_keys(w, bpe, lens.patched, id_labels);
     w.out += ",\"clean\":";
     number(w, p.clean);
     w.out += ",\"corrupted\":";
