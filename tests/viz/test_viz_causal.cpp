@@ -1,7 +1,8 @@
 // The model view's causal tools without a window: the session's lens and attribution against the engine's
 // CausalLens, kept equal while typing; ablation by Alt-click through ImGui's own mouse; patching in frame
 // slices against patch() in one call, its debounce on the frame clock, a corrupted text of another length
-// refused; train mode keeping the plain view; and the tools' place in the state flags (the page's URL).
+// refused; train mode keeping the plain view; the tools' place in the state flags (the page's URL); and a model
+// trained in the Train panel, opened in the view, against the checkpoint it saved.
 #include <doctest/doctest.h>
 #include <imgui.h>
 
@@ -16,6 +17,7 @@
 #include "attnviz/lens.hpp"
 #include "attnviz/viz/app.hpp"
 #include "attnviz/viz/model.hpp"
+#include "attnviz/viz/train.hpp"
 #include "ui_harness.hpp"
 #include "view_args.hpp"
 
@@ -449,5 +451,50 @@ TEST_CASE(
   CHECK(j["ablated"] == nlohmann::json::parse(R"([{"layer": 1, "head": 2}])"));
   CHECK(j["patching"]["heads"][0][1].get<double>() == doctest::Approx(app.model.patching()->heads[0][1]));
   CHECK(j["corrupted_text"] == kCorrupted);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("causal tools: on a model trained in the Train panel, and on the checkpoint it saves") {
+  App app;
+  REQUIRE(start(app).is_ok());
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "attnviz_causal_trained";
+  std::filesystem::remove_all(dir);
+  app.export_dir = dir.string();
+  app.train.settings = recipe_settings(TrainRecipe::induction);
+  REQUIRE(reset_training(app).is_ok());
+  for (int i = 0; i < 5; ++i) REQUIRE(app.train.session->step().is_ok());
+  train_action(app, TrainAction::open);  // writes trained-model/ and opens it in the model view, on the probe
+  CAPTURE(app.train.error);
+  REQUIRE(app.model.is_open());
+  CausalTools t;
+  t.lens = t.attribute = true;
+  t.ablation.heads = {{1, 2}};
+  app.model.set_causal(t);
+  std::string probe;
+  for (const int id : app.train.session->probe()) probe += (probe.empty() ? "" : " ") + std::to_string(id);
+  REQUIRE(app.model.recompute(probe).is_ok());
+  REQUIRE(app.model.has_lens());
+  CHECK(app.model.lens().attribution.heads[1][2] == 0.0);  // zero-ablated: it writes nothing
+  // The checkpoint the panel saved, opened by the engine alone, gives the same numbers.
+  ModelSpec spec;
+  spec.model = (dir / "trained-model").string();
+  spec.ids_only = true;
+  spec.options.train = false;
+  OpenedModel m;
+  REQUIRE(open_model(spec, m).is_ok());
+  LensRequest lr = lens_and_attribution();
+  lr.ablation = t.ablation;
+  CausalLens lens;
+  GptResult pass;
+  LensResult out;
+  REQUIRE(lens.run(m.model, app.train.session->probe(), app.model.request(), lr, pass, out).is_ok());
+  const Attribution& a = app.model.lens().attribution;
+  CHECK(a.target == out.attribution.target);
+  CHECK(a.value == doctest::Approx(out.attribution.value).epsilon(1e-5));
+  for (std::size_t l = 0; l < a.heads.size(); ++l)
+    for (std::size_t h = 0; h < a.heads[l].size(); ++h)
+      CHECK(a.heads[l][h] == doctest::Approx(out.attribution.heads[l][h]).epsilon(1e-5).scale(1.0));
+  CHECK(app.model.lens().lens.back().positions.back().top.front().id ==
+        out.lens.back().positions.back().top.front().id);
   std::filesystem::remove_all(dir);
 }
