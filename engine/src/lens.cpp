@@ -172,27 +172,38 @@ double metric_of(const float* logits, const LensTarget& t) {
 void logit_lens(const GptWeights& w, const Exec& exec, const PassProbe& probe, int top_k, int target,
                 std::vector<LensPoint>& out, int first) {
   const int points = static_cast<int>(probe.resid.size());
-  const int V = w.config.vocab_size;
+  const int V = w.config.vocab_size, d = w.config.d_model;
   out.resize(static_cast<std::size_t>(points));
-  constexpr int kRows = 32;  // rows of logits at a time: (32, V) floats, not (T, V)
-  std::vector<float> logits;
+  // The rows of every point go through the head together, up to kRows at a time ((kRows, V) floats of
+  // logits, not (T, V)): each batch reads the unembedding once, so a keystroke's lens of its new position
+  // (one row per point) reads it once rather than once per point.
+  constexpr int kRows = 32;
+  std::vector<std::pair<int, int>> rows;  // (point, position)
   for (int k = 0; k < points; ++k) {
     LensPoint& p = out[static_cast<std::size_t>(k)];
     p.after = k == 0 ? "embeddings" : "block " + std::to_string(k - 1);
-    const Tensor& resid = probe.resid[static_cast<std::size_t>(k)];
-    const int T = resid.shape[0], d = resid.shape[1];
+    const int T = probe.resid[static_cast<std::size_t>(k)].shape[0];
     p.positions.resize(static_cast<std::size_t>(T));
-    for (int r0 = std::max(first, 0); r0 < T; r0 += kRows) {
-      const int rows = std::min(kRows, T - r0);
-      logits.resize(at(rows, V));
-      final_logits(w, exec, resid.ptr() + at(r0, d), rows, logits.data());
-      for (int r = 0; r < rows; ++r) {
-        const float* row = logits.data() + at(r, V);
-        LensPosition& lp = p.positions[static_cast<std::size_t>(r0 + r)];
-        lp.top = top_tokens(row, V, top_k);
-        lp.target_probability = target >= 0 ? std::exp(static_cast<double>(row[target]) - log_sum_exp(row, V))
-                                            : std::numeric_limits<double>::quiet_NaN();
-      }
+    for (int t = std::max(first, 0); t < T; ++t) rows.emplace_back(k, t);
+  }
+  std::vector<float> resid, logits;
+  for (std::size_t r0 = 0; r0 < rows.size(); r0 += kRows) {
+    const int n = static_cast<int>(std::min<std::size_t>(kRows, rows.size() - r0));
+    resid.resize(at(n, d));
+    for (int r = 0; r < n; ++r) {
+      const auto [k, t] = rows[r0 + static_cast<std::size_t>(r)];
+      const float* row = probe.resid[static_cast<std::size_t>(k)].ptr() + at(t, d);
+      std::copy(row, row + d, resid.data() + at(r, d));
+    }
+    logits.resize(at(n, V));
+    final_logits(w, exec, resid.data(), n, logits.data());
+    for (int r = 0; r < n; ++r) {
+      const auto [k, t] = rows[r0 + static_cast<std::size_t>(r)];
+      const float* row = logits.data() + at(r, V);
+      LensPosition& lp = out[static_cast<std::size_t>(k)].positions[static_cast<std::size_t>(t)];
+      lp.top = top_tokens(row, V, top_k);
+      lp.target_probability = target >= 0 ? std::exp(static_cast<double>(row[target]) - log_sum_exp(row, V))
+                                          : std::numeric_limits<double>::quiet_NaN();
     }
   }
 }
