@@ -8,9 +8,9 @@ figures, with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (OpenBLAS picks its k
 
 The model is the book's chapter-4 GPTModel (tests/torch/make_gpt_fixtures.py) at gpt2-small's shape, seeded
 (torch.manual_seed(123)), in eval mode under torch.no_grad(), batch 1, float32: the architecture attnviz's seeded
-gpt2-small runs. On the same texts as attnviz-lens-bench (token_ids: a multiplicative hash of the position; the
-corrupted text changes tokens 4 and 11), with the clean run's top next token's logit at the last position as the
-metric, it prints the median milliseconds of:
+gpt2-small runs. Each figure is the median of 3 runs (1 with --quick). On the same texts as attnviz-lens-bench
+(token_ids: a multiplicative hash of the position; the corrupted text changes tokens 4 and 11), with the clean
+run's top next token's logit at the last position as the metric, it prints the median milliseconds of:
 - the heads' patching map at T = 20: a clean run keeping every layer's context vectors (a forward pre-hook on
   out_proj), a corrupted run, then for each of the 12 x 12 heads a full corrupted forward whose pre-hook puts that
   head's clean context vectors back (TransformerLens's act_patch with hooks: one forward per patched site);
@@ -22,6 +22,7 @@ metric, it prints the median milliseconds of:
 import argparse
 import ctypes
 import os
+import statistics
 import sys
 import time
 
@@ -31,7 +32,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'tests', 'torch'))
 sys.path.insert(0, HERE)
 import make_gpt_fixtures as fx  # noqa: E402  (the book's GPTModel)
-from torch_peer import median_ms  # noqa: E402
 
 
 def token_ids(T, vocab):
@@ -46,10 +46,21 @@ def blas_kernel():
         try:
             lib = ctypes.CDLL(path)
             lib.openblas_get_corename.restype = ctypes.c_char_p
-            return f'{", ".join(libs)}: OpenBLAS, {lib.openblas_get_corename().decode()} kernels'
+            return f'{path}: OpenBLAS, {lib.openblas_get_corename().decode()} kernels'
         except (OSError, AttributeError):
             continue
     return f'{", ".join(libs) or "none found"} (not OpenBLAS: the reference BLAS is slow)'
+
+
+def median_ms(fn, reps):
+    """The median of `reps` runs of fn (warmed up by the model's first forward, not by a run of its own: a map
+    is hundreds of forwards)."""
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
 
 
 def main():
@@ -66,7 +77,7 @@ def main():
     blocks = list(model.trf_blocks)
     L, H = len(blocks), cfg['n_heads']
     hd = cfg['emb_dim'] // H
-    budget = 0.0 if args.quick else 3.0
+    reps = 1 if args.quick else 3
 
     T = 20
     clean = torch.tensor([token_ids(T, cfg['vocab_size'])])
@@ -83,7 +94,7 @@ def main():
                 h.remove()
 
     with torch.no_grad():
-        target = int(model(clean)[0, -1].argmax())
+        target = int(model(clean)[0, -1].argmax())  # and the warm-up
 
         def clean_and_corrupted(points):
             """The clean run keeping `points` (module -> its input), and the two metrics."""
@@ -136,12 +147,12 @@ def main():
         print(f'activation patching at T = {T}, gpt2-small shape, one full forward per patched site, '
               f'median ms:')
         print(f'  the heads\' map, {L} x {H} sites (with the clean and corrupted runs): '
-              f'{median_ms(heads_map, budget, 3):.1f}')
-        print(f'  the residual stream\'s map, {L} x {T} sites: {median_ms(residual_map, budget, 3):.1f}')
-        print(f'  one forward at T = {T}: {median_ms(lambda: model(corrupted), budget, 5):.2f}')
+              f'{median_ms(heads_map, reps):.1f}')
+        print(f'  the residual stream\'s map, {L} x {T} sites: {median_ms(residual_map, reps):.1f}')
+        print(f'  one forward at T = {T}: {median_ms(lambda: model(corrupted), 5):.2f}')
         print(f'the logit lens at T = {TL}, {L + 1} points at every position (a forward with hooks, then '
-              f'final_norm, out_head, softmax, top 5): {median_ms(lens, budget, 3):.1f} ms; '
-              f'one forward at T = {TL}: {median_ms(lambda: model(text), budget, 5):.1f} ms')
+              f'final_norm, out_head, softmax, top 5): {median_ms(lens, reps):.1f} ms; '
+              f'one forward at T = {TL}: {median_ms(lambda: model(text), 5):.1f} ms')
 
 
 if __name__ == '__main__':
