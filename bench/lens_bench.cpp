@@ -1,0 +1,272 @@
+// attnviz-lens-bench: what the causal lens (attnviz/lens.hpp, issue 42) adds to the model view's work. On
+// gpt2-small (seeded, eval) and, with --llama DIR, a model folder (bench/torch_decoder_peer.py --shape
+// smollm2-135m --write: SmolLM2-135M's shape, random weights), each the median of runs:
+// - a keystroke at T = 64 (one token appended, every layer's weights kept): the pass alone, the same pass
+//   capturing the named points (CausalLens with nothing asked), attribution, the logit lens of the new
+//   position only (what a keystroke adds to the previous keystroke's lens) and of every position, and
+//   CausalLens::run with lens and attribution as a host calls it;
+// - one head ablated in layer 0, L/2 and L-1: the ablated pass (from that layer on, as CausalLens runs it)
+//   against a full pass over the same text;
+// - gpt2-small at T = 20: the whole activation-patching maps (PatchJob), the residual stream's and the
+// heads'. Prints figures and asserts nothing about time. --peer then runs bench/torch_lens_peer.py (PyTorch
+// doing the head sweep with forward hooks, and the lens) in the same invocation, with Debian's OpenBLAS
+// defaults.
+//
+//   attnviz-lens-bench [--quick] [--threads N] [--llama DIR] [--peer]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attnviz/gpt.hpp"
+#include "attnviz/io/gpt_file.hpp"
+#include "attnviz/lens.hpp"
+#include "layer_timing.hpp"
+
+using namespace attnviz;
+using namespace attnviz::bench;
+
+namespace {
+
+void check(const Status& st) {
+  if (!st.is_ok()) {
+    std::fprintf(stderr, "attnviz-lens-bench: %s\n", st.error.c_str());
+    std::exit(1);
+  }
+}
+
+double ms(const std::vector<double>& seconds) {
+  return median(seconds) * 1e3;
+}
+
+// The keystroke at T = 64, its parts taking turns within each repetition so that a slower spell of the shared
+// machine falls on all of them alike.
+void keystroke_section(GptModel& model, int reps) {
+  const GptConfig& c = model.weights().config;
+  const Exec& exec = model.options().exec;
+  const int T = 64;
+  const std::vector<int> ids = token_ids(T, c.vocab_size), prefix(ids.begin(), ids.end() - 1);
+  const GptRequest every;  // every layer's weights kept: the model view's grid
+  LensRequest captured;    // the pass capturing its named points, nothing computed on them
+  LensRequest asked = captured;
+  asked.lens = asked.attribute = true;
+  CausalLens lens;
+  GptResult r;
+  LensResult out;
+  std::vector<LensPoint> points;
+  std::vector<double> pass, capture, attribution, lens_new, lens_all, run;
+  for (int rep = 0; rep < reps; ++rep) {
+    check(model.forward(prefix, every, r));
+    double t = now();
+    check(model.forward(ids, every, r));
+    pass.push_back(now() - t);
+    if (r.reused != T - 1) std::abort();
+
+    check(lens.run(model, prefix, every, captured, r, out));
+    t = now();
+    check(lens.run(model, ids, every, captured, r, out));
+    capture.push_back(now() - t);
+    if (r.reused != T - 1) std::abort();
+
+    t = now();
+    const Attribution a = attribute(model.weights(), exec, lens.probe(), out.target);
+    attribution.push_back(now() - t);
+    if (!(a.value == a.value)) std::abort();
+    t = now();
+    logit_lens(model.weights(), exec, lens.probe(), asked.top_k, -1, points, T - 1);
+    lens_new.push_back(now() - t);
+    t = now();
+    logit_lens(model.weights(), exec, lens.probe(), asked.top_k, -1, points, 0);
+    lens_all.push_back(now() - t);
+
+    check(lens.run(model, prefix, every, asked, r, out));
+    t = now();
+    check(lens.run(model, ids, every, asked, r, out));
+    run.push_back(now() - t);
+    if (r.reused != T - 1 || out.lens.size() != static_cast<std::size_t>(c.n_layers + 1)) std::abort();
+  }
+  const double base = ms(pass), with = ms(capture) + ms(attribution) + ms(lens_new);
+  std::printf("one keystroke at T = %d (a token appended, every layer's weights kept), median of %d, ms\n", T,
+              reps);
+  std::printf("  the pass alone                                   %8.2f\n", base);
+  std::printf("  the pass capturing the named points              %8.2f  (+%.1f%%)\n", ms(capture),
+              100.0 * (ms(capture) - base) / base);
+  std::printf("  attribution (every head, MLP, the embeddings)    %8.2f\n", ms(attribution));
+  std::printf("  the lens of the new position (%d points)         %8.2f\n", c.n_layers + 1, ms(lens_new));
+  std::printf("  the lens of every position (%d x %d rows)       %8.2f\n", c.n_layers + 1, T, ms(lens_all));
+  std::printf(
+      "  capture + attribution + new position's lens      %8.2f  (+%.1f%% over the pass; target <= 15%%)\n",
+      with, 100.0 * (with - base) / base);
+  std::printf(
+      "  CausalLens::run, lens and attribution            %8.2f  (+%.1f%%: it computes the lens of "
+      "every position)\n",
+      ms(run), 100.0 * (ms(run) - base) / base);
+}
+
+// One head ablated in layer l: the pass CausalLens runs from l on (capturing, from the clean residual
+// entering l) against a full pass over the same text, each keeping every layer's weights.
+void ablation_section(GptModel& model, int reps) {
+  const GptConfig& c = model.weights().config;
+  const Exec& exec = model.options().exec;
+  const int T = 64, L = c.n_layers;
+  const std::vector<int> ids = token_ids(T, c.vocab_size);
+  const GptRequest every;
+  GptModel runner = model.fork();
+  PassProbe clean;
+  clean.capture = true;
+  GptResult r;
+  check(runner.forward(ids, every, clean, r));
+  LensTarget target;
+  target.position = T - 1;
+  target.target = r.next.empty() ? 0 : r.next.front().id;
+  std::printf(
+      "one head ablated (head 0, zero) at T = %d: the pass from its layer on vs a full pass, median of "
+      "%d, ms\n",
+      T, reps);
+  std::printf("  %5s %10s %10s %8s %8s %22s\n", "layer", "ablated", "full pass", "ratio", "target",
+              "+ lens(new) + attrib.");
+  for (const int l : {0, L / 2, L - 1}) {
+    Ablation ablation;
+    ablation.heads = {{l, 0}};
+    PassProbe ablated;
+    ablated.capture = true;
+    ablated.start_layer = l;
+    ablated.start = &clean.resid[static_cast<std::size_t>(l)];
+    ablated.edit_context = ablation_edit(c, ablation);
+    std::vector<double> side, full, extra;
+    std::vector<LensPoint> points;
+    for (int rep = 0; rep < reps; ++rep) {
+      // As CausalLens::run: the points before l are the clean pass's, copied; the rest is computed again.
+      double t = now();
+      for (auto member :
+           {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out}) {
+        (ablated.*member).resize((clean.*member).size());
+        for (int k = 0; k < l; ++k)
+          (ablated.*member)[static_cast<std::size_t>(k)] = (clean.*member)[static_cast<std::size_t>(k)];
+      }
+      check(runner.forward(ids, every, ablated, r));
+      side.push_back(now() - t);
+      t = now();
+      logit_lens(model.weights(), exec, ablated, 5, -1, points, T - 1);
+      const Attribution a = attribute(model.weights(), exec, ablated, target);
+      extra.push_back(now() - t);
+      if (!(a.value == a.value)) std::abort();
+      runner.forget();
+      t = now();
+      check(runner.forward(ids, every, r));
+      full.push_back(now() - t);
+      if (r.reused != 0) std::abort();
+    }
+    std::printf("  %5d %10.2f %10.2f %8.2f %8.2f %22.2f\n", l, ms(side), ms(full), ms(side) / ms(full),
+                static_cast<double>(L - l) / L, ms(side) + ms(extra));
+  }
+}
+
+// The whole activation-patching maps at T = 20: the clean and corrupted runs (begin), then every patched run
+// of the residual stream's map and of the heads'. The corrupted text differs from the clean one in two
+// tokens.
+void patching_section(const GptModel& model, int reps) {
+  const GptConfig& c = model.weights().config;
+  const int T = 20, L = c.n_layers, H = c.n_heads;
+  const std::vector<int> clean = token_ids(T, c.vocab_size);
+  std::vector<int> corrupted = clean;
+  corrupted[4] = (corrupted[4] + 1) % c.vocab_size;
+  corrupted[11] = (corrupted[11] + 7) % c.vocab_size;
+  GptModel runner = model.fork();
+  GptResult r;
+  check(runner.forward(clean, GptRequest(), r));
+  LensTarget target;
+  target.target = r.next.empty() ? 0 : r.next.front().id;
+  std::vector<double> begin, residual, heads, whole;
+  for (int rep = 0; rep < reps; ++rep) {
+    PatchJob job;
+    double t = now();
+    check(job.begin(model, clean, corrupted, target, Ablation()));
+    begin.push_back(now() - t);
+    t = now();
+    check(job.step(L * T));
+    residual.push_back(now() - t);
+    t = now();
+    check(job.step(L * H));
+    heads.push_back(now() - t);
+    if (!job.finished()) std::abort();
+    Patching p;
+    t = now();
+    check(patch(model, clean, corrupted, target, Ablation(), p));
+    whole.push_back(now() - t);
+  }
+  std::printf(
+      "activation patching at T = %d (two tokens corrupted; the top next token's logit), median of %d, "
+      "ms\n",
+      T, reps);
+  std::printf("  the clean and the corrupted runs (begin)         %8.1f\n", ms(begin));
+  std::printf("  the residual stream's map, %d x %d entries      %8.1f\n", L, T, ms(residual));
+  std::printf("  the heads' map, %d x %d entries (%d runs)       %8.1f  (with begin: %.1f)\n", L, H, L * H,
+              ms(heads), ms(begin) + ms(heads));
+  std::printf("  both maps, patch()                               %8.1f\n", ms(whole));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false, peer = false;
+  int threads = 2;
+  std::string llama;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) {
+      quick = true;
+    } else if (!std::strcmp(argv[i], "--peer")) {
+      peer = true;
+    } else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
+      threads = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--llama") && i + 1 < argc) {
+      llama = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: attnviz-lens-bench [--quick] [--threads N] [--llama DIR] [--peer]\n");
+      return 2;
+    }
+  }
+  const Isa isa = resolve(Isa::automatic);
+  threads = resolve_threads(threads);
+  const int reps = quick ? 3 : 9;
+  GptOptions options;
+  options.train = false;
+  options.exec = {isa, threads};
+  std::printf("%s kernels, %d threads\n", to_string(isa), threads);
+
+  GptModel gpt2;
+  check(seeded_gpt(*find_gpt_preset("gpt2-small"), 123, options, gpt2));
+  std::printf("\n== gpt2-small (seeded, eval)\n");
+  keystroke_section(gpt2, reps);
+  ablation_section(gpt2, reps);
+  patching_section(gpt2, quick ? 1 : 3);
+
+  if (!llama.empty()) {
+    GptLoadOptions lo;
+    lo.isa = isa;
+    auto w = std::make_shared<GptWeights>();
+    check(load_gpt(llama, lo, *w));
+    const GptConfig& c = w->config;
+    std::printf(
+        "\n== %s: %s, %d layers, %d query heads on %d key/value heads, d %d, vocabulary %d, matrices %s\n",
+        llama.c_str(), c.arch.name.c_str(), c.n_layers, c.n_heads, c.kv_heads(), c.d_model, c.vocab_size,
+        to_string(w->tok_emb.dtype));
+    GptModel model(w, TorchGenerator(0), options);
+    keystroke_section(model, reps);
+    ablation_section(model, reps);
+  }
+
+  if (peer) {
+    std::fflush(stdout);
+    const std::string command =
+        std::string("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 ") + ATTNVIZ_SOURCE_DIR +
+        "/bench/torch_lens_peer.py --threads " + std::to_string(threads) + (quick ? " --quick" : "");
+    std::printf("\n== PyTorch: %s\n", command.c_str());
+    std::fflush(stdout);
+    return std::system(command.c_str()) == 0 ? 0 : 1;
+  }
+  return 0;
+}
