@@ -400,3 +400,33 @@ TEST_CASE("causal lens: bad requests are refused in one line") {
   GptResult r;
   CHECK(seeded.forward({1, 2}, GptRequest(), probe, r).error.find("need eval mode") != std::string::npos);
 }
+
+TEST_CASE("causal lens: a 16-bit model's attribution reads its BF16 panels as their float32 copy does") {
+  const std::filesystem::path dir = kFixtures / "arch" / "llama_bf16";
+  const json want = read_json(dir / "expected.json");
+  std::vector<int> ids = ints(want["ids"]);
+  for (Isa isa : available_isas()) {
+    CAPTURE(to_string(isa));
+    GptModel kept = open(dir, isa);  // BF16 matrices kept 16-bit (GptLoadOptions::keep_16bit)
+    REQUIRE(kept.weights().blocks[0].out_proj.weight.dtype == Dtype::bf16);
+    GptLoadOptions opts;
+    opts.isa = isa, opts.keep_16bit = false;
+    auto widened = std::make_shared<GptWeights>();
+    REQUIRE(load_gpt(dir.string(), opts, *widened).is_ok());
+    REQUIRE(widened->blocks[0].out_proj.weight.dtype == Dtype::f32);
+    GptModel wide(widened, TorchGenerator(0), kept.options());
+    LensRequest lr;
+    lr.attribute = true;
+    CausalLens a, b;
+    GptResult ra, rb;
+    LensResult la, lb;
+    REQUIRE(a.run(kept, ids, GptRequest(), lr, ra, la).is_ok());
+    REQUIRE(b.run(wide, ids, GptRequest(), lr, rb, lb).is_ok());
+    CHECK(la.attribution.value == lb.attribution.value);
+    for (std::size_t l = 0; l < la.attribution.heads.size(); ++l)
+      for (std::size_t h = 0; h < la.attribution.heads[l].size(); ++h)
+        CHECK(la.attribution.heads[l][h] == lb.attribution.heads[l][h]);
+    CHECK(std::fabs(la.attribution.sum() - la.attribution.value) <=
+          1e-4 * std::max(1.0, std::fabs(la.attribution.value)));
+  }
+}

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "attnviz/saturating.hpp"
@@ -22,28 +23,40 @@ std::string head_name(const HeadRef& h) {
   return std::to_string(h.layer) + "." + std::to_string(h.head);
 }
 
-// out[i] = sum over o of m(o, i) w[o]: a (out, in) matrix's transpose times a vector, in double. Float32
-// panels are read in their layout, column by column of each panel; 16-bit ones through at().
+// out[i] = sum over o of m(o, i) w[o]: a (out, in) matrix's transpose times a vector, in double, the panels
+// (float32 or 16-bit) read in their layout, column by column of each panel.
 std::vector<double> transposed_times(const PackedMatrix& m, const std::vector<double>& w) {
   std::vector<double> out(static_cast<std::size_t>(m.in), 0.0);
-  if (m.dtype == Dtype::f32 && !m.data.empty()) {
-    const float* data = m.data.data();
+  // Element k of the panels, float32 or 16-bit (the same layout, PackedMatrix::index), widened.
+  const auto sweep = [&](const auto& element) {
     for (int panel = 0; panel * m.nr < m.out; ++panel) {
       const int o0 = panel * m.nr, width = std::min(m.nr, m.out - o0);
-      const float* p = data + at(panel, m.in) * static_cast<std::size_t>(m.nr);
+      const std::size_t base = at(panel, m.in) * static_cast<std::size_t>(m.nr);
       for (int i = 0; i < m.in; ++i) {
         double acc = 0.0;
         for (int r = 0; r < width; ++r)
-          acc += static_cast<double>(p[at(i, m.nr) + static_cast<std::size_t>(r)]) *
+          acc += static_cast<double>(element(base + at(i, m.nr) + static_cast<std::size_t>(r))) *
                  w[static_cast<std::size_t>(o0 + r)];
         out[static_cast<std::size_t>(i)] += acc;
       }
     }
-    return out;
+  };
+  if (m.dtype == Dtype::f32) {
+    const float* data = m.data.data();
+    sweep([data](std::size_t k) { return data[k]; });
+  } else {
+    const std::uint16_t* halves = m.halves();
+    const Dtype dtype = m.dtype;
+    if (dtype == Dtype::bf16)  // the high half of a float: a shift, not widen16's switch per element
+      sweep([halves](std::size_t k) {
+        const std::uint32_t bits = static_cast<std::uint32_t>(halves[k]) << 16;
+        float f;
+        std::memcpy(&f, &bits, sizeof f);
+        return f;
+      });
+    else
+      sweep([halves, dtype](std::size_t k) { return widen16(halves[k], dtype); });
   }
-  for (int o = 0; o < m.out; ++o)
-    for (int i = 0; i < m.in; ++i)
-      out[static_cast<std::size_t>(i)] += static_cast<double>(m.at(o, i)) * w[static_cast<std::size_t>(o)];
   return out;
 }
 
