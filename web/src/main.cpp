@@ -166,6 +166,8 @@ void tick() {
     }
     if (p.first_heatmap_at == 0.0) wake();
     if (p.app.train.running) wake();  // training runs a slice of steps a frame
+    // patching waits for the typing to stop, then runs a slice of its runs a frame
+    if (p.app.model.patching_scheduled() || p.app.model.patching_running()) wake();
     if (p.frames_due <= 0) return;
     --p.frames_due;
     render_safe();

@@ -242,8 +242,9 @@ test('the causal tools\' keys (lens, attribution, ablation, patching) are the na
   // Patching runs a slice a frame once the typing has stopped; its maps are in the result once complete.
   await page.waitForFunction(() => attnviz.getModelResult()?.patching !== undefined, null, { polling: 100 });
   const web = await page.evaluate(() => attnviz.getModelResult());
+  // The view's lens strip keeps the top 5 of each point.
   const native = JSON.parse(execFileSync(cli, ['--model', folder, '--text', TEXT, '--json', '--layers', '0', '--lens',
-    '--attribute', '--position', '11', '--versus', '#13', '--ablate', '1.2', '--patch', CORRUPTED],
+    '--attribute', '--position', '11', '--versus', '#13', '--ablate', '1.2', '--patch', CORRUPTED, '--top-k', '5'],
   { maxBuffer: 1 << 28 }).toString());
   const near = (a, b, tol, what) => {
     if (Array.isArray(b)) {
