@@ -460,8 +460,9 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
       return fail(
           Status::fail("--lens, --attribute, --ablate and --patch measure one text: leave --generate out"));
     if (model.model.options().train && c.drop_rate > 0)
-      return fail(Status::fail(
-          "--lens, --attribute, --ablate and --patch need eval mode, without dropout: give --eval"));
+      return fail(
+          Status::fail(std::string("--lens, --attribute, --ablate and --patch need eval mode, without ") +
+                       "dropout: " + (seeded ? "give --eval" : "leave --train out")));
     lr.lens = m.lens, lr.attribute = m.attribute, lr.top_k = m.top_k;
     lr.target.position = m.position;
     if (app.count("--target") > 0)
@@ -474,8 +475,7 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
       return fail(Status::fail("--position " + std::to_string(m.position) + " is past the text's " +
                                std::to_string(ids.size()) + " tokens (0.." + std::to_string(ids.size() - 1) +
                                ")"));
-    if (Status st = check_target(c, static_cast<int>(ids.size()), lr.target); !st.is_ok())
-      return fail(st);
+    if (Status st = check_target(c, static_cast<int>(ids.size()), lr.target); !st.is_ok()) return fail(st);
     if (app.count("--ablate") > 0)
       if (Status st = parse_heads(m.ablate, lr.ablation.heads); !st.is_ok())
         return fail(Status::fail("--ablate: " + st.error));

@@ -219,44 +219,10 @@ TEST_CASE("attnviz-cli --lens and friends: bad requests are refused in one line"
   const std::string folder = (kFixtures / "gpt" / "hf-folder").string();
   check_refused({"--model", folder, "--text", "A rose is a rose", "--attribute", "--target", " rose is"},
                 "--target: ' rose is' is 4 tokens here, not one: ' ' (#220) 'ro' (#305)");
-  // The seeded book model runs in train mode: the tools need --eval.
-  check_refused({"--model", "gpt2-small", "--text", "Hi", "--lens"},
+  // The seeded book model runs in train mode: the tools need --eval; a loaded one asked for --train, without
+  // it.
+  check_refused({"--model", "gpt2-small", "--ids", "1,2", "--lens"},
                 "need eval mode, without dropout: give --eval");
-}
-
-TEST_CASE(
-    "attnviz-cli --patch: what patching holds is counted; without room for it, the lens and attribution") {
-  const json f = read_json(kFixtures / "lens" / "llama.json");
-  const std::string model = (kFixtures / f.at("model").get<std::string>()).string();
-  GptWeights w;
-  REQUIRE(load_gpt(model, GptLoadOptions(), w).is_ok());
-  const int T = static_cast<int>(f.at("ids").size());
-  GptRequest req;  // what --layers none --json asks
-  req.all_layers = false;
-  LensRequest lr;
-  lr.attribute = true;
-  const std::uint64_t pass = pass_memory(w.config, T, req, true), captures = lens_bytes(w.config, T, lr);
-  REQUIRE(captures > 0);
-  const auto run = [&](std::uint64_t budget) {
-    return cli({"--model", model, "--ids", id_list(f.at("ids")), "--attribute", "--json", "--layers", "none",
-                "--patch-ids", id_list(f.at("patch_ids")), "--memory-budget", std::to_string(budget)});
-  };
-  // Room for the pass and the captures, not for patching's two runs: a note, and no patching key.
-  const Run r = run(pass + captures + patching_bytes(w.config, T) / 2);
-  CAPTURE(r.err);
-  REQUIRE(r.status == 0);
-  CHECK(r.err.rfind("attnviz-cli: note: patching needs ", 0) == 0);
-  CHECK(r.err.find("no patching maps") != std::string::npos);
-  const json j = json::parse(r.out);
-  CHECK(j.contains("attribution"));
-  CHECK_FALSE(j.contains("patching"));
-  // Room for all of it: the maps.
-  const Run all = run(pass + captures + patching_bytes(w.config, T));
-  REQUIRE(all.status == 0);
-  CHECK(all.err.empty());
-  CHECK(json::parse(all.out).contains("patching"));
-  // Room for the pass alone: refused, naming the captures.
-  const Run none = run(pass + captures / 2);
-  CHECK(none.status == 1);
-  CHECK(none.err.find("the causal tools' captures need") != std::string::npos);
+  check_refused({"--model", folder, "--ids", "1,2", "--train", "--lens"},
+                "need eval mode, without dropout: leave --train out");
 }
