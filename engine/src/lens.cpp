@@ -228,13 +228,14 @@ double Attribution::sum() const {
   return s;
 }
 
-Attribution attribute(const GptWeights& w, const Exec& exec, const PassProbe& probe, const LensTarget& t) {
+Attribution attribute(const GptWeights& w, const Exec& exec, const PassProbe& probe, const LensTarget& t,
+                      const float* logits) {
   const GptConfig& c = w.config;
   const GptArch& arch = c.arch;
   const int L = c.n_layers, H = c.n_heads, hd = c.head_dim(), d = c.d_model, p = t.position;
   Attribution a;
   a.position = p, a.target = t.target, a.versus = t.versus;
-  a.value = metric_of(logits_at(w, exec, probe, p).data(), t);
+  a.value = logits ? metric_of(logits, t) : metric_of(logits_at(w, exec, probe, p).data(), t);
 
   // u: the metric's direction in the unembedding; then `final` (d), what a component's vector at p is
   // dotted with once the final norm is frozen: g u / sigma, centred (LayerNorm), or g u / rms (RMSNorm).
@@ -352,9 +353,25 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
   out = LensResult();
   out.target = lr.target;
   if (out.target.position < 0) out.target.position = T - 1;
+  // The position's logits: the pass's own where it computed that row (the last, or every one), else its final
+  // residual through the final norm and head.
+  std::vector<float> own;
+  const float* logits = nullptr;
+  const auto position_logits = [&]() {
+    if (logits) return logits;
+    const int rows = pass.logits.rank == 2 ? pass.logits.shape[0] : 0;
+    if (rows == T)
+      logits = pass.logits.ptr() + static_cast<std::size_t>(out.target.position) * c.vocab_size;
+    else if (rows == 1 && out.target.position == T - 1)
+      logits = pass.logits.ptr();
+    if (!logits) {
+      own = logits_at(model.weights(), exec, probe, out.target.position);
+      logits = own.data();
+    }
+    return logits;
+  };
   if (out.target.target < 0) {
-    const std::vector<float> logits = logits_at(model.weights(), exec, probe, out.target.position);
-    const std::vector<TopToken> top = top_tokens(logits.data(), c.vocab_size, 1);
+    const std::vector<TopToken> top = top_tokens(position_logits(), c.vocab_size, 1);
     out.target.target = top.empty() ? 0 : top.front().id;
     if (out.target.versus == out.target.target)
       return Status::fail("the versus token is the top next token, the target itself: their difference is 0");
@@ -372,7 +389,7 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
     out.lens = lens_;
   }
   if (lr.attribute) {
-    out.attribution = attribute(model.weights(), exec, probe, out.target);
+    out.attribution = attribute(model.weights(), exec, probe, out.target, position_logits());
     out.attributed = true;
   }
   return Status::ok();

@@ -97,7 +97,10 @@ void logit_lens(const GptWeights& w, const Exec& exec, const PassProbe& probe, i
                 std::vector<LensPoint>& out, int first = 0);
 
 // The components of `t`'s metric (resolved) from what `probe` captured.
-Attribution attribute(const GptWeights& w, const Exec& exec, const PassProbe& probe, const LensTarget& t);
+// `logits`: the model's logits at the position where the caller has them (the pass's own row), for the value;
+// null: the final residual through the final norm and head.
+Attribution attribute(const GptWeights& w, const Exec& exec, const PassProbe& probe, const LensTarget& t,
+                      const float* logits = nullptr);
 
 // What a host asks of the causal tools besides the pass itself.
 struct LensRequest {
