@@ -1,8 +1,8 @@
 // The model view's causal tools without a window: the session's lens and attribution against the engine's
 // CausalLens, kept equal while typing; ablation by Alt-click through ImGui's own mouse; patching in frame
 // slices against patch() in one call, its debounce on the frame clock, a corrupted text of another length
-// refused; train mode keeping the plain view; the tools' place in the state flags (the page's URL); and a model
-// trained in the Train panel, opened in the view, against the checkpoint it saved.
+// refused; train mode keeping the plain view; the tools' place in the state flags (the page's URL); and a
+// model trained in the Train panel, opened in the view, against the checkpoint it saved.
 #include <doctest/doctest.h>
 #include <imgui.h>
 
