@@ -19,7 +19,11 @@
 namespace attnviz {
 namespace {
 
-constexpr int kShown = 12;  // a terminal shows at most this many rows and columns of a head
+constexpr int kShown = 12;
+
+std::string token_count(std::size_t n) {
+  return std::to_string(n) + (n == 1 ? " token" : " tokens");
+}  // a terminal shows at most this many rows and columns of a head
 
 void print_text(std::ostream& out, const OpenedModel& m, const GptResult& r,
                 const std::vector<int>* generated, bool id_labels) {
@@ -149,7 +153,9 @@ void print_lens(std::ostream& out, const OpenedModel& m, const GptResult& r, con
       std::vector<std::pair<double, std::string>> entries;
       for (std::size_t l = 0; l < map.size(); ++l)
         for (std::size_t j = 0; j < map[l].size(); ++j)
-          entries.push_back({map[l][j], "layer " + std::to_string(l) + " " + col + " " + std::to_string(j)});
+          if (map[l][j] != 0.0)  // an entry that changes nothing is not among the largest
+            entries.push_back(
+                {map[l][j], "layer " + std::to_string(l) + " " + col + " " + std::to_string(j)});
       std::stable_sort(entries.begin(), entries.end(),
                        [](const auto& x, const auto& y) { return std::fabs(x.first) > std::fabs(y.first); });
       out << "  " << what << ", the largest entries:\n";
@@ -489,14 +495,18 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
       return fail(Status::fail("--patch and --patch-ids both give the corrupted text: give one"));
     if (app.count("--patch-ids") > 0) {
       if (Status st = parse_ids(m.patch_ids, c.vocab_size, c.context_length, corrupted); !st.is_ok())
-        return fail(Status::fail("--patch-ids: " + st.error));
+        return fail(Status::fail(st.error.rfind("--ids", 0) == 0 ? "--patch-ids" + st.error.substr(5)
+                                                                 : "--patch-ids: " + st.error));
     } else if (app.count("--patch") > 0) {
+      if (id_labels)
+        return fail(Status::fail(
+            "--patch takes text, and the tokens came as --ids: give the corrupted ids with --patch-ids"));
       if (Status st = encode_for(model, m.patch, corrupted); !st.is_ok())
         return fail(Status::fail("--patch: " + st.error));
     }
     if (patching && corrupted.size() != ids.size())
-      return fail(Status::fail("the corrupted text is " + std::to_string(corrupted.size()) +
-                               " tokens and the clean one " + std::to_string(ids.size()) +
+      return fail(Status::fail("the corrupted text is " + token_count(corrupted.size()) +
+                               " and the clean one " + std::to_string(ids.size()) +
                                ": patching needs the same count"));
   }
   // What the pass keeps (the longest one, when generating), and the JSON text of it, before anything runs.

@@ -370,6 +370,31 @@ TEST_CASE("causal lens: bad requests are refused in one line") {
   lr.ablation.heads = {{0, 1}, {0, 1}};
   refused(lr, "head 0.1 is named twice");
 
+  // A versus token that turns out to be the top next token (the target resolved after the pass) is refused,
+  // and the pass is left empty, as forward() leaves one it refuses, so a view restores its last good one.
+  {
+    CausalLens lens;
+    GptResult pass;
+    LensResult out;
+    LensRequest plain;
+    plain.attribute = true;
+    REQUIRE(lens.run(m, ids, GptRequest(), plain, pass, out).is_ok());
+    plain.target.versus = out.target.target;
+    const Status st = lens.run(m, ids, GptRequest(), plain, pass, out);
+    CHECK(st.error.find("the versus token is the top next token") != std::string::npos);
+    CHECK(pass.layers.empty());
+    CHECK(pass.logits.empty());
+  }
+  // The lens's top tokens are counted before a pass: k of them at every point and position.
+  {
+    LensRequest none, lens;
+    lens.lens = true, lens.top_k = 1000;
+    none.lens = true, none.top_k = 0;
+    const std::uint64_t entries =
+        static_cast<std::uint64_t>(c.n_layers + 1) * 4 * std::min(1000, c.vocab_size);
+    CHECK(lens_bytes(c, 4, lens) - lens_bytes(c, 4, none) == entries * 128);
+  }
+
   std::vector<HeadRef> heads;
   CHECK(parse_heads("3.1,0.7", heads).is_ok());
   CHECK(heads == std::vector<HeadRef>{{3, 1}, {0, 7}});
@@ -429,4 +454,54 @@ TEST_CASE("causal lens: a 16-bit model's attribution reads its BF16 panels as th
     CHECK(std::fabs(la.attribution.sum() - la.attribution.value) <=
           1e-4 * std::max(1.0, std::fabs(la.attribution.value)));
   }
+}
+
+TEST_CASE("causal lens: with a mean ablation, patching a position after the measured one is no longer 0") {
+  // A head's mean runs over every position, so a later token reaches the measured one through it: the
+  // residual map's entries past the position must be computed, not taken as 0 (the causal mask alone would).
+  const json f = read_json(kFixtures / "lens" / "qwen2.json");
+  const std::vector<int> ids = ints(f["ids"]);
+  const GptModel model = open(kFixtures / f["model"].get<std::string>(), Isa::automatic);
+  const GptConfig& c = model.weights().config;
+  const LensTarget t = target_of(f);  // position 4 of 10
+  const int T = static_cast<int>(ids.size());
+  REQUIRE(t.position < T - 2);
+  std::vector<int> corrupted = ids;
+  corrupted[static_cast<std::size_t>(T - 1)] =
+      (corrupted[static_cast<std::size_t>(T - 1)] + 7) % c.vocab_size;
+  Ablation mean = ablation_of(f, AblationKind::mean);
+  Patching p;
+  const Status st = patch(model, ids, corrupted, t, mean, p);
+  INFO(st.error);
+  REQUIRE(st.is_ok());
+  // The oracle: the corrupted text run with the last position's embeddings taken from the clean text, the
+  // same heads mean-ablated, nothing skipped.
+  GptModel runner = model.fork();
+  PassProbe clean, from;
+  clean.capture = true;
+  clean.edit_context = ablation_edit(c, mean);
+  GptResult r;
+  REQUIRE(runner.forward(ids, GptRequest(), clean, r).is_ok());
+  Tensor start;
+  {
+    PassProbe bad;
+    bad.capture = true;
+    bad.edit_context = ablation_edit(c, mean);
+    REQUIRE(runner.forward(corrupted, GptRequest(), bad, r).is_ok());
+    start = bad.resid[0];
+  }
+  std::copy_n(clean.resid[0].ptr() + static_cast<std::size_t>(T - 1) * c.d_model, c.d_model,
+              start.ptr() + static_cast<std::size_t>(T - 1) * c.d_model);
+  from.start = &start;
+  from.edit_context = ablation_edit(c, mean);
+  from.logits_row = t.position;
+  REQUIRE(runner.forward(corrupted, GptRequest(), from, r).is_ok());
+  const double want = (metric_of(r.logits.ptr(), t) - p.corrupted) / (p.clean - p.corrupted);
+  CHECK(want != 0.0);
+  CHECK(p.residual[0][static_cast<std::size_t>(T - 1)] == doctest::Approx(want).epsilon(1e-9));
+  // With the zero ablation the causal mask holds: a token after the position cannot move the metric at all.
+  Patching z;
+  CHECK(
+      patch(model, ids, corrupted, t, ablation_of(f, AblationKind::zero), z).error.find("nothing to patch") !=
+      std::string::npos);
 }

@@ -212,7 +212,11 @@ TEST_CASE("attnviz-cli --lens and friends: bad requests are refused in one line"
   check_refused(with({"--ablate", "0.1", "--ablation", "half"}), "--ablation: 'half' is not zero or mean");
   check_refused(with({"--patch-ids", "1,2,3"}), "the corrupted text is 3 tokens and the clean one 4");
   check_refused(with({"--patch-ids", "1,2,3,4", "--target", "#7"}), "there is nothing to patch");
-  check_refused(with({"--patch-ids", "1,2,3,999"}), "--patch-ids: ");
+  check_refused(with({"--patch-ids", "1,2,3,999"}), "--patch-ids: 999 is outside the vocabulary");
+  check_refused(with({"--patch-ids", "1,x"}), "--patch-ids: 'x' is not a token id");
+  check_refused(with({"--patch", "1 2 3 4"}),
+                "--patch takes text, and the tokens came as --ids: give the corrupted ids with --patch-ids");
+  check_refused(with({"--patch-ids", "1"}), "the corrupted text is 1 token and the clean one 4");
   check_refused(with({"--target", "#5"}), "--target needs --lens, --attribute, --ablate or --patch");
   check_refused(with({"--lens", "--generate", "2"}), "leave --generate out");
   // A piece of text that is not exactly one token names how it tokenizes.

@@ -19,6 +19,14 @@ std::size_t at(int r, int cols) {
   return static_cast<std::size_t>(r) * static_cast<std::size_t>(cols);
 }
 
+// What a patching run keeps: no layer's attention, the metric's row of logits only (PassProbe::logits_row).
+GptRequest metric_only() {
+  GptRequest r;
+  r.all_layers = false;
+  r.top_k = 0;
+  return r;
+}
+
 std::string head_name(const HeadRef& h) {
   return std::to_string(h.layer) + "." + std::to_string(h.head);
 }
@@ -298,7 +306,17 @@ Attribution attribute(const GptWeights& w, const Exec& exec, const PassProbe& pr
 std::uint64_t lens_bytes(const GptConfig& c, int tokens, const LensRequest& request) {
   if (!request.lens && !request.attribute && request.ablation.empty()) return 0;
   const std::uint64_t one = probe_bytes(c, tokens);
-  return request.ablation.empty() ? one : sat_add(one, one);
+  std::uint64_t bytes = request.ablation.empty() ? one : sat_add(one, one);
+  if (request.lens) {
+    // (L + 1) x T x k top tokens, each kept (16 bytes) and written as JSON (about 100 bytes with its piece):
+    // counted at 128 bytes, whether or not JSON is asked for
+    const std::uint64_t k = static_cast<std::uint64_t>(std::clamp(request.top_k, 0, c.vocab_size));
+    const std::uint64_t entries = sat_mul(sat_mul(static_cast<std::uint64_t>(std::max(c.n_layers, 0)) + 1,
+                                                  static_cast<std::uint64_t>(std::max(tokens, 0))),
+                                          k);
+    bytes = sat_add(bytes, sat_mul(entries, 128));
+  }
+  return bytes;
 }
 
 std::uint64_t patching_bytes(const GptConfig& c, int tokens) {
@@ -306,7 +324,8 @@ std::uint64_t patching_bytes(const GptConfig& c, int tokens) {
   const std::uint64_t start = sat_mul(sat_mul(static_cast<std::uint64_t>(std::max(tokens, 0)),
                                               static_cast<std::uint64_t>(std::max(c.d_model, 0))),
                                       sizeof(float));
-  return sat_add(sat_add(probe_bytes(c, tokens), probe_bytes(c, tokens)), start);
+  const std::uint64_t captures = sat_add(sat_add(probe_bytes(c, tokens), probe_bytes(c, tokens)), start);
+  return sat_add(captures, pass_bytes(c, tokens, metric_only()));  // and a patched run's own pass
 }
 
 Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRequest& request,
@@ -373,8 +392,10 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
   if (out.target.target < 0) {
     const std::vector<TopToken> top = top_tokens(position_logits(), c.vocab_size, 1);
     out.target.target = top.empty() ? 0 : top.front().id;
-    if (out.target.versus == out.target.target)
+    if (out.target.versus == out.target.target) {
+      pass = GptResult();  // as forward() leaves a pass that fails after its input was checked
       return Status::fail("the versus token is the top next token, the target itself: their difference is 0");
+    }
   }
   if (lr.lens) {
     // The lens of the positions the pass computed: a keystroke that extends the previous pass keeps the
@@ -403,8 +424,8 @@ Status PatchJob::begin(const GptModel& model, const std::vector<int>& clean,
   const int T = static_cast<int>(clean.size());
   if (corrupted.size() != clean.size())
     return Status::fail("the corrupted text has " + std::to_string(corrupted.size()) +
-                        " tokens and the clean one " + std::to_string(clean.size()) +
-                        ": patching needs the same count");
+                        (corrupted.size() == 1 ? " token" : " tokens") + " and the clean one " +
+                        std::to_string(clean.size()) + ": patching needs the same count");
   if (Status st = check_target(c, T, target); !st.is_ok()) return st;
   if (target.target < 0) return Status::fail("patching needs a target token");
   if (Status st = check_ablation(c, ablation); !st.is_ok()) return st;
@@ -413,6 +434,7 @@ Status PatchJob::begin(const GptModel& model, const std::vector<int>& clean,
   runner_ = std::make_unique<GptModel>(model.fork());
   corrupted_ = corrupted;
   ablate_ = ablation.empty() ? std::function<bool(int, Tensor&)>() : ablation_edit(c, ablation);
+  mean_ = !ablation.empty() && ablation.kind == AblationKind::mean;
 
   // The clean and the corrupted runs, captured.
   double metrics[2];
@@ -422,7 +444,7 @@ Status PatchJob::begin(const GptModel& model, const std::vector<int>& clean,
     probe.edit_context = ablate_;
     probe.logits_row = target_.position;
     GptResult r;
-    if (Status st = runner_->forward(i == 0 ? clean : corrupted, GptRequest(), probe, r); !st.is_ok())
+    if (Status st = runner_->forward(i == 0 ? clean : corrupted, metric_only(), probe, r); !st.is_ok())
       return st;
     metrics[i] = metric_of(r.logits.ptr(), target_);
     probe.edit_context = nullptr;
@@ -465,7 +487,7 @@ Status PatchJob::run_from(int l, const Tensor& start, int patched_head, double& 
   else
     probe.edit_context = ablate_;
   GptResult r;
-  if (Status st = runner_->forward(corrupted_, GptRequest(), probe, r); !st.is_ok()) return st;
+  if (Status st = runner_->forward(corrupted_, metric_only(), probe, r); !st.is_ok()) return st;
   entry = (metric_of(r.logits.ptr(), target_) - out_.corrupted) / span_;
   return Status::ok();
 }
@@ -480,8 +502,9 @@ Status PatchJob::step(int runs) {
       const Tensor& a = runs_[0].resid[static_cast<std::size_t>(l)];
       const Tensor& b = runs_[1].resid[static_cast<std::size_t>(l)];
       double& entry = out_.residual[static_cast<std::size_t>(l)][static_cast<std::size_t>(pos)];
-      // A position after the metric's, or a row the two runs share, changes nothing the metric reads: 0.
-      if (pos > target_.position ||
+      // A row the two runs share changes nothing: 0. Nor does a position after the metric's, which the causal
+      // mask hides from it, unless a mean ablation averages every position into each one.
+      if ((pos > target_.position && !mean_) ||
           std::equal(a.ptr() + at(pos, d), a.ptr() + at(pos + 1, d), b.ptr() + at(pos, d))) {
         entry = 0.0;
         continue;

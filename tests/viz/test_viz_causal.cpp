@@ -317,6 +317,8 @@ TEST_CASE("causal tools: patching in frame slices equals patch() in one call, af
   CHECK(ms.patching()->heads == whole.heads);
   for (const auto& row : whole.heads)
     for (double v : row) CHECK(std::isfinite(v));
+  REQUIRE(ms.json_lens().has_value());
+  CHECK(ms.json_lens()->patching == ms.patching());  // complete, and patched for the pass on screen
 
   // A corrupted text of another length is refused in one line; the last good maps stay.
   const Patching good = *ms.patching();
@@ -329,6 +331,9 @@ TEST_CASE("causal tools: patching in frame slices equals patch() in one call, af
   REQUIRE(ms.patching() != nullptr);
   CHECK(ms.patching()->residual == good.residual);
   CHECK(ms.patching()->heads == good.heads);
+  // ... on screen; an export never pairs them with a pass or tools they were not patched for.
+  REQUIRE(ms.json_lens().has_value());
+  CHECK(ms.json_lens()->patching == nullptr);
 
   // Cancel stops a job half way and says so; the maps keep what it computed.
   t.corrupted = kCorrupted;

@@ -262,8 +262,8 @@ Status ModelSession::begin_patching() {
   const std::vector<int>& clean = result_.ids;
   if (corrupted.size() != clean.size())
     return refuse("the corrupted text has " + std::to_string(corrupted.size()) +
-                  " tokens and the typed one " + std::to_string(clean.size()) +
-                  ": patching needs the same count");
+                  (corrupted.size() == 1 ? " token" : " tokens") + " and the typed one " +
+                  std::to_string(clean.size()) + ": patching needs the same count");
   // The clean and the corrupted runs' captures and a patched run's, beside the view's pass and captures.
   const GptConfig& c = config();
   const int T = static_cast<int>(clean.size());
@@ -278,6 +278,8 @@ Status ModelSession::begin_patching() {
       !st.is_ok())
     return refuse(st.error);
   patch_ = std::move(job);
+  patch_clean_ = clean;
+  patch_tools_ = causal_;
   patch_error_.clear();
   return Status::ok();
 }
@@ -464,7 +466,11 @@ std::optional<GptJsonLens> ModelSession::json_lens() const {
   GptJsonLens lens;
   lens.result = &lens_result_;
   lens.ablation = &causal_.ablation;
-  if (patch_ && patch_->finished() && !causal_.corrupted.empty()) {
+  const LensTarget& t = patch_ ? patch_->target() : lens_result_.target;
+  const bool current = patch_clean_ == result_.ids && patch_tools_ == causal_ &&
+                       t.position == lens_result_.target.position && t.target == lens_result_.target.target &&
+                       t.versus == lens_result_.target.versus;
+  if (patch_ && patch_->finished() && !causal_.corrupted.empty() && current) {
     lens.patching = &patch_->result();
     lens.patched = patch_->target();
   }

@@ -119,10 +119,10 @@ struct LensResult {
 };
 
 // The bytes the captures of `request` hold for a pass over `tokens` tokens, beside pass_bytes(): a capturing
-// probe, and a second one where heads are ablated.
+// probe, a second one where heads are ablated, and the lens's top tokens (with their JSON).
 std::uint64_t lens_bytes(const GptConfig& c, int tokens, const LensRequest& request);
 // The bytes activation patching holds over `tokens` tokens: the clean and the corrupted runs' captures, and a
-// patched run's.
+// patched run's starting residual and pass.
 std::uint64_t patching_bytes(const GptConfig& c, int tokens);
 
 // A model view's causal tools, kept between keystrokes: the pass captures its named points (extending the
@@ -132,6 +132,7 @@ std::uint64_t patching_bytes(const GptConfig& c, int tokens);
 // pass's.
 class CausalLens {
  public:
+  // On failure `pass` may be left empty (as forward() leaves a pass that fails after checking its input).
   Status run(GptModel& model, const std::vector<int>& ids, const GptRequest& request, const LensRequest& lr,
              GptResult& pass, LensResult& out);
   // The probe of the pass the view shows (the ablated one where heads are ablated).
@@ -177,6 +178,7 @@ class PatchJob {
   Tensor start_;
   Patching out_;
   double span_ = 0.0;
+  bool mean_ = false;  // a mean ablation: every position reaches every other through the heads' means
   int done_ = 0, total_ = 0;
 };
 

@@ -210,6 +210,8 @@ class ModelSession {
   // waiting: seen at patch_edit_ms_).
   Status begin_patching();
   std::unique_ptr<PatchJob> patch_;
+  std::vector<int> patch_clean_;  // the typed text's ids the job patched, and the tools it ran with
+  CausalTools patch_tools_;
   bool patch_running_ = false, patch_dirty_ = false, patch_waiting_ = false;
   double patch_edit_ms_ = 0.0;
   std::string patch_error_;
