@@ -1076,8 +1076,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     GptLayer layer;
     layer.index = l;
     Result& a = layer.attention;
-    if (probe && probe->edit_resid) probe->edit_resid(l, x);  // a side pass: P = 0
-    point(&PassProbe::resid, l, x);                           // resid[l] = x
+    point(&PassProbe::resid, l, x);  // resid[l] = x
     if (k.residuals) layer.resid_in = reuse.copy(x, before ? &before->resid_in : nullptr);
 
     s.norm(x, ln1, b.norm1_scale, b.norm1_shift, arch);  // ln1 (T, d) = norm1(x)
@@ -1133,12 +1132,9 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     if (before) reuse.give(*before);  // copied: its storage serves the next layer
   }
 
-  point(&PassProbe::resid, L, x);  // resid[L] = x
-  if (capture) {
-    probe->mlp_out.resize(static_cast<std::size_t>(L));
-    if (w.config.attention_only)
-      for (Tensor& m : probe->mlp_out) m = Tensor();
-  }
+  point(&PassProbe::resid, L, x);          // resid[L] = x
+  if (capture && w.config.attention_only)  // no MLP: no point to capture
+    for (Tensor& m : probe->mlp_out) m = Tensor();
 
   // final layer norm: hidden (T, d) = final_norm(x), kept in the cache
   cache->hidden.resize(count(T, d));

@@ -321,7 +321,7 @@ struct GptResult {
 //                        in an attention-only block
 // A probe that only captures extends an earlier pass like forward() does: when it captured the pass that
 // `out` holds, its rows [0, P) stay and the pass writes rows [P, T). A probe that changes anything (`start`,
-// `edit_context`, `edit_resid`) runs a full pass that neither reads nor replaces the model's cache.
+// `edit_context`) runs a full pass that neither reads nor replaces the model's cache.
 // Evaluation passes only: train mode's dropout is refused.
 struct PassProbe {
   bool capture = false;  // fill resid, context, attn_out and mlp_out
@@ -335,13 +335,11 @@ struct PassProbe {
   // Layer l's context vectors (T, H hd), before the output projection: return true where they were changed,
   // and the projection is computed again from them.
   std::function<bool(int layer, Tensor& context)> edit_context;
-  // The residual stream entering block l (T, d), l >= start_layer: return true where it was changed.
-  std::function<bool(int layer, Tensor& resid)> edit_resid;
   // The logits computed: -1 as the request says, or one position's only (GptResult::logits is then (1, V)
   // for that position, and `next` its top tokens).
   int logits_row = -1;
 
-  bool changes() const { return start != nullptr || edit_context || edit_resid; }
+  bool changes() const { return start != nullptr || edit_context; }
 };
 
 // The bytes a capturing probe holds for a pass over `tokens` tokens (what to add to pass_bytes before it
