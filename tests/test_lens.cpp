@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -266,7 +267,8 @@ TEST_CASE("causal lens: the invariants hold on every ISA") {
       if (isa != Isa::scalar) {
         GptModel typing = model.fork(), fresh = model.fork();
         LensRequest lr;
-        lr.lens = true, lr.top_k = 4;
+        lr.lens = lr.attribute = true, lr.top_k = 4;
+        lr.target.target = 1;  // a fixed target: attribution's directions are kept between the keystrokes
         CausalLens kept, anew;
         GptResult r1, r2;
         LensResult typed, whole;
@@ -290,6 +292,38 @@ TEST_CASE("causal lens: the invariants hold on every ISA") {
               CHECK(a.top[i].probability == b.top[i].probability);
             }
           }
+        const auto same_attribution = [](const Attribution& a, const Attribution& b) {
+          CHECK(a.target == b.target);
+          CHECK(a.versus == b.versus);
+          CHECK(a.value == b.value);
+          CHECK(a.embeddings == b.embeddings);
+          CHECK(a.heads == b.heads);
+          CHECK(a.attention_bias == b.attention_bias);
+          CHECK(a.mlp == b.mlp);
+          CHECK(a.final_bias == b.final_bias);
+        };
+        REQUIRE(typed.attributed);
+        REQUIRE(whole.attributed);
+        same_attribution(typed.attribution, whole.attribution);
+
+        // The kept directions follow a new target and versus, and other weights with the same ids.
+        lr.target.target = 2, lr.target.versus = 1;
+        REQUIRE(kept.run(typing, ids, GptRequest(), lr, r1, typed).is_ok());
+        REQUIRE(anew.run(fresh, ids, GptRequest(), lr, r2, whole).is_ok());
+        same_attribution(typed.attribution, whole.attribution);
+        auto changed = std::make_shared<GptWeights>(repacked(model.weights(), isa));
+        for (float& v : changed->final_scale.data) v *= 2.0f;
+        GptModel other(changed, TorchGenerator(0), model.options());
+        const Attribution before = typed.attribution;
+        REQUIRE(kept.run(other, ids, GptRequest(), lr, r1, typed).is_ok());
+        const Attribution after =
+            attribute(other.weights(), other.options().exec, kept.probe(), typed.target);
+        same_attribution(typed.attribution, after);
+        // A doubled final scale doubles the direction every component is dotted with (the frozen 1/sigma or
+        // 1/rms is the residual's, which stays): each head's part doubles, exactly, in binary.
+        for (int l = 0; l < c.n_layers; ++l)
+          for (int h = 0; h < c.n_heads; ++h)
+            CHECK(typed.attribution.heads[l][h] == 2.0 * before.heads[l][h]);
       }
 
       // The components sum to the metric, at every position.

@@ -87,21 +87,37 @@ std::vector<std::string> id_labels(const std::vector<int>& ids) {
 
 using namespace gpt_pass;
 
-std::vector<TopToken> top_tokens(const float* logits, int V, int k) {
+std::vector<TopToken> top_tokens(const float* logits, int V, int k, double* log_sum_exp) {
   k = std::max(0, std::min(k, V));
-  std::vector<int> order(static_cast<std::size_t>(V));
-  for (int i = 0; i < V; ++i) order[static_cast<std::size_t>(i)] = i;
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  // Most probable first, equal logits by id: one pass keeps the k best so far in order (ids come in
+  // increasing order, so an equal logit never displaces an earlier id).
+  const auto better = [&](int a, int b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  // (A large k sorts instead: inserting would cost k a token.)
+  std::vector<int> best;
   double mx = -INFINITY;
   for (int i = 0; i < V; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+  if (k > 64) {
+    best.resize(static_cast<std::size_t>(V));
+    for (int i = 0; i < V; ++i) best[static_cast<std::size_t>(i)] = i;
+    std::partial_sort(best.begin(), best.begin() + k, best.end(), better);
+    best.resize(static_cast<std::size_t>(k));
+  } else if (k > 0) {
+    best.reserve(static_cast<std::size_t>(k) + 1);
+    for (int i = 0; i < V; ++i) {
+      if (static_cast<int>(best.size()) == k && !(logits[i] > logits[best.back()])) continue;
+      best.insert(std::upper_bound(best.begin(), best.end(), i, better), i);
+      if (static_cast<int>(best.size()) > k) best.pop_back();
+    }
+  }
   double sum = 0.0;
   for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  if (log_sum_exp) *log_sum_exp = mx + std::log(sum);
   std::vector<TopToken> top;
-  for (int i = 0; i < k; ++i) {
-    const int id = order[static_cast<std::size_t>(i)];
+  top.reserve(best.size());
+  for (const int id : best)
     top.push_back({id, logits[id], std::exp(static_cast<double>(logits[id]) - mx) / sum});
-  }
   return top;
 }
 

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "attnviz/saturating.hpp"
+#include "common/thread_pool.hpp"
 
 namespace attnviz {
 
@@ -32,23 +33,59 @@ std::string head_name(const HeadRef& h) {
 }
 
 // out[i] = sum over o of m(o, i) w[o]: a (out, in) matrix's transpose times a vector, in double, the panels
-// (float32 or 16-bit) read in their layout, column by column of each panel.
-std::vector<double> transposed_times(const PackedMatrix& m, const std::vector<double>& w) {
-  std::vector<double> out(static_cast<std::size_t>(m.in), 0.0);
-  // Element k of the panels, float32 or 16-bit (the same layout, PackedMatrix::index), widened.
-  const auto sweep = [&](const auto& element) {
-    for (int panel = 0; panel * m.nr < m.out; ++panel) {
-      const int o0 = panel * m.nr, width = std::min(m.nr, m.out - o0);
-      const std::size_t base = at(panel, m.in) * static_cast<std::size_t>(m.nr);
-      for (int i = 0; i < m.in; ++i) {
-        double acc = 0.0;
-        for (int r = 0; r < width; ++r)
-          acc += static_cast<double>(element(base + at(i, m.nr) + static_cast<std::size_t>(r))) *
-                 w[static_cast<std::size_t>(o0 + r)];
-        out[static_cast<std::size_t>(i)] += acc;
+// (float32 or 16-bit) read in their layout. For each i, the NR columns of every panel add into NR sums held
+// in registers (the panel width is a constant here, so the compiler vectorizes them), added together at the
+// end.
+template <int NR, typename Element>
+void transposed_sweep(const PackedMatrix& m, const std::vector<double>& wide, const Element& element,
+                      std::vector<double>& out) {
+  const int nr = NR > 0 ? NR : m.nr, panels = (m.out + nr - 1) / nr;
+  const std::size_t stride = at(m.in, nr);  // from a panel to the next
+  std::vector<double> acc(static_cast<std::size_t>(nr));
+  for (int i = 0; i < m.in; ++i) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    double sum[NR > 0 ? NR : 1] = {};
+    for (int panel = 0; panel < panels; ++panel) {
+      const std::size_t k = static_cast<std::size_t>(panel) * stride + at(i, nr);
+      const double* w = wide.data() + at(panel, nr);
+      if constexpr (NR > 0) {
+        for (int r = 0; r < NR; ++r)
+          sum[r] += static_cast<double>(element(k + static_cast<std::size_t>(r))) * w[r];
+      } else {
+        for (int r = 0; r < nr; ++r)
+          acc[static_cast<std::size_t>(r)] +=
+              static_cast<double>(element(k + static_cast<std::size_t>(r))) * w[r];
       }
     }
+    double total = 0.0;
+    if constexpr (NR > 0)
+      for (int r = 0; r < NR; ++r) total += sum[r];
+    else
+      for (const double a : acc) total += a;
+    out[static_cast<std::size_t>(i)] = total;
+  }
+}
+
+std::vector<double> transposed_times(const PackedMatrix& m, const std::vector<double>& w) {
+  std::vector<double> out(static_cast<std::size_t>(m.in), 0.0);
+  if (m.out <= 0 || m.in <= 0 || m.nr <= 0) return out;
+  // w over the panels' columns, a last panel's padding columns counting 0
+  const int panels = (m.out + m.nr - 1) / m.nr;
+  std::vector<double> wide(at(panels, m.nr), 0.0);
+  std::copy(w.begin(), w.begin() + m.out, wide.begin());
+  const auto sweep = [&](const auto& element) {
+    switch (m.nr) {
+      case 16:
+        return transposed_sweep<16>(m, wide, element, out);
+      case 8:
+        return transposed_sweep<8>(m, wide, element, out);
+      case 4:
+        return transposed_sweep<4>(m, wide, element, out);
+      default:
+        return transposed_sweep<0>(m, wide, element, out);
+    }
   };
+  // Element k of the panels, float32 or 16-bit (the same layout, PackedMatrix::index), widened.
   if (m.dtype == Dtype::f32) {
     const float* data = m.data.data();
     sweep([data](std::size_t k) { return data[k]; });
@@ -79,15 +116,6 @@ double inverse_rms(const float* x, int n, double eps) {
   double sq = 0.0;
   for (int j = 0; j < n; ++j) sq += static_cast<double>(x[j]) * x[j];
   return 1.0 / std::sqrt(sq / n + eps);
-}
-
-// log of the sum of exp over a row of logits, in double.
-double log_sum_exp(const float* logits, int V) {
-  double mx = -INFINITY;
-  for (int i = 0; i < V; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
-  double sum = 0.0;
-  for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
-  return mx + std::log(sum);
 }
 
 }  // namespace
@@ -191,7 +219,7 @@ double metric_of(const float* logits, const LensTarget& t) {
 }
 
 void logit_lens(const GptWeights& w, const Exec& exec, const PassProbe& probe, int top_k, int target,
-                std::vector<LensPoint>& out, int first) {
+                std::vector<LensPoint>& out, int first, const float* own, int own_position) {
   const int points = static_cast<int>(probe.resid.size());
   const int V = w.config.vocab_size, d = w.config.d_model;
   out.resize(static_cast<std::size_t>(points));
@@ -199,12 +227,27 @@ void logit_lens(const GptWeights& w, const Exec& exec, const PassProbe& probe, i
   // kRows at a time whatever point they come from: the unembedding (gpt2-small's is 154 MB) is read once per
   // kRows rows, not once per point, and a keystroke's new position at every point is one product.
   std::vector<std::pair<int, int>> todo;  // (point, position)
+  const auto finish = [&](int k, int t, const float* row) {
+    LensPosition& lp = out[static_cast<std::size_t>(k)].positions[static_cast<std::size_t>(t)];
+    double log_sum = 0.0;
+    lp.top = top_tokens(row, V, top_k, &log_sum);
+    lp.target_probability = target >= 0 ? std::exp(static_cast<double>(row[target]) - log_sum)
+                                        : std::numeric_limits<double>::quiet_NaN();
+  };
+  // The rows' top tokens and softmax (a pass of exp over the vocabulary each, about as long as the row's
+  // product) on the pass's threads, each row writing its own position.
+  const int threads = resolve(exec.isa) == Isa::scalar ? 1 : resolve_threads(exec.threads);
+  ThreadPool* pool = threads > 1 ? &ThreadPool::shared(threads) : nullptr;
   for (int k = 0; k < points; ++k) {
     LensPoint& p = out[static_cast<std::size_t>(k)];
     p.after = k == 0 ? "embeddings" : "block " + std::to_string(k - 1);
     const int T = probe.resid[static_cast<std::size_t>(k)].shape[0];
     p.positions.resize(static_cast<std::size_t>(T));
-    for (int t = std::max(first, 0); t < T; ++t) todo.emplace_back(k, t);
+    for (int t = std::max(first, 0); t < T; ++t)
+      if (own && k == points - 1 && t == own_position)
+        finish(k, t, own);  // the model's own logits, not computed again
+      else
+        todo.emplace_back(k, t);
   }
   constexpr int kRows = 32;  // (32, V) floats of logits at a time, not (T, V) per point
   std::vector<float> rows(at(kRows, d)), logits(at(kRows, V));
@@ -216,14 +259,14 @@ void logit_lens(const GptWeights& w, const Exec& exec, const PassProbe& probe, i
       std::copy_n(from, d, rows.data() + at(r, d));
     }
     final_logits(w, exec, rows.data(), n, logits.data());
-    for (int r = 0; r < n; ++r) {
+    const auto row = [&](int r, int) {
       const auto [k, t] = todo[i0 + static_cast<std::size_t>(r)];
-      const float* row = logits.data() + at(r, V);
-      LensPosition& lp = out[static_cast<std::size_t>(k)].positions[static_cast<std::size_t>(t)];
-      lp.top = top_tokens(row, V, top_k);
-      lp.target_probability = target >= 0 ? std::exp(static_cast<double>(row[target]) - log_sum_exp(row, V))
-                                          : std::numeric_limits<double>::quiet_NaN();
-    }
+      finish(k, t, logits.data() + at(r, V));
+    };
+    if (pool)
+      pool->run(n, row);
+    else
+      for (int r = 0; r < n; ++r) row(r, 0);
   }
 }
 
@@ -236,39 +279,77 @@ double Attribution::sum() const {
   return s;
 }
 
+AttributionDirections attribution_directions(const GptWeights& w, const Exec& exec, int target, int versus) {
+  const GptConfig& c = w.config;
+  const int L = c.n_layers, d = c.d_model;
+  AttributionDirections out;
+  out.target = target, out.versus = versus;
+  // u: the metric's direction in the unembedding; base = g u, centred for a LayerNorm (its centring of each
+  // component moves onto the direction: centre(x) . v = x . centre(v)).
+  const PackedMatrix& head = w.head();
+  out.base.resize(static_cast<std::size_t>(d));
+  for (int j = 0; j < d; ++j) {
+    double u = head.at(target, j);
+    if (versus >= 0) u -= head.at(versus, j);
+    out.base[static_cast<std::size_t>(j)] = u * w.final_scale.data[static_cast<std::size_t>(j)];
+    if (!w.final_shift.empty()) out.final_bias += u * w.final_shift.data[static_cast<std::size_t>(j)];
+  }
+  if (c.arch.norm == NormKind::layer_norm) {
+    double mean = 0.0;
+    for (const double v : out.base) mean += v;
+    mean /= d;
+    for (double& v : out.base) v -= mean;
+  }
+  // A layer a task: each reads its output projection once (gpt2-small's twelve are 28 MB), which is what
+  // this costs, so the threads share the reading.
+  out.per_context.resize(static_cast<std::size_t>(L));
+  const auto layer = [&](int l, int) {
+    const GptBlock& b = w.blocks[static_cast<std::size_t>(l)];
+    std::vector<double> to_attn = out.base;
+    if (c.arch.residual == ResidualKind::sandwich)
+      for (int j = 0; j < d; ++j)
+        to_attn[static_cast<std::size_t>(j)] *= b.post_attn_norm.data[static_cast<std::size_t>(j)];
+    out.per_context[static_cast<std::size_t>(l)] = transposed_times(b.out_proj.weight, to_attn);  // (H hd)
+  };
+  const int threads = resolve(exec.isa) == Isa::scalar ? 1 : resolve_threads(exec.threads);
+  if (threads > 1)
+    ThreadPool::shared(threads).run(L, layer);
+  else
+    for (int l = 0; l < L; ++l) layer(l, 0);
+  return out;
+}
+
 Attribution attribute(const GptWeights& w, const Exec& exec, const PassProbe& probe, const LensTarget& t,
-                      const float* logits) {
+                      const float* logits, const AttributionDirections* directions) {
   const GptConfig& c = w.config;
   const GptArch& arch = c.arch;
   const int L = c.n_layers, H = c.n_heads, hd = c.head_dim(), d = c.d_model, p = t.position;
+  AttributionDirections own;
+  if (!directions || directions->target != t.target || directions->versus != t.versus) {
+    own = attribution_directions(w, exec, t.target, t.versus);
+    directions = &own;
+  }
   Attribution a;
   a.position = p, a.target = t.target, a.versus = t.versus;
   a.value = logits ? metric_of(logits, t) : metric_of(logits_at(w, exec, probe, p).data(), t);
+  a.final_bias = directions->final_bias;
 
-  // u: the metric's direction in the unembedding; then `final` (d), what a component's vector at p is
-  // dotted with once the final norm is frozen: g u / sigma, centred (LayerNorm), or g u / rms (RMSNorm).
-  const PackedMatrix& head = w.head();
-  std::vector<double> g_u(static_cast<std::size_t>(d));
-  for (int j = 0; j < d; ++j) {
-    double u = head.at(t.target, j);
-    if (t.versus >= 0) u -= head.at(t.versus, j);
-    g_u[static_cast<std::size_t>(j)] = u * w.final_scale.data[static_cast<std::size_t>(j)];
-    if (!w.final_shift.empty()) a.final_bias += u * w.final_shift.data[static_cast<std::size_t>(j)];
-  }
+  // `final` (d): what a component's vector at p is dotted with once the final norm is frozen at its 1/sigma
+  // (LayerNorm) or 1/rms (RMSNorm) for the final residual at p: that scalar times the base direction.
   const float* x_final = probe.resid[static_cast<std::size_t>(L)].ptr() + at(p, d);
-  std::vector<double> final(static_cast<std::size_t>(d));
+  double inv = 0.0;
   if (arch.norm == NormKind::layer_norm) {
-    double mean = 0.0, var = 0.0, mean_gu = 0.0;
-    for (int j = 0; j < d; ++j) mean += x_final[j], mean_gu += g_u[static_cast<std::size_t>(j)];
-    mean /= d, mean_gu /= d;
+    double mean = 0.0, var = 0.0;
+    for (int j = 0; j < d; ++j) mean += x_final[j];
+    mean /= d;
     for (int j = 0; j < d; ++j) var += (x_final[j] - mean) * (x_final[j] - mean);
-    const double inv_sigma = 1.0 / std::sqrt(var / d + arch.norm_eps);
-    for (int j = 0; j < d; ++j)
-      final[static_cast<std::size_t>(j)] = (g_u[static_cast<std::size_t>(j)] - mean_gu) * inv_sigma;
+    inv = 1.0 / std::sqrt(var / d + arch.norm_eps);
   } else {
-    const double inv = inverse_rms(x_final, d, arch.norm_eps);
-    for (int j = 0; j < d; ++j) final[static_cast<std::size_t>(j)] = g_u[static_cast<std::size_t>(j)] * inv;
+    inv = inverse_rms(x_final, d, arch.norm_eps);
   }
+  std::vector<double> final(static_cast<std::size_t>(d));
+  for (int j = 0; j < d; ++j)
+    final[static_cast<std::size_t>(j)] = directions->base[static_cast<std::size_t>(j)] * inv;
 
   a.embeddings = dot(probe.resid[0].ptr() + at(p, d), final);
   a.heads.assign(static_cast<std::size_t>(L), std::vector<double>(static_cast<std::size_t>(H), 0.0));
@@ -277,28 +358,33 @@ Attribution attribute(const GptWeights& w, const Exec& exec, const PassProbe& pr
   for (int l = 0; l < L; ++l) {
     const GptBlock& b = w.blocks[static_cast<std::size_t>(l)];
     const std::size_t li = static_cast<std::size_t>(l);
+    const bool sandwich = arch.residual == ResidualKind::sandwich;
     // A sandwich block's output norms, frozen at their 1/rms for the block's whole output at p.
-    const auto through = [&](const Tensor& norm, const Tensor& out) {
-      if (arch.residual != ResidualKind::sandwich) return final;
-      const double inv = inverse_rms(out.ptr() + at(p, d), d, arch.norm_eps);
+    const auto frozen = [&](const Tensor& out) {
+      return sandwich ? inverse_rms(out.ptr() + at(p, d), d, arch.norm_eps) : 1.0;
+    };
+    const auto through = [&](const Tensor& norm, double scale) {
+      if (!sandwich) return final;
       std::vector<double> v(static_cast<std::size_t>(d));
       for (int j = 0; j < d; ++j)
         v[static_cast<std::size_t>(j)] =
-            final[static_cast<std::size_t>(j)] * norm.data[static_cast<std::size_t>(j)] * inv;
+            final[static_cast<std::size_t>(j)] * norm.data[static_cast<std::size_t>(j)] * scale;
       return v;
     };
-    const std::vector<double> to_attn = through(b.post_attn_norm, probe.attn_out[li]);
-    const std::vector<double> per_context = transposed_times(b.out_proj.weight, to_attn);  // (H hd)
+    const double attn_scale = frozen(probe.attn_out[li]);
+    const std::vector<double>& per_context = directions->per_context[li];  // without the scalars
+    const double scalars = inv * attn_scale;
     const float* ctx = probe.context[li].ptr() + at(p, c.q_width());
     for (int h = 0; h < H; ++h) {
       double s = 0.0;
       for (int x = h * hd; x < (h + 1) * hd; ++x)
         s += static_cast<double>(ctx[x]) * per_context[static_cast<std::size_t>(x)];
-      a.heads[li][static_cast<std::size_t>(h)] = s;
+      a.heads[li][static_cast<std::size_t>(h)] = s * scalars;
     }
-    if (!b.out_proj.bias.empty()) a.attention_bias[li] = dot(b.out_proj.bias.ptr(), to_attn);
+    if (!b.out_proj.bias.empty())
+      a.attention_bias[li] = dot(b.out_proj.bias.ptr(), through(b.post_attn_norm, attn_scale));
     if (!c.attention_only)
-      a.mlp[li] = dot(probe.mlp_out[li].ptr() + at(p, d), through(b.post_ff_norm, probe.mlp_out[li]));
+      a.mlp[li] = dot(probe.mlp_out[li].ptr() + at(p, d), through(b.post_ff_norm, frozen(probe.mlp_out[li])));
   }
   return a;
 }
@@ -404,13 +490,21 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
     const int lens_target = lr.target.target >= 0 ? out.target.target : -1;
     const bool extends = !ablate && clean.reused > 0 && lens_stamp_ == previous_stamp &&
                          lens_top_k_ == lr.top_k && lens_target_ == lens_target;
-    logit_lens(model.weights(), exec, probe, lr.top_k, lens_target, lens_, extends ? clean.reused : 0);
+    logit_lens(model.weights(), exec, probe, lr.top_k, lens_target, lens_, extends ? clean.reused : 0,
+               position_logits(), out.target.position);
     lens_stamp_ = ablate ? 0 : clean_.stamp;
     lens_top_k_ = lr.top_k, lens_target_ = lens_target;
     out.lens = lens_;
   }
   if (lr.attribute) {
-    out.attribution = attribute(model.weights(), exec, probe, out.target, position_logits());
+    // Attribution's directions depend on the weights and the target only: kept while both stay.
+    const std::shared_ptr<const GptWeights>& weights = model.shared_weights();
+    if (directions_of_.lock() != weights || directions_.target != out.target.target ||
+        directions_.versus != out.target.versus) {
+      directions_ = attribution_directions(*weights, exec, out.target.target, out.target.versus);
+      directions_of_ = weights;
+    }
+    out.attribution = attribute(*weights, exec, probe, out.target, position_logits(), &directions_);
     out.attributed = true;
   }
   return Status::ok();

@@ -276,7 +276,9 @@ struct TopToken {
   double probability = 0.0;
 };
 // The k most probable of `vocab` logits (softmax in double), most probable first; equal logits by id.
-std::vector<TopToken> top_tokens(const float* logits, int vocab, int k);
+// `log_sum_exp`, when given, receives the log of the softmax's denominator (a token's log probability is its
+// logit minus it).
+std::vector<TopToken> top_tokens(const float* logits, int vocab, int k, double* log_sum_exp = nullptr);
 
 struct GptLayer {
   int index = 0;
