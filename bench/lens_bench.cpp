@@ -58,13 +58,18 @@ void keystroke_section(GptModel& model, int reps) {
   LensResult out;
   std::vector<LensPoint> points;
   std::vector<double> pass, capture, directions, attribution, lens_new, lens_all, run;
+  // Each timed keystroke follows the same two steps: the prefix (a full pass where the previous step was
+  // another kind of pass), then the prefix again (incremental), so every timed pass extends an incremental
+  // one.
   for (int rep = 0; rep < reps; ++rep) {
+    check(model.forward(prefix, every, r));
     check(model.forward(prefix, every, r));
     double t = now();
     check(model.forward(ids, every, r));
     pass.push_back(now() - t);
     if (r.reused != T - 1) std::abort();
 
+    check(lens.run(model, prefix, every, captured, r, out));
     check(lens.run(model, prefix, every, captured, r, out));
     t = now();
     check(lens.run(model, ids, every, captured, r, out));
@@ -86,6 +91,7 @@ void keystroke_section(GptModel& model, int reps) {
     logit_lens(model.weights(), exec, lens.probe(), asked.top_k, -1, points, 0);
     lens_all.push_back(now() - t);
 
+    check(lens.run(model, prefix, every, asked, r, out));
     check(lens.run(model, prefix, every, asked, r, out));
     t = now();
     check(lens.run(model, ids, every, asked, r, out));
@@ -131,8 +137,9 @@ void ablation_section(GptModel& model, int reps) {
       "one head ablated (head 0, zero) at T = %d: the pass from its layer on vs a full pass, median of "
       "%d, ms\n",
       T, reps);
-  std::printf("  %5s %10s %10s %8s %8s %22s\n", "layer", "ablated", "full pass", "ratio", "target",
-              "+ lens(new) + attrib.");
+  std::printf("  %5s %8s %8s %8s %9s %8s %8s %8s\n", "layer", "lend", "ablated", "logits", "full pass",
+              "ratio", "target", "+ lens");
+  std::vector<float> row(static_cast<std::size_t>(c.vocab_size));
   for (const int l : {0, L / 2, L - 1}) {
     Ablation ablation;
     ablation.heads = {{l, 0}};
@@ -141,33 +148,53 @@ void ablation_section(GptModel& model, int reps) {
     ablated.start_layer = l;
     ablated.start = &clean.resid[static_cast<std::size_t>(l)];
     ablated.edit_context = ablation_edit(c, ablation);
-    std::vector<double> side, full, extra;
+    std::vector<double> copy, side, logits, full, extra;
     std::vector<LensPoint> points;
     for (int rep = 0; rep < reps; ++rep) {
-      // As CausalLens::run: the points before l are the clean pass's, copied; the rest is computed again.
+      // As CausalLens::run: the points before l are the clean pass's, lent (swapped, and back after); the
+      // rest is computed again.
+      const auto lend = [&]() {
+        for (auto member :
+             {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out}) {
+          (ablated.*member).resize((clean.*member).size());
+          for (int k = 0; k < l; ++k)
+            std::swap((ablated.*member)[static_cast<std::size_t>(k)],
+                      (clean.*member)[static_cast<std::size_t>(k)]);
+        }
+      };
       double t = now();
-      for (auto member :
-           {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out}) {
-        (ablated.*member).resize((clean.*member).size());
-        for (int k = 0; k < l; ++k)
-          (ablated.*member)[static_cast<std::size_t>(k)] = (clean.*member)[static_cast<std::size_t>(k)];
-      }
+      lend();
+      copy.push_back(now() - t);
+      t = now();
       check(runner.forward(ids, every, ablated, r));
       side.push_back(now() - t);
+      // Its logits row alone: the final norm and the head over the last position, the lens's last point.
       t = now();
-      logit_lens(model.weights(), exec, ablated, 5, -1, points, T - 1);
-      const Attribution a = attribute(model.weights(), exec, ablated, target);
+      final_logits(model.weights(), exec,
+                   ablated.resid.back().ptr() + static_cast<std::size_t>(T - 1) * c.d_model, 1, row.data());
+      logits.push_back(now() - t);
+      t = now();
+      logit_lens(model.weights(), exec, ablated, 5, -1, points, 0, r.logits.ptr(), T - 1);
+      const Attribution a = attribute(model.weights(), exec, ablated, target, r.logits.ptr());
       extra.push_back(now() - t);
       if (!(a.value == a.value)) std::abort();
+      lend();  // back
       runner.forget();
       t = now();
       check(runner.forward(ids, every, r));
       full.push_back(now() - t);
       if (r.reused != 0) std::abort();
     }
-    std::printf("  %5d %10.2f %10.2f %8.2f %8.2f %22.2f\n", l, ms(side), ms(full), ms(side) / ms(full),
-                static_cast<double>(L - l) / L, ms(side) + ms(extra));
+    // The ratio leaves the logits row out: the target allows the lens beside the pass, and the logits at the
+    // position are the lens's last point.
+    std::printf("  %5d %8.2f %8.2f %8.2f %9.2f %8.2f %8.2f %8.1f\n", l, ms(copy), ms(side), ms(logits),
+                ms(full), (ms(copy) + ms(side) - ms(logits)) / ms(full), static_cast<double>(L - l) / L,
+                ms(extra));
   }
+  std::printf(
+      "  (ratio: (lend + ablated - its logits row) / full pass; + lens: the lens of every position, which "
+      "an\n"
+      "  ablation changes, and attribution)\n");
 }
 
 // The whole activation-patching maps at T = 20: the clean and corrupted runs (begin), then every patched run

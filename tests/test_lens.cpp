@@ -378,6 +378,75 @@ TEST_CASE("causal lens: the invariants hold on every ISA") {
   }
 }
 
+TEST_CASE("causal lens: a view that types, ablates and stops ablating keeps a fresh view's numbers") {
+  // One CausalLens kept across keystrokes (an ablated pass borrows the clean capture's earlier points, which
+  // go back at the next run) against a fresh one at every step.
+  for (const char* name : kCases) {
+    const json f = read_json(kFixtures / "lens" / (std::string(name) + ".json"));
+    const std::vector<int> ids = ints(f["ids"]);
+    const int T = static_cast<int>(ids.size());
+    CAPTURE(name);
+    GptModel model = open(kFixtures / f["model"].get<std::string>(), Isa::automatic);
+    const GptConfig& c = model.weights().config;
+    GptModel typing = model.fork();
+    CausalLens kept;
+    GptResult kept_pass;
+    LensResult kept_out;
+    struct Step {
+      int tokens;
+      std::vector<HeadRef> heads;
+    };
+    const std::vector<Step> steps = {{T - 2, {}},
+                                     {T - 1, {{c.n_layers / 2, 0}}},
+                                     {T, {{0, c.n_heads - 1}}},
+                                     {T, {{c.n_layers - 1, 0}}},
+                                     {T, {}}};
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      CAPTURE(i);
+      const std::vector<int> text(ids.begin(), ids.begin() + steps[i].tokens);
+      LensRequest lr;
+      lr.lens = lr.attribute = true, lr.top_k = 3;
+      lr.target.target = 1;
+      lr.ablation.heads = steps[i].heads;
+      REQUIRE(kept.run(typing, text, GptRequest(), lr, kept_pass, kept_out).is_ok());
+      GptModel fresh_model = model.fork();
+      CausalLens fresh;
+      GptResult fresh_pass;
+      LensResult fresh_out;
+      REQUIRE(fresh.run(fresh_model, text, GptRequest(), lr, fresh_pass, fresh_out).is_ok());
+      for (auto points :
+           {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out}) {
+        const std::vector<Tensor>& a = kept.probe().*points;
+        const std::vector<Tensor>& b = fresh.probe().*points;
+        REQUIRE(a.size() == b.size());
+        for (std::size_t l = 0; l < a.size(); ++l) {
+          REQUIRE(a[l].size() == b[l].size());
+          CHECK(std::memcmp(a[l].ptr(), b[l].ptr(), a[l].size() * sizeof(float)) == 0);
+        }
+      }
+      REQUIRE(kept_pass.logits.size() == fresh_pass.logits.size());
+      CHECK(std::memcmp(kept_pass.logits.ptr(), fresh_pass.logits.ptr(),
+                        kept_pass.logits.size() * sizeof(float)) == 0);
+      REQUIRE(kept_out.lens.size() == fresh_out.lens.size());
+      for (std::size_t k = 0; k < kept_out.lens.size(); ++k)
+        for (std::size_t t = 0; t < text.size(); ++t) {
+          const LensPosition& a = kept_out.lens[k].positions[t];
+          const LensPosition& b = fresh_out.lens[k].positions[t];
+          REQUIRE(a.top.size() == b.top.size());
+          for (std::size_t j = 0; j < a.top.size(); ++j) {
+            CHECK(a.top[j].id == b.top[j].id);
+            CHECK(a.top[j].probability == b.top[j].probability);
+          }
+          CHECK(a.target_probability == b.target_probability);
+        }
+      CHECK(kept_out.attribution.heads == fresh_out.attribution.heads);
+      CHECK(kept_out.attribution.mlp == fresh_out.attribution.mlp);
+      CHECK(kept_out.attribution.embeddings == fresh_out.attribution.embeddings);
+      CHECK(kept_out.attribution.value == fresh_out.attribution.value);
+    }
+  }
+}
+
 TEST_CASE("causal lens: bad requests are refused in one line") {
   const GptModel model = open(kFixtures / "arch" / "llama", Isa::automatic);
   GptModel m = model.fork();

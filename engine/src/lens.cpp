@@ -420,6 +420,12 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
   const int T = static_cast<int>(ids.size());
   if (Status st = check_target(c, T, lr.target); !st.is_ok()) return st;
   if (Status st = check_ablation(c, lr.ablation); !st.is_ok()) return st;
+  // The clean capture's points that the last ablated pass borrowed go back before anything else.
+  for (auto points : {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out})
+    for (int l = 0; l < lent_; ++l)
+      std::swap((clean_.*points)[static_cast<std::size_t>(l)],
+                (ablated_.*points)[static_cast<std::size_t>(l)]);
+  lent_ = 0;
   ablated_active_ = false;
   const bool ablate = !lr.ablation.empty();
   // The clean pass: the view's own when nothing is ablated, extending the previous keystroke's.
@@ -435,12 +441,14 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
     ablated_.start_layer = first;
     ablated_.start = &clean_.resid[static_cast<std::size_t>(first)];
     ablated_.edit_context = ablation_edit(c, lr.ablation);
-    ablated_.resid.resize(clean_.resid.size());
+    // The clean points before it are lent, not copied (swapped back at the next run).
     for (auto points : {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out}) {
       (ablated_.*points).resize((clean_.*points).size());
       for (int l = 0; l < first; ++l)
-        (ablated_.*points)[static_cast<std::size_t>(l)] = (clean_.*points)[static_cast<std::size_t>(l)];
+        std::swap((ablated_.*points)[static_cast<std::size_t>(l)],
+                  (clean_.*points)[static_cast<std::size_t>(l)]);
     }
+    lent_ = first;
     GptResult side;
     const Status st = model.forward(ids, request, ablated_, side);
     ablated_.start = nullptr;
@@ -476,8 +484,14 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
     return logits;
   };
   if (out.target.target < 0) {
-    const std::vector<TopToken> top = top_tokens(position_logits(), c.vocab_size, 1);
-    out.target.target = top.empty() ? 0 : top.front().id;
+    // The top next token: the pass's own where it found it (at the last position), else the logits' first
+    // largest (top_tokens' order).
+    if (out.target.position == T - 1 && !pass.next.empty()) {
+      out.target.target = pass.next.front().id;
+    } else {
+      const float* row = position_logits();
+      out.target.target = static_cast<int>(std::max_element(row, row + c.vocab_size) - row);
+    }
     if (out.target.versus == out.target.target) {
       pass = GptResult();  // as forward() leaves a pass that fails after its input was checked
       return Status::fail("the versus token is the top next token, the target itself: their difference is 0");

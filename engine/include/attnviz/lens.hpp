@@ -158,6 +158,7 @@ class CausalLens {
   PassProbe clean_, ablated_;
   GptResult clean_pass_;
   bool ablated_active_ = false;
+  int lent_ = 0;  // the clean capture's layers [0, lent_) are in ablated_ (the view's) until the next run
   // The last lens, and what it was computed from: the clean capture's stamp (0: none, or an ablated pass's),
   // its top k and its target (-1: none).
   std::vector<LensPoint> lens_;
