@@ -544,31 +544,36 @@ Status PatchJob::begin(const GptModel& model, const std::vector<int>& clean,
   ablate_ = ablation.empty() ? std::function<bool(int, Tensor&)>() : ablation_edit(c, ablation);
   mean_ = !ablation.empty() && ablation.kind == AblationKind::mean;
 
-  // The clean and the corrupted runs, captured.
-  double metrics[2];
-  for (int i = 0; i < 2; ++i) {
-    PassProbe& probe = runs_[i];
-    probe.capture = true;
-    probe.edit_context = ablate_;
-    probe.logits_row = target_.position;
-    GptResult r;
-    if (Status st = runner_->forward(i == 0 ? clean : corrupted, metric_only(), probe, r); !st.is_ok())
-      return st;
-    metrics[i] = metric_of(r.logits.ptr(), target_);
-    probe.edit_context = nullptr;
-  }
+  clean_ = clean;
   out_.difference = target_.versus >= 0;
-  out_.clean = metrics[0], out_.corrupted = metrics[1];
-  span_ = out_.clean - out_.corrupted;
-  if (!(std::fabs(span_) > 1e-6 * std::max({1.0, std::fabs(out_.clean), std::fabs(out_.corrupted)})))
-    return Status::fail("the clean and the corrupted texts give the same metric (" +
-                        std::to_string(out_.clean) + "): there is nothing to patch");
   const double not_yet = std::numeric_limits<double>::quiet_NaN();
+  out_.clean = out_.corrupted = not_yet;
   out_.residual.assign(static_cast<std::size_t>(c.n_layers),
                        std::vector<double>(static_cast<std::size_t>(T), not_yet));
   out_.heads.assign(static_cast<std::size_t>(c.n_layers),
                     std::vector<double>(static_cast<std::size_t>(c.n_heads), not_yet));
   total_ = c.n_layers * T + c.n_layers * c.n_heads;
+  return Status::ok();
+}
+
+// Run `i` of the two the patched runs start from (0: clean, 1: corrupted), captured; after the second, the
+// metric's span, which must not be 0.
+Status PatchJob::base_run(int i) {
+  PassProbe& probe = runs_[i];
+  probe.capture = true;
+  probe.edit_context = ablate_;
+  probe.logits_row = target_.position;
+  GptResult r;
+  if (Status st = runner_->forward(i == 0 ? clean_ : corrupted_, metric_only(), probe, r); !st.is_ok())
+    return st;
+  (i == 0 ? out_.clean : out_.corrupted) = metric_of(r.logits.ptr(), target_);
+  probe.edit_context = nullptr;
+  if (i == 0) return Status::ok();
+  clean_.clear();
+  span_ = out_.clean - out_.corrupted;
+  if (!(std::fabs(span_) > 1e-6 * std::max({1.0, std::fabs(out_.clean), std::fabs(out_.corrupted)})))
+    return Status::fail("the clean and the corrupted texts give the same metric (" +
+                        std::to_string(out_.clean) + "): there is nothing to patch");
   return Status::ok();
 }
 
@@ -604,7 +609,15 @@ Status PatchJob::step(int runs) {
   if (!runner_) return Status::fail("no patching has begun");
   const GptConfig& c = runner_->weights().config;
   const int T = static_cast<int>(corrupted_.size()), L = c.n_layers, d = c.d_model;
-  for (int n = 0; n < runs && done_ < total_; ++done_) {
+  int n = 0;
+  for (; n < runs && based_ < 2; ++n) {  // the clean and the corrupted runs first, a run each
+    if (Status st = base_run(based_); !st.is_ok()) {
+      runner_.reset();  // nothing more to run
+      return st;
+    }
+    ++based_;
+  }
+  for (; n < runs && done_ < total_; ++done_) {
     if (done_ < L * T) {  // the residual stream entering block l at position pos
       const int l = done_ / T, pos = done_ % T;
       const Tensor& a = runs_[0].resid[static_cast<std::size_t>(l)];

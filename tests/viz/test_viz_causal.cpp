@@ -281,10 +281,18 @@ TEST_CASE("causal tools: patching in frame slices equals patch() in one call, af
   ms.step_patching(1500.0, 0.0);
   ms.step_patching(1899.0, 0.0);
   CHECK(ms.patch_job() == nullptr);
-  ms.step_patching(1900.0, 0.0);  // begins, and runs one patched run (a budget of 0 still runs one)
+  ms.step_patching(1900.0, 0.0);  // begins, and runs one run (a budget of 0 still runs one): the clean text's
   INFO(ms.patch_error());
   REQUIRE(ms.patch_job() != nullptr);
-  // One step of the job a frame at a budget of 0 (a step covers at least one entry).
+  // One run of the job a frame at a budget of 0: the clean text's, then the corrupted text's, then the
+  // patched ones (a step covers at least one entry).
+  CHECK(ms.patch_job()->done() == 0);
+  CHECK(std::isfinite(ms.patching()->clean));
+  CHECK(std::isnan(ms.patching()->corrupted));
+  ms.step_patching(1908.0, 0.0);
+  CHECK(ms.patch_job()->done() == 0);
+  CHECK(std::isfinite(ms.patching()->corrupted));
+  ms.step_patching(1912.0, 0.0);
   const int first = ms.patch_job()->done();
   CHECK(first >= 1);
   CHECK(ms.patching_running());

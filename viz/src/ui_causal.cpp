@@ -353,8 +353,11 @@ void draw_patching_maps(App& app) {
   const float cell = std::clamp(
       std::floor((ImGui::GetContentRegionAvail().x - 40.0f) / static_cast<float>(std::max(1, T + H))), 8.0f,
       fh + 4.0f);
-  ImGui::Text("Activation patching: %s clean %.3f, corrupted %.3f; each entry recovers that share",
-              p->difference ? "logit difference" : "logit", p->clean, p->corrupted);
+  if (std::isnan(p->corrupted))  // the job's first runs, a frame each
+    ImGui::Text("Activation patching: running the clean and the corrupted texts");
+  else
+    ImGui::Text("Activation patching: %s clean %.3f, corrupted %.3f; each entry recovers that share",
+                p->difference ? "logit difference" : "logit", p->clean, p->corrupted);
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   const float gap = 24.0f;
   ImDrawList* dl = ImGui::GetWindowDrawList();

@@ -171,28 +171,32 @@ class CausalLens {
 };
 
 // Activation patching of `clean` by `corrupted` (the same length) for a target's metric, with an ablation's
-// heads ablated in every run, in slices a host can spread over its frames: begin() runs the clean and the
-// corrupted texts once each, then each step() runs up to that many patched runs, each from the patched block
-// on, from the corrupted run's residual entering it. The maps fill in order (the residual stream's, layer by
-// layer, then the heads'); the entries not yet computed are NaN. The work runs on a fork of the model (its
-// cache is left alone), which shares its weights: keep the model alive while the job runs.
+// heads ablated in every run, in slices a host can spread over its frames: begin() checks the request, then
+// each step() runs up to that many runs: first the clean and the corrupted texts, once each, then the patched
+// runs, each from the patched block on, from the corrupted run's residual entering it. The maps fill in order
+// (the residual stream's, layer by layer, then the heads'); the entries not yet computed are NaN, as are
+// `clean` and `corrupted` before their runs. The work runs on a fork of the model (its cache is left alone),
+// which shares its weights: keep the model alive while the job runs.
 class PatchJob {
  public:
-  // Fails naming a corrupted text of another length, a position, target or head outside the model, or two
-  // texts whose metrics are equal: there is nothing to patch.
+  // Fails naming a corrupted text of another length, or a position, target or head outside the model.
   Status begin(const GptModel& model, const std::vector<int>& clean, const std::vector<int>& corrupted,
                const LensTarget& target, const Ablation& ablation);
+  // Fails, and ends the job, on two texts whose metrics are equal: there is nothing to patch.
   Status step(int runs);
-  bool finished() const { return done_ >= total_; }
+  // done() and total() count the patched runs; the two runs before them count in neither.
+  bool finished() const { return based_ == 2 && done_ >= total_; }
   int done() const { return done_; }
   int total() const { return total_; }
   const Patching& result() const { return out_; }
   const LensTarget& target() const { return target_; }  // resolved: the position set
 
  private:
+  Status base_run(int i);
   Status run_from(int l, const Tensor& start, int patched_head, double& entry);
   std::unique_ptr<GptModel> runner_;
-  std::vector<int> corrupted_;
+  std::vector<int> clean_, corrupted_;
+  int based_ = 0;  // the clean and the corrupted runs done
   LensTarget target_;
   std::function<bool(int, Tensor&)> ablate_;
   PassProbe runs_[2];  // the clean and the corrupted runs' captures
