@@ -185,16 +185,15 @@ void ablation_section(GptModel& model, int reps) {
       full.push_back(now() - t);
       if (r.reused != 0) std::abort();
     }
-    // The ratio leaves the logits row out: the target allows the lens beside the pass, and the logits at the
-    // position are the lens's last point.
+    // The ratio leaves the logits row out of both passes: the target allows the lens beside the pass, and the
+    // logits at the position are the lens's last point.
     std::printf("  %5d %8.2f %8.2f %8.2f %9.2f %8.2f %8.2f %8.1f\n", l, ms(copy), ms(side), ms(logits),
-                ms(full), (ms(copy) + ms(side) - ms(logits)) / ms(full), static_cast<double>(L - l) / L,
-                ms(extra));
+                ms(full), (ms(copy) + ms(side) - ms(logits)) / (ms(full) - ms(logits)),
+                static_cast<double>(L - l) / L, ms(extra));
   }
   std::printf(
-      "  (ratio: (lend + ablated - its logits row) / full pass; + lens: the lens of every position, which "
-      "an\n"
-      "  ablation changes, and attribution)\n");
+      "  (ratio: (lend + ablated - logits) / (full pass - logits), the logits row out of both; + lens: the\n"
+      "  lens of every position, which an ablation changes, and attribution)\n");
 }
 
 // The whole activation-patching maps at T = 20: the clean and corrupted runs (its first two steps), then

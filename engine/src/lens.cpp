@@ -75,12 +75,12 @@ std::vector<double> transposed_times(const PackedMatrix& m, const std::vector<do
   std::copy(w.begin(), w.begin() + m.out, wide.begin());
   const auto sweep = [&](const auto& element) {
     switch (m.nr) {
+      case 32:  // the panel widths: AVX-512's, AVX2's, the 128-bit ISAs' and the scalar kernels'
+        return transposed_sweep<32>(m, wide, element, out);
       case 16:
         return transposed_sweep<16>(m, wide, element, out);
       case 8:
         return transposed_sweep<8>(m, wide, element, out);
-      case 4:
-        return transposed_sweep<4>(m, wide, element, out);
       default:
         return transposed_sweep<0>(m, wide, element, out);
     }
@@ -325,7 +325,9 @@ Attribution attribute(const GptWeights& w, const Exec& exec, const PassProbe& pr
   const GptArch& arch = c.arch;
   const int L = c.n_layers, H = c.n_heads, hd = c.head_dim(), d = c.d_model, p = t.position;
   AttributionDirections own;
-  if (!directions || directions->target != t.target || directions->versus != t.versus) {
+  if (!directions || directions->target != t.target || directions->versus != t.versus ||
+      directions->base.size() != static_cast<std::size_t>(d) ||
+      directions->per_context.size() != static_cast<std::size_t>(L)) {
     own = attribution_directions(w, exec, t.target, t.versus);
     directions = &own;
   }
@@ -452,7 +454,14 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
     GptResult side;
     const Status st = model.forward(ids, request, ablated_, side);
     ablated_.start = nullptr;
-    if (!st.is_ok()) return st;
+    if (!st.is_ok()) {  // the clean capture takes its points back: probe() is the clean one again
+      for (auto points : {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out})
+        for (int l = 0; l < first; ++l)
+          std::swap((ablated_.*points)[static_cast<std::size_t>(l)],
+                    (clean_.*points)[static_cast<std::size_t>(l)]);
+      lent_ = 0;
+      return st;
+    }
     pass = std::move(side);
     std::vector<GptLayer> layers;
     for (GptLayer& layer : clean.layers)
@@ -504,8 +513,12 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
     const int lens_target = lr.target.target >= 0 ? out.target.target : -1;
     const bool extends = !ablate && clean.reused > 0 && lens_stamp_ == previous_stamp &&
                          lens_top_k_ == lr.top_k && lens_target_ == lens_target;
+    // The position's own logits row where the pass has it or it was computed already; else the lens
+    // computes it with the rest (not a product of its own, reading the whole head for one row).
+    const int rows = pass.logits.rank == 2 ? pass.logits.shape[0] : 0;
+    const bool have = logits || rows == T || (rows == 1 && out.target.position == T - 1);
     logit_lens(model.weights(), exec, probe, lr.top_k, lens_target, lens_, extends ? clean.reused : 0,
-               position_logits(), out.target.position);
+               have ? position_logits() : nullptr, out.target.position);
     lens_stamp_ = ablate ? 0 : clean_.stamp;
     lens_top_k_ = lr.top_k, lens_target_ = lens_target;
     out.lens = lens_;

@@ -343,14 +343,38 @@ TEST_CASE("causal tools: patching in frame slices equals patch() in one call, af
   REQUIRE(ms.json_lens().has_value());
   CHECK(ms.json_lens()->patching == nullptr);
 
-  // Cancel stops a job half way and says so; the maps keep what it computed.
+  // Two texts with the same metric: nothing to patch, found by the job's second run, a frame after it began;
+  // the last good maps come back.
+  t.corrupted = kClean;
+  ms.set_causal(t);
+  REQUIRE(ms.recompute(kClean).is_ok());
+  run_patching(ms, 4000.0, 0.0);
+  CHECK(ms.patch_error().find("there is nothing to patch") != std::string::npos);
+  REQUIRE(ms.patching() != nullptr);
+  CHECK(ms.patching()->residual == good.residual);
+  CHECK(ms.patching()->heads == good.heads);
+
+  // Cancel before the job has run both texts: the last good maps come back too.
   t.corrupted = kCorrupted;
   ms.set_causal(t);
   REQUIRE(ms.recompute(kClean).is_ok());
-  ms.step_patching(5000.0, 0.0);
-  ms.step_patching(5400.0, 0.0);
+  ms.step_patching(4600.0, 0.0);
+  ms.step_patching(5000.0, 0.0);  // begins, and runs the clean text
+  REQUIRE(ms.patching_running());
+  CHECK(std::isnan(ms.patching()->corrupted));
+  ms.cancel_patching();
+  REQUIRE(ms.patching() != nullptr);
+  CHECK(ms.patching()->heads == good.heads);
+
+  // Cancel stops a job half way and says so; the maps keep what it computed.
+  REQUIRE(ms.recompute(kClean).is_ok());
+  ms.step_patching(5100.0, 0.0);
+  ms.step_patching(5500.0, 0.0);  // the clean text
+  ms.step_patching(5516.0, 0.0);  // the corrupted text
+  ms.step_patching(5532.0, 0.0);  // the first patched run
   REQUIRE(ms.patching_running());
   const int done = ms.patch_job()->done();
+  CHECK(done >= 1);
   CHECK(done < total);
   ms.cancel_patching();
   CHECK_FALSE(ms.patching_running());

@@ -51,6 +51,7 @@ void ModelSession::reset_pass() {
   has_lens_ = ablated_pass_ = false;
   causal_note_.clear();
   patch_.reset();
+  last_patch_.reset();
   patch_running_ = patch_dirty_ = patch_waiting_ = false;
   patch_error_.clear();
   ++generation_;
@@ -189,6 +190,7 @@ LensRequest ModelSession::lens_request() const {
 void ModelSession::set_causal(const CausalTools& tools) {
   if (tools.corrupted.empty()) {  // no patching: its maps go with the text
     patch_.reset();
+    last_patch_.reset();
     patch_running_ = patch_dirty_ = patch_waiting_ = false;
     patch_error_.clear();
   }
@@ -277,6 +279,9 @@ Status ModelSession::begin_patching() {
   if (Status st = job->begin(model_->model, clean, corrupted, lens_result_.target, causal_.ablation);
       !st.is_ok())
     return refuse(st.error);
+  last_patch_ = std::move(patch_);
+  last_clean_ = std::move(patch_clean_);
+  last_tools_ = patch_tools_;
   patch_ = std::move(job);
   patch_clean_ = clean;
   patch_tools_ = causal_;
@@ -301,10 +306,19 @@ void ModelSession::step_patching(double now_ms, double budget_ms) {
     if (Status st = patch_->step(1); !st.is_ok()) {
       patch_error_ = st.error;
       patch_running_ = false;
+      restore_last_patch();
       return;
     }
+    if (patch_->measured()) last_patch_.reset();
   } while (!patch_->finished() && ms_since(t0) < budget_ms);
   if (patch_->finished()) patch_running_ = false;
+}
+
+void ModelSession::restore_last_patch() {
+  if (!patch_ || patch_->measured()) return;  // the new job's maps are under way: they stay
+  patch_ = std::move(last_patch_);
+  patch_clean_ = std::move(last_clean_);
+  patch_tools_ = last_tools_;
 }
 
 void ModelSession::cancel_patching() {
@@ -312,6 +326,7 @@ void ModelSession::cancel_patching() {
     patch_error_ = "patching cancelled after " + std::to_string(patch_->done()) + " of " +
                    std::to_string(patch_->total()) + " runs";
   patch_running_ = patch_dirty_ = patch_waiting_ = false;
+  restore_last_patch();
 }
 
 void ModelSession::adopt(double ms) {

@@ -353,7 +353,7 @@ void draw_patching_maps(App& app) {
   const float cell = std::clamp(
       std::floor((ImGui::GetContentRegionAvail().x - 40.0f) / static_cast<float>(std::max(1, T + H))), 8.0f,
       fh + 4.0f);
-  if (std::isnan(p->corrupted))  // the job's first runs, a frame each
+  if (std::isnan(p->corrupted) && ms.patching_running())  // the job's first two runs
     ImGui::Text("Activation patching: running the clean and the corrupted texts");
   else
     ImGui::Text("Activation patching: %s clean %.3f, corrupted %.3f; each entry recovers that share",

@@ -186,6 +186,7 @@ class PatchJob {
   Status step(int runs);
   // done() and total() count the patched runs; the two runs before them count in neither.
   bool finished() const { return based_ == 2 && done_ >= total_; }
+  bool measured() const { return based_ == 2; }  // the clean and the corrupted texts ran, and differ
   int done() const { return done_; }
   int total() const { return total_; }
   const Patching& result() const { return out_; }
@@ -207,8 +208,8 @@ class PatchJob {
   int done_ = 0, total_ = 0;
 };
 
-// The whole of a PatchJob in one call. `progress(done, total)` is called after each patched run; returning
-// false cancels (the status says so).
+// The whole of a PatchJob in one call. `progress(done, total)` is called after each run (the clean and the
+// corrupted texts' first, with done 0); returning false cancels (the status says so).
 Status patch(const GptModel& model, const std::vector<int>& clean, const std::vector<int>& corrupted,
              const LensTarget& t, const Ablation& ablation, Patching& out,
              const std::function<bool(int done, int total)>& progress = {});

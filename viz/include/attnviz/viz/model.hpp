@@ -157,7 +157,8 @@ class ModelSession {
   // Activation patching of the typed text by causal().corrupted, in slices over frames. A recompute or a new
   // corrupted text schedules a job; step_patching(now_ms, budget_ms), called once a frame with the frame's
   // clock, begins it once `patch_delay_ms` passed since the first frame that saw the edit (the user stopped
-  // typing), then runs patched runs until `budget_ms` of this call passed (at least one).
+  // typing), then runs its runs (the clean and the corrupted texts, then the patched ones) until `budget_ms`
+  // of this call passed (at least one).
   double patch_delay_ms = 400.0;
   void step_patching(double now_ms, double budget_ms);
   void cancel_patching();  // stops the job; the maps keep what it computed
@@ -212,6 +213,12 @@ class ModelSession {
   std::unique_ptr<PatchJob> patch_;
   std::vector<int> patch_clean_;  // the typed text's ids the job patched, and the tools it ran with
   CausalTools patch_tools_;
+  // The job before patch_ with its ids and tools, until patch_ has run its clean and corrupted texts: a job
+  // refused or cancelled before then gives the screen back to it (the last good maps).
+  std::unique_ptr<PatchJob> last_patch_;
+  std::vector<int> last_clean_;
+  CausalTools last_tools_;
+  void restore_last_patch();
   bool patch_running_ = false, patch_dirty_ = false, patch_waiting_ = false;
   double patch_edit_ms_ = 0.0;
   std::string patch_error_;
