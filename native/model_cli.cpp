@@ -517,11 +517,10 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
     if (Status st = check_pass_memory(c, T, req, json, budget, a.memory_budget != 0); !st.is_ok())
       return fail(st);
     // The captures the causal tools keep beside the pass; patching's own, when they fit too.
-    const std::uint64_t pass = pass_memory(c, T, req, json), captures = lens_bytes(c, T, lr);
+    const std::uint64_t pass = pass_memory(c, T, req, json), captures = lens_bytes(c, T, lr, req);
     if (causal && budget && sat_add(pass, captures) > budget)
-      return fail(Status::fail("the causal tools' captures need " + format_bytes(captures) +
-                               " beside the pass's " + format_bytes(pass) + ", more than the " +
-                               format_bytes(budget) +
+      return fail(Status::fail("the causal tools need " + format_bytes(captures) + " beside the pass's " +
+                               format_bytes(pass) + ", more than the " + format_bytes(budget) +
                                (a.memory_budget ? " of --memory-budget" : " available")));
     if (patching && budget && sat_add(sat_add(pass, captures), patching_bytes(c, T)) > budget) {
       err << "attnviz-cli: note: patching needs " << format_bytes(patching_bytes(c, T))

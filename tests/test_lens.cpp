@@ -495,7 +495,12 @@ TEST_CASE("causal lens: bad requests are refused in one line") {
     none.lens = true, none.top_k = 0;
     const std::uint64_t entries =
         static_cast<std::uint64_t>(c.n_layers + 1) * 4 * std::min(1000, c.vocab_size);
-    CHECK(lens_bytes(c, 4, lens) - lens_bytes(c, 4, none) == entries * 128);
+    CHECK(lens_bytes(c, 4, lens, GptRequest()) - lens_bytes(c, 4, none, GptRequest()) == entries * 128);
+    // Heads ablated: a second capture and a second pass
+    LensRequest ablated = none;
+    ablated.ablation.heads = {{0, 0}};
+    CHECK(lens_bytes(c, 4, ablated, GptRequest()) - lens_bytes(c, 4, none, GptRequest()) ==
+          probe_bytes(c, 4) + pass_bytes(c, 4, GptRequest()));
   }
 
   std::vector<HeadRef> heads;

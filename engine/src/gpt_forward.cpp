@@ -701,7 +701,7 @@ Status attention_scalar_generic(const Steps& s, const GptConfig& c, const Config
 Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, const Shape& shape,
                       const GptBlock& b, const LayerKeep& k, const Rotary& rot, const Tensor& h,
                       GptLayer* before, LayerCache cache, Reuse& reuse, AttentionScratch& scratch,
-                      const QkKeep& keep, Result& a, Tensor& out, Tensor* context_out) {
+                      const QkKeep& keep, Result& a, Tensor& out, Tensor* context_out, bool project) {
   const int T = s.T, P = s.P, d = h.shape[1], H = ac.num_heads, KV = c.kv_heads(), hd = c.head_dim();
   const int QW = c.q_width(), KW = c.kv_width();
   const Isa isa = s.kern.isa;
@@ -773,7 +773,7 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
     reshape(ctx, T, QW);
   }
   job.context = ctx.ptr();
-  job.output = out.ptr();
+  job.output = project ? out.ptr() : nullptr;
   const std::size_t scratch_floats = simd::scratch_floats(job, simd::panel_width(isa), s.kern.pool->size());
   if (refit(scratch.kernel.size(), scratch_floats)) scratch.kernel = AlignedBuffer(scratch_floats);
   job.scratch = scratch.kernel.data();
@@ -815,9 +815,11 @@ struct Attention {
   Rotary global, local;  // rotary positions of the global and the sliding-window layers, rows [P, T)
 
   // out (T, d) = out_proj(context), `a` given what layer l keeps: attention_scalar or attention_fast. Rows
-  // [P, T) of the context vectors (T, H hd) go to `context_out` too where it is given.
+  // [P, T) of the context vectors (T, H hd) go to `context_out` too where it is given. Without `project`
+  // the fast path leaves `out` (and a kept output) for the caller to compute (a probe changing the context).
   Status forward(const Steps& s, int l, const GptBlock& b, const LayerKeep& keep, const Tensor& h,
-                 GptLayer* before, Reuse& reuse, GptLayer& layer, Tensor& out, Tensor* context_out) {
+                 GptLayer* before, Reuse& reuse, GptLayer& layer, Tensor& out, Tensor* context_out,
+                 bool project = true) {
     const GptConfig& c = *model;
     const Shape shape_l = layer_shape(c, config, l);
     const Rotary& rot = c.local_layer(l) ? local : global;
@@ -833,7 +835,7 @@ struct Attention {
     };
     return attention_fast(s, c, config, shape_l, b, keep, rot, h, before,
                           {at(q), at(k), at(v), packed[static_cast<std::size_t>(l)], capacity, reused_packs},
-                          reuse, scratch, qk, a, out, context_out);
+                          reuse, scratch, qk, a, out, context_out, project);
   }
 };
 
@@ -861,6 +863,11 @@ GptModel::GptModel(std::shared_ptr<const GptWeights> weights, TorchGenerator aft
 
 void GptModel::forget() {
   cache_.reset();
+  side_cache_.reset();
+}
+
+void GptModel::forget_side() {
+  side_cache_.reset();
 }
 
 GptModel GptModel::fork() const {
@@ -968,6 +975,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   if (isa != Isa::scalar && weights_->tok_emb.nr != simd::panel_width(isa)) {
     weights_ = std::make_shared<const GptWeights>(repacked(*weights_, isa));
     cache_.reset();
+    side_cache_.reset();
   }
   const GptWeights& w = *weights_;
   const int threads = isa == Isa::scalar ? 1 : resolve_threads(options_.exec.threads);
@@ -978,10 +986,12 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   // A capturing probe extends only the pass it captured.
   const int P =
       side || (probe && probe->capture && probe->stamp != out.stamp) ? 0 : reusable(ids, request, out);
-  std::unique_ptr<Cache> old = side ? nullptr : std::move(cache_);
+  // A side pass leaves the cache alone and works in storage of its own, kept from the previous side pass
+  // (an ablated view runs one a keystroke; fresh buffers each time cost it page faults and zeroing).
+  std::unique_ptr<Cache> old = side ? std::move(side_cache_) : std::move(cache_);
   Reuse reuse(out, P, c.context_length, old ? std::move(old->spare) : std::vector<std::vector<float>>());
   auto cache = std::make_unique<Cache>();
-  if (P > 0) {
+  if (old) {  // rows [0, P) are the previous pass's; the rest is storage
     cache->q = std::move(old->q), cache->k = std::move(old->k), cache->v = std::move(old->v);
     cache->hidden = std::move(old->hidden);
   }
@@ -1088,10 +1098,12 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
       ctx = capture ? &probe->context[static_cast<std::size_t>(l)] : &work.context;
       keep_rows(*ctx, T, c.q_width());
     }
-    if (Status st = attention.forward(s, l, b, k, ln1, before, reuse, layer, attn, ctx); !st.is_ok())
+    // A probe that will change this layer's context vectors has the projection computed once, after.
+    const bool edits = probe && probe->edit_context && probe->edits && probe->edits(l);
+    if (Status st = attention.forward(s, l, b, k, ln1, before, reuse, layer, attn, ctx, !edits); !st.is_ok())
       return fail(st);
     // A probe's change to the context vectors (ablation, patching): attn (T, d) = context W_out^T + b again
-    if (probe && probe->edit_context && probe->edit_context(l, *ctx)) {
+    if (probe && probe->edit_context && (probe->edit_context(l, *ctx) || edits)) {
       s.kern.linear(ctx->ptr(), attn.ptr(), T, b.out_proj.weight, b.out_proj.bias);
       if (k.qkv) a.context = *ctx, a.output = attn;
     }
@@ -1169,6 +1181,10 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     cache->stamp = r.stamp;
     cache->spare = reuse.release(6);
     cache_ = std::move(cache);
+  } else if (side) {  // storage only: no pass extends a side pass
+    cache->isa = isa;
+    cache->spare = reuse.release(6);
+    side_cache_ = std::move(cache);
   }
   out = std::move(r);
   return Status::ok();

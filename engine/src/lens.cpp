@@ -168,6 +168,14 @@ Status parse_heads(const std::string& spec, std::vector<HeadRef>& heads) {
   return Status::ok();
 }
 
+std::function<bool(int)> ablation_layers(const Ablation& a) {
+  std::vector<int> layers;
+  for (const HeadRef& h : a.heads) layers.push_back(h.layer);
+  return [layers = std::move(layers)](int layer) {
+    return std::find(layers.begin(), layers.end(), layer) != layers.end();
+  };
+}
+
 std::function<bool(int, Tensor&)> ablation_edit(const GptConfig& c, const Ablation& a) {
   std::vector<std::vector<int>> by_layer(static_cast<std::size_t>(std::max(c.n_layers, 0)));
   for (const HeadRef& h : a.heads) by_layer[static_cast<std::size_t>(h.layer)].push_back(h.head);
@@ -391,10 +399,13 @@ Attribution attribute(const GptWeights& w, const Exec& exec, const PassProbe& pr
   return a;
 }
 
-std::uint64_t lens_bytes(const GptConfig& c, int tokens, const LensRequest& request) {
+std::uint64_t lens_bytes(const GptConfig& c, int tokens, const LensRequest& request, const GptRequest& pass) {
   if (!request.lens && !request.attribute && request.ablation.empty()) return 0;
   const std::uint64_t one = probe_bytes(c, tokens);
-  std::uint64_t bytes = request.ablation.empty() ? one : sat_add(one, one);
+  // With heads ablated: the ablated pass's captures, and the pass itself (the view shows it; the clean one is
+  // kept to extend), with the storage side passes keep
+  std::uint64_t bytes =
+      request.ablation.empty() ? one : sat_add(sat_add(one, one), pass_bytes(c, tokens, pass));
   if (request.lens) {
     // (L + 1) x T x k top tokens, each kept (16 bytes) and written as JSON (about 100 bytes with its piece):
     // counted at 128 bytes, whether or not JSON is asked for
@@ -430,6 +441,7 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
   lent_ = 0;
   ablated_active_ = false;
   const bool ablate = !lr.ablation.empty();
+  if (!ablate) model.forget_side();  // the ablated passes' storage, kept while heads are ablated
   // The clean pass: the view's own when nothing is ablated, extending the previous keystroke's.
   GptResult& clean = ablate ? clean_pass_ : pass;
   clean_.capture = true;
@@ -443,6 +455,7 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
     ablated_.start_layer = first;
     ablated_.start = &clean_.resid[static_cast<std::size_t>(first)];
     ablated_.edit_context = ablation_edit(c, lr.ablation);
+    ablated_.edits = ablation_layers(lr.ablation);
     // The clean points before it are lent, not copied (swapped back at the next run).
     for (auto points : {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out}) {
       (ablated_.*points).resize((clean_.*points).size());
@@ -555,6 +568,7 @@ Status PatchJob::begin(const GptModel& model, const std::vector<int>& clean,
   runner_ = std::make_unique<GptModel>(model.fork());
   corrupted_ = corrupted;
   ablate_ = ablation.empty() ? std::function<bool(int, Tensor&)>() : ablation_edit(c, ablation);
+  ablates_ = ablation_layers(ablation);
   mean_ = !ablation.empty() && ablation.kind == AblationKind::mean;
 
   clean_ = clean;
@@ -575,12 +589,14 @@ Status PatchJob::base_run(int i) {
   PassProbe& probe = runs_[i];
   probe.capture = true;
   probe.edit_context = ablate_;
+  probe.edits = ablates_;
   probe.logits_row = target_.position;
   GptResult r;
   if (Status st = runner_->forward(i == 0 ? clean_ : corrupted_, metric_only(), probe, r); !st.is_ok())
     return st;
   (i == 0 ? out_.clean : out_.corrupted) = metric_of(r.logits.ptr(), target_);
   probe.edit_context = nullptr;
+  probe.edits = nullptr;
   if (i == 0) return Status::ok();
   clean_.clear();
   span_ = out_.clean - out_.corrupted;
@@ -612,6 +628,9 @@ Status PatchJob::run_from(int l, const Tensor& start, int patched_head, double& 
     };
   else
     probe.edit_context = ablate_;
+  probe.edits = [this, l, patched_head](int layer) {
+    return (patched_head >= 0 && layer == l) || ablates_(layer);
+  };
   GptResult r;
   if (Status st = runner_->forward(corrupted_, metric_only(), probe, r); !st.is_ok()) return st;
   entry = (metric_of(r.logits.ptr(), target_) - out_.corrupted) / span_;

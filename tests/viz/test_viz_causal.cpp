@@ -438,7 +438,8 @@ TEST_CASE("causal tools: their captures count in the memory check, and patching'
   CausalTools t;
   t.lens = t.attribute = true;
   LensRequest lr = lens_and_attribution();
-  const std::uint64_t pass = pass_memory(c, T, ms.request(), false), captures = lens_bytes(c, T, lr);
+  const std::uint64_t pass = pass_memory(c, T, ms.request(), false),
+                      captures = lens_bytes(c, T, lr, ms.request());
   // Room for the pass but not beside the captures: refused in one line, the plain view stays.
   std::uint64_t budget = pass + captures / 2;
   ms.free_memory = [&] { return budget; };

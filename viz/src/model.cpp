@@ -211,9 +211,9 @@ Status ModelSession::check_memory(const std::vector<int>& ids) const {
   const std::uint64_t room = budget && need <= held && need >= held / 2 ? std::max(budget, held) : budget;
   if (Status st = check_pass_memory(c, T, request, false, room, false); !st.is_ok()) return st;
   // The causal tools' captures (a second set where heads are ablated) are held beside the pass.
-  const std::uint64_t captures = causal_on() ? lens_bytes(c, T, lens_request()) : 0;
+  const std::uint64_t captures = causal_on() ? lens_bytes(c, T, lens_request(), request) : 0;
   if (captures && room && sat_add(need, captures) > room)
-    return Status::fail("the causal tools' captures need " + format_bytes(captures) + " beside the pass's " +
+    return Status::fail("the causal tools need " + format_bytes(captures) + " beside the pass's " +
                         format_bytes(need) + ", more than the " + format_bytes(room) +
                         " available: turn the lens, attribution and ablation off");
   return Status::ok();
@@ -271,8 +271,8 @@ Status ModelSession::begin_patching() {
   const int T = static_cast<int>(clean.size());
   const std::uint64_t budget = free_memory ? free_memory() : available_memory_bytes();
   const std::uint64_t extra = patching_bytes(c, T);
-  if (budget &&
-      sat_add(sat_add(pass_bytes(c, T, request()), lens_bytes(c, T, lens_request())), extra) > budget)
+  if (budget && sat_add(sat_add(pass_bytes(c, T, request()), lens_bytes(c, T, lens_request(), request())),
+                        extra) > budget)
     return refuse("patching needs " + format_bytes(extra) + " more for its runs' captures, more than the " +
                   format_bytes(budget) + " available: the lens and attribution run without it");
   auto job = std::make_unique<PatchJob>();

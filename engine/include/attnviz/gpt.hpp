@@ -337,6 +337,9 @@ struct PassProbe {
   // Layer l's context vectors (T, H hd), before the output projection: return true where they were changed,
   // and the projection is computed again from them.
   std::function<bool(int layer, Tensor& context)> edit_context;
+  // Optional, with edit_context: whether it will change layer l. Such a layer's output projection is then
+  // computed once, after the change, instead of before and again after it (the same numbers).
+  std::function<bool(int layer)> edits;
   // The logits computed: -1 as the request says, or one position's only (GptResult::logits is then (1, V)
   // for that position, and `next` its top tokens).
   int logits_row = -1;
@@ -386,6 +389,9 @@ class GptModel {
   Status generate(std::vector<int> ids, int steps, const GptRequest& request, std::vector<int>& generated,
                   GptResult& out, const std::function<bool(int done)>& step = {});
   void forget();  // drops the cache: the next pass is full
+  // Drops the storage side passes (PassProbe::changes()) keep between them: a pass's keys, values and working
+  // buffers (pass_bytes with no layer kept).
+  void forget_side();
   // The rows forward(ids, request, out) would take from `out` instead of computing them (its incremental
   // path; 0 for a full pass).
   int reusable(const std::vector<int>& ids, const GptRequest& request, const GptResult& out) const;
@@ -400,7 +406,7 @@ class GptModel {
   std::shared_ptr<const GptWeights> weights_;
   TorchGenerator after_init_;
   GptOptions options_;
-  std::unique_ptr<Cache> cache_;
+  std::unique_ptr<Cache> cache_, side_cache_;
 };
 
 // The floating-point operations of a pass over `tokens` tokens that computes rows [first, tokens) (2 per

@@ -46,6 +46,8 @@ Status check_ablation(const GptConfig& c, const Ablation& a);
 Status parse_heads(const std::string& spec, std::vector<HeadRef>& heads);
 // A PassProbe::edit_context that ablates `a`'s heads of each layer it is called with.
 std::function<bool(int layer, Tensor& context)> ablation_edit(const GptConfig& c, const Ablation& a);
+// The layers `a` ablates heads in: a PassProbe::edits for ablation_edit.
+std::function<bool(int layer)> ablation_layers(const Ablation& a);
 
 // The metric: the target's logit at a position, minus the versus token's when there is one.
 struct LensTarget {
@@ -134,9 +136,10 @@ struct LensResult {
   Attribution attribution;
 };
 
-// The bytes the captures of `request` hold for a pass over `tokens` tokens, beside pass_bytes(): a capturing
-// probe, a second one where heads are ablated, and the lens's top tokens (with their JSON).
-std::uint64_t lens_bytes(const GptConfig& c, int tokens, const LensRequest& request);
+// The bytes the captures of `request` hold for a pass over `tokens` tokens that keeps `pass`, beside
+// pass_bytes(): a capturing probe; where heads are ablated, a second one and a second pass (the clean pass
+// is kept to extend); and the lens's top tokens (with their JSON).
+std::uint64_t lens_bytes(const GptConfig& c, int tokens, const LensRequest& request, const GptRequest& pass);
 // The bytes activation patching holds over `tokens` tokens: the clean and the corrupted runs' captures, and a
 // patched run's starting residual and pass.
 std::uint64_t patching_bytes(const GptConfig& c, int tokens);
@@ -200,7 +203,8 @@ class PatchJob {
   int based_ = 0;  // the clean and the corrupted runs done
   LensTarget target_;
   std::function<bool(int, Tensor&)> ablate_;
-  PassProbe runs_[2];  // the clean and the corrupted runs' captures
+  std::function<bool(int)> ablates_;  // the layers ablate_ changes
+  PassProbe runs_[2];                 // the clean and the corrupted runs' captures
   Tensor start_;
   Patching out_;
   double span_ = 0.0;
