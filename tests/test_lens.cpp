@@ -96,6 +96,18 @@ void check_attribution(const Attribution& got, const json& want, const std::stri
   }
 }
 
+// Two attributions, component by component, bit for bit.
+void same_attribution(const Attribution& a, const Attribution& b) {
+  CHECK(a.target == b.target);
+  CHECK(a.versus == b.versus);
+  CHECK(a.value == b.value);
+  CHECK(a.embeddings == b.embeddings);
+  CHECK(a.heads == b.heads);
+  CHECK(a.attention_bias == b.attention_bias);
+  CHECK(a.mlp == b.mlp);
+  CHECK(a.final_bias == b.final_bias);
+}
+
 GptRequest all_logits() {
   GptRequest r;
   r.all_logits = true;
@@ -292,16 +304,6 @@ TEST_CASE("causal lens: the invariants hold on every ISA") {
               CHECK(a.top[i].probability == b.top[i].probability);
             }
           }
-        const auto same_attribution = [](const Attribution& a, const Attribution& b) {
-          CHECK(a.target == b.target);
-          CHECK(a.versus == b.versus);
-          CHECK(a.value == b.value);
-          CHECK(a.embeddings == b.embeddings);
-          CHECK(a.heads == b.heads);
-          CHECK(a.attention_bias == b.attention_bias);
-          CHECK(a.mlp == b.mlp);
-          CHECK(a.final_bias == b.final_bias);
-        };
         REQUIRE(typed.attributed);
         REQUIRE(whole.attributed);
         same_attribution(typed.attribution, whole.attribution);
@@ -439,10 +441,7 @@ TEST_CASE("causal lens: a view that types, ablates and stops ablating keeps a fr
           }
           CHECK(a.target_probability == b.target_probability);
         }
-      CHECK(kept_out.attribution.heads == fresh_out.attribution.heads);
-      CHECK(kept_out.attribution.mlp == fresh_out.attribution.mlp);
-      CHECK(kept_out.attribution.embeddings == fresh_out.attribution.embeddings);
-      CHECK(kept_out.attribution.value == fresh_out.attribution.value);
+      same_attribution(kept_out.attribution, fresh_out.attribution);
     }
   }
 }
