@@ -148,6 +148,7 @@ void ablation_section(GptModel& model, int reps) {
     ablated.start_layer = l;
     ablated.start = &clean.resid[static_cast<std::size_t>(l)];
     ablated.edit_context = ablation_edit(c, ablation);
+    ablated.edits = ablation_layers(ablation);
     std::vector<double> copy, side, logits, full, extra;
     std::vector<LensPoint> points;
     for (int rep = 0; rep < reps; ++rep) {

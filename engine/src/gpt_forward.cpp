@@ -789,7 +789,7 @@ Status attention_fast(const Steps& s, const GptConfig& c, const Config& ac, cons
     a.q = reuse.copy(scratch.q, from(&Result::q));
     a.k = per_query_head(cache.k.data(), T, H, KV, hd, &reuse);
     a.v = per_query_head(cache.v.data(), T, H, KV, hd, &reuse);
-    a.output = reuse.copy(out, from(&Result::output));
+    if (project) a.output = reuse.copy(out, from(&Result::output));  // else the caller's, after its change
   }
   if (k.q) scratch.q.data.swap(cache.q);
   if (dropped_kept && !s.train_dropout)
@@ -991,7 +991,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   std::unique_ptr<Cache> old = side ? std::move(side_cache_) : std::move(cache_);
   Reuse reuse(out, P, c.context_length, old ? std::move(old->spare) : std::vector<std::vector<float>>());
   auto cache = std::make_unique<Cache>();
-  if (old) {  // rows [0, P) are the previous pass's; the rest is storage
+  if (P > 0) {
     cache->q = std::move(old->q), cache->k = std::move(old->k), cache->v = std::move(old->v);
     cache->hidden = std::move(old->hidden);
   }
@@ -1105,6 +1105,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     // A probe's change to the context vectors (ablation, patching): attn (T, d) = context W_out^T + b again
     if (probe && probe->edit_context && (probe->edit_context(l, *ctx) || edits)) {
       s.kern.linear(ctx->ptr(), attn.ptr(), T, b.out_proj.weight, b.out_proj.bias);
+      if (!all_finite(attn.ptr(), attn.ptr() + attn.size())) return fail(not_finite("output"));
       if (k.qkv) a.context = *ctx, a.output = attn;
     }
     point(&PassProbe::attn_out, l, attn);  // attn_out[l] = attn

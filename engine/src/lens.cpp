@@ -464,8 +464,8 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
                   (clean_.*points)[static_cast<std::size_t>(l)]);
     }
     lent_ = first;
-    GptResult side;
-    const Status st = model.forward(ids, request, ablated_, side);
+    // Into the view's pass: its storage serves this one (it is replaced either way).
+    const Status st = model.forward(ids, request, ablated_, pass);
     ablated_.start = nullptr;
     if (!st.is_ok()) {  // the clean capture takes its points back: probe() is the clean one again
       for (auto points : {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out})
@@ -475,7 +475,6 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
       lent_ = 0;
       return st;
     }
-    pass = std::move(side);
     std::vector<GptLayer> layers;
     for (GptLayer& layer : clean.layers)
       if (layer.index < first) layers.push_back(layer);
@@ -674,6 +673,7 @@ Status PatchJob::step(int runs) {
     }
     ++n;
   }
+  if (finished()) runner_->forget();  // its side passes' storage: the maps are all that is kept
   return Status::ok();
 }
 

@@ -233,7 +233,10 @@ Status ModelSession::run(const std::vector<int>& ids) {
   if (ablated_pass_) sums_.clear();
   if (!causal || causal_.ablation.empty()) ablated_pass_ = false;
   const auto pass = [&](const std::vector<int>& of, GptResult& out) {
-    if (!causal) return model_->model.forward(of, req, out);
+    if (!causal) {
+      model_->model.forget_side();  // an ablated view's storage, kept while heads were ablated
+      return model_->model.forward(of, req, out);
+    }
     LensResult found;
     Status st = lens_.run(model_->model, of, req, lens_request(), out, found);
     if (st.is_ok()) lens_result_ = std::move(found);
