@@ -427,6 +427,18 @@ std::uint64_t patching_bytes(const GptConfig& c, int tokens) {
   return sat_add(captures, pass_bytes(c, tokens, metric_only()));  // and a patched run's own pass
 }
 
+void CausalLens::lend(int layers) {
+  for (auto points : {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out}) {
+    std::vector<Tensor>& clean = clean_.*points;
+    std::vector<Tensor>& ablated = ablated_.*points;
+    ablated.resize(std::max(ablated.size(), clean.size()));
+    for (const int n : {lent_, layers})  // back what was lent, then lend [0, layers)
+      for (int l = 0; l < n; ++l)
+        std::swap(clean[static_cast<std::size_t>(l)], ablated[static_cast<std::size_t>(l)]);
+  }
+  lent_ = layers;
+}
+
 Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRequest& request,
                        const LensRequest& lr, GptResult& pass, LensResult& out) {
   const GptConfig& c = model.weights().config;
@@ -434,11 +446,7 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
   if (Status st = check_target(c, T, lr.target); !st.is_ok()) return st;
   if (Status st = check_ablation(c, lr.ablation); !st.is_ok()) return st;
   // The clean capture's points that the last ablated pass borrowed go back before anything else.
-  for (auto points : {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out})
-    for (int l = 0; l < lent_; ++l)
-      std::swap((clean_.*points)[static_cast<std::size_t>(l)],
-                (ablated_.*points)[static_cast<std::size_t>(l)]);
-  lent_ = 0;
+  lend(0);
   ablated_active_ = false;
   const bool ablate = !lr.ablation.empty();
   if (!ablate) model.forget_side();  // the ablated passes' storage, kept while heads are ablated
@@ -456,23 +464,12 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
     ablated_.start = &clean_.resid[static_cast<std::size_t>(first)];
     ablated_.edit_context = ablation_edit(c, lr.ablation);
     ablated_.edits = ablation_layers(lr.ablation);
-    // The clean points before it are lent, not copied (swapped back at the next run).
-    for (auto points : {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out}) {
-      (ablated_.*points).resize((clean_.*points).size());
-      for (int l = 0; l < first; ++l)
-        std::swap((ablated_.*points)[static_cast<std::size_t>(l)],
-                  (clean_.*points)[static_cast<std::size_t>(l)]);
-    }
-    lent_ = first;
+    lend(first);  // the clean points before it, not copied (taken back at the next run)
     // Into the view's pass: its storage serves this one (it is replaced either way).
     const Status st = model.forward(ids, request, ablated_, pass);
     ablated_.start = nullptr;
-    if (!st.is_ok()) {  // the clean capture takes its points back: probe() is the clean one again
-      for (auto points : {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out})
-        for (int l = 0; l < first; ++l)
-          std::swap((ablated_.*points)[static_cast<std::size_t>(l)],
-                    (clean_.*points)[static_cast<std::size_t>(l)]);
-      lent_ = 0;
+    if (!st.is_ok()) {
+      lend(0);  // the clean capture takes its points back: probe() is the clean one again
       return st;
     }
     std::vector<GptLayer> layers;
@@ -491,13 +488,15 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
   // residual through the final norm and head.
   std::vector<float> own;
   const float* logits = nullptr;
+  // The pass's own row at the position, or null where it did not compute it.
+  const auto pass_row = [&]() -> const float* {
+    const int rows = pass.logits.rank == 2 ? pass.logits.shape[0] : 0;
+    if (rows == T) return pass.logits.ptr() + static_cast<std::size_t>(out.target.position) * c.vocab_size;
+    return rows == 1 && out.target.position == T - 1 ? pass.logits.ptr() : nullptr;
+  };
   const auto position_logits = [&]() {
     if (logits) return logits;
-    const int rows = pass.logits.rank == 2 ? pass.logits.shape[0] : 0;
-    if (rows == T)
-      logits = pass.logits.ptr() + static_cast<std::size_t>(out.target.position) * c.vocab_size;
-    else if (rows == 1 && out.target.position == T - 1)
-      logits = pass.logits.ptr();
+    logits = pass_row();
     if (!logits) {
       own = logits_at(model.weights(), exec, probe, out.target.position);
       logits = own.data();
@@ -527,10 +526,8 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
                          lens_top_k_ == lr.top_k && lens_target_ == lens_target;
     // The position's own logits row where the pass has it or it was computed already; else the lens
     // computes it with the rest (not a product of its own, reading the whole head for one row).
-    const int rows = pass.logits.rank == 2 ? pass.logits.shape[0] : 0;
-    const bool have = logits || rows == T || (rows == 1 && out.target.position == T - 1);
     logit_lens(model.weights(), exec, probe, lr.top_k, lens_target, lens_, extends ? clean.reused : 0,
-               have ? position_logits() : nullptr, out.target.position);
+               logits ? logits : pass_row(), out.target.position);
     lens_stamp_ = ablate ? 0 : clean_.stamp;
     lens_top_k_ = lr.top_k, lens_target_ = lens_target;
     out.lens = lens_;

@@ -162,6 +162,7 @@ class CausalLens {
   GptResult clean_pass_;
   bool ablated_active_ = false;
   int lent_ = 0;  // the clean capture's layers [0, lent_) are in ablated_ (the view's) until the next run
+  void lend(int layers);  // takes back what was lent, and lends layers [0, layers)
   // The last lens, and what it was computed from: the clean capture's stamp (0: none, or an ablated pass's),
   // its top k and its target (-1: none).
   std::vector<LensPoint> lens_;
