@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "attnviz/gpt.hpp"
 #include "check.hpp"
@@ -33,6 +34,12 @@ std::vector<int> some_ids(int n, int vocab, unsigned seed) {
   std::vector<int> ids;
   for (int i = 0; i < n; ++i) ids.push_back(static_cast<int>((seed * 2654435761u + 40503u * i) % vocab));
   return ids;
+}
+
+// One float or double, bit for bit (NaN equals the same NaN).
+template <class T, class = std::enable_if_t<std::is_floating_point_v<T>>>
+bool same_bits(T a, T b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
@@ -192,6 +199,59 @@ TEST_CASE("every ISA's whole-model pass agrees with the scalar reference") {
       }
     }
   }
+}
+
+TEST_CASE("every ISA's top tokens are the scalar rule's, its softmax to float's precision") {
+  // Rows shorter than a vector, with a ragged tail, GPT-2's vocabulary; ties (values on a coarse grid); a
+  // range wide enough that float's exp underflows where double's does not; each k up to past the row.
+  std::uint64_t state = 7;
+  const auto uniform = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const int V : {1, 3, 17, 33, 100, 50257})
+    for (const int spread : {0, 1, 2}) {
+      std::vector<float> row(static_cast<std::size_t>(V));
+      for (float& x : row) {
+        const double u = uniform();
+        x = spread == 0   ? static_cast<float>(std::floor(u * 8.0))  // few distinct values: ties everywhere
+            : spread == 1 ? static_cast<float>(u * 20.0 - 10.0)
+                          : static_cast<float>(u * 300.0 - 250.0);
+      }
+      std::vector<std::vector<float>> rows = {row};
+      if (V >
+          2) {  // a value that is not finite sends the row to the scalar rule: the same answer bit for bit
+        for (const float bad : {inf, -inf, std::numeric_limits<float>::quiet_NaN()}) {
+          rows.push_back(row);
+          rows.back()[static_cast<std::size_t>(V / 2)] = bad;
+        }
+      }
+      for (std::size_t r = 0; r < rows.size(); ++r)
+        for (const int k : {0, 1, 5, 10, 64, 65, V, V + 3}) {
+          double want_lse = 0.0;
+          const std::vector<TopToken> want = top_tokens(rows[r].data(), V, k, &want_lse, Isa::scalar);
+          for (const Isa isa : available_isas()) {
+            if (isa == Isa::scalar) continue;
+            INFO(to_string(isa) << " V " << V << " spread " << spread << " row " << r << " k " << k);
+            double lse = 0.0;
+            const std::vector<TopToken> got = top_tokens(rows[r].data(), V, k, &lse, isa);
+            REQUIRE(got.size() == want.size());
+            for (std::size_t i = 0; i < got.size(); ++i) {
+              CHECK(got[i].id == want[i].id);
+              CHECK(same_bits(got[i].logit, want[i].logit));
+              if (r == 0)
+                CHECK(std::abs(got[i].probability - want[i].probability) <= 2e-6 * want[i].probability);
+              else
+                CHECK(same_bits(got[i].probability, want[i].probability));
+            }
+            if (r == 0)
+              CHECK(std::abs(lse - want_lse) <= 2e-6);
+            else
+              CHECK(same_bits(lse, want_lse));
+          }
+        }
+    }
 }
 
 TEST_CASE("the incremental path gives the full pass's bits") {

@@ -187,6 +187,10 @@ void run_rows(Isa isa, const RowJob& job) {
   with_arch<void>(isa, [&](auto arch) { fast_rows{}(arch, job); });
 }
 
+void scan_logits(Isa isa, LogitRow& row) {
+  with_arch<void>(isa, [&](auto arch) { logit_row{}(arch, row); });
+}
+
 const TrainKernels* train_kernels(Isa isa) {
   return with_arch<const TrainKernels*>(isa, [](auto arch) { return &train_table{}(arch); });
 }

@@ -87,6 +87,27 @@ struct fast_rows {
   void operator()(Arch, const RowJob& job) const;
 };
 
+// One row of logits (top_tokens), on the calling thread. A first read finds the row's largest value, whether
+// every value is finite, and each value above a moving bar, handed to `offer` in increasing index order (it
+// returns the new bar); a second sums exp(x - max), each exp in float (exp_fast, about 2 ulp) and the sum in
+// double lanes, in an order fixed for the ISA. Where a value is not finite the second read is skipped: the
+// caller takes the row again by the scalar rule.
+struct LogitRow {
+  const float* x = nullptr;
+  int n = 0;
+  float bar = 0.0f;  // only values above it are offered (-inf: every finite one)
+  float (*offer)(void* context, int i) = nullptr;  // returns the new bar
+  void* context = nullptr;
+  float max = 0.0f;      // out: the largest value
+  bool finite = false;   // out: every value finite
+  double exp_sum = 0.0;  // out: the sum of exp(x - max), where finite
+};
+
+struct logit_row {
+  template <class Arch>
+  void operator()(Arch, LogitRow& row) const;
+};
+
 // fast_gemm and fma_probe serve only attnviz-bench, yet stay in the engine: fast_gemm is the layer's own
 // detail::parallel_gemm (what the benchmark measures is the projection the layer runs), and both must be
 // compiled with each ISA's -m flags, which only the engine's per-ISA files (layer_<isa>.cpp) get. Moving them

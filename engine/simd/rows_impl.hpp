@@ -3,6 +3,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "layer_impl.hpp"
 
@@ -100,6 +102,57 @@ void fast_rows::operator()(A, const RowJob& job) const {
                        HalfPanels{job.w16, job.w16_bf16});
       break;
   }
+}
+
+template <class A>
+void logit_row::operator()(A, LogitRow& job) const {
+  using namespace detail;
+  using B = vf<A>;
+  constexpr int W = static_cast<int>(B::size);
+  const float* x = job.x;
+  const int n = job.n, nv = n - n % W;
+  // 1. the largest value, finiteness, and the values above the bar (a lane compare skips the rest)
+  const B big(std::numeric_limits<float>::max());
+  B mx(-std::numeric_limits<float>::infinity());
+  auto finite = big == big;
+  const auto offer = [&](int j) {
+    if (x[j] > job.bar) job.bar = job.offer(job.context, j);
+  };
+  for (int j = 0; j < nv; j += W) {
+    const B v = B::load_unaligned(x + j);
+    mx = xsimd::max(mx, v);
+    finite = finite & (xsimd::abs(v) <= big);
+    if (xsimd::any(v > B(job.bar)))
+      for (int i = j; i < j + W; ++i) offer(i);
+  }
+  alignas(64) float lanes_max[W];
+  mx.store_aligned(lanes_max);
+  float largest = *std::max_element(lanes_max, lanes_max + W);
+  bool all_finite = xsimd::all(finite);
+  for (int j = nv; j < n; ++j) {
+    largest = std::max(largest, x[j]);
+    all_finite = all_finite && std::abs(x[j]) <= std::numeric_limits<float>::max();
+    offer(j);
+  }
+  job.max = largest, job.finite = all_finite;
+  if (!all_finite) return;
+  // 2. exp(x - max) in float lanes, summed in double lanes; the tail padded with -inf (exp_fast gives 0)
+  alignas(64) float e[W];
+  double lanes[W] = {};
+  const B m(largest);
+  const auto add = [&](B v) {
+    exp_fast<A>(v - m).store_aligned(e);
+    for (int i = 0; i < W; ++i) lanes[i] += static_cast<double>(e[i]);
+  };
+  for (int j = 0; j < nv; j += W) add(B::load_unaligned(x + j));
+  if (nv < n) {
+    alignas(64) float tail[W];
+    for (int i = 0; i < W; ++i) tail[i] = nv + i < n ? x[nv + i] : -std::numeric_limits<float>::infinity();
+    add(B::load_aligned(tail));
+  }
+  double sum = 0.0;
+  for (int i = 0; i < W; ++i) sum += lanes[i];
+  job.exp_sum = sum;
 }
 
 }  // namespace attnviz::simd

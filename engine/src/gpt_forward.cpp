@@ -1167,7 +1167,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
                   row(r.logits, request.all_logits ? first_logit : 0), last_logit - first_logit, w.head(),
                   no_bias);
   }
-  r.next = top_tokens(row(r.logits, request.all_logits ? one_row : 0), V, request.top_k);
+  r.next = top_tokens(row(r.logits, request.all_logits ? one_row : 0), V, request.top_k, nullptr, s.kern.isa);
   if (!all_finite(row(r.logits, request.all_logits ? first_logit : 0), r.logits.ptr() + r.logits.size()))
     return fail(Status::fail("the logits are not finite: the weights overflow float32"));
 

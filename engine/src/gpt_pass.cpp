@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "fast.hpp"
+#include "simd/packed.hpp"
 
 namespace attnviz {
 namespace gpt_pass {
@@ -87,36 +89,73 @@ std::vector<std::string> id_labels(const std::vector<int>& ids) {
 
 using namespace gpt_pass;
 
-std::vector<TopToken> top_tokens(const float* logits, int V, int k, double* log_sum_exp) {
-  k = std::max(0, std::min(k, V));
-  // Most probable first, equal logits by id: one pass keeps the k best so far in order (ids come in
-  // increasing order, so an equal logit never displaces an earlier id).
-  const auto better = [&](int a, int b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  };
-  // (A large k sorts instead: inserting would cost k a token.)
-  std::vector<int> best;
-  double mx = -INFINITY;
-  for (int i = 0; i < V; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
-  if (k > 64) {
-    best.resize(static_cast<std::size_t>(V));
-    for (int i = 0; i < V; ++i) best[static_cast<std::size_t>(i)] = i;
-    std::partial_sort(best.begin(), best.begin() + k, best.end(), better);
-    best.resize(static_cast<std::size_t>(k));
-  } else if (k > 0) {
-    best.reserve(static_cast<std::size_t>(k) + 1);
-    for (int i = 0; i < V; ++i) {
-      if (static_cast<int>(best.size()) == k && !(logits[i] > logits[best.back()])) continue;
-      best.insert(std::upper_bound(best.begin(), best.end(), i, better), i);
-      if (static_cast<int>(best.size()) > k) best.pop_back();
-    }
+namespace {
+
+// The k best logits seen so far, most probable first and equal logits by id (ids are offered in increasing
+// order, so an equal logit never displaces an earlier id).
+struct BestSoFar {
+  const float* logits;
+  int k;
+  std::vector<int> ids;
+
+  void offer(int i) {
+    const auto better = [this](int a, int b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    };
+    ids.insert(std::upper_bound(ids.begin(), ids.end(), i, better), i);
+    if (static_cast<int>(ids.size()) > k) ids.pop_back();
   }
-  double sum = 0.0;
-  for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  // The bar a logit must pass to be offered: none until k are kept (-inf, which every finite logit passes).
+  float bar() const {
+    return static_cast<int>(ids.size()) == k ? logits[ids.back()] : -std::numeric_limits<float>::infinity();
+  }
+};
+
+}  // namespace
+
+std::vector<TopToken> top_tokens(const float* logits, int V, int k, double* log_sum_exp, Isa isa) {
+  k = std::max(0, std::min(k, V));
+  // (A large k sorts instead: inserting would cost k a token.)
+  const bool insert = k <= 64;
+  BestSoFar best{logits, insert ? k : 0, {}};
+  best.ids.reserve(static_cast<std::size_t>(best.k) + 1);
+  double mx = -INFINITY, sum = 0.0;
+  bool scanned = false;
+  if (resolve(isa) != Isa::scalar && V > 0) {
+    // One lane-wide read for the largest logit and the candidates, one for the sum of exps; a row with a
+    // value that is not finite takes the scalar rule below.
+    simd::LogitRow row;
+    row.x = logits, row.n = V, row.context = &best;
+    row.bar = best.k > 0 ? best.bar() : std::numeric_limits<float>::infinity();
+    row.offer = [](void* context, int i) {
+      BestSoFar& b = *static_cast<BestSoFar*>(context);
+      b.offer(i);
+      return b.bar();
+    };
+    simd::scan_logits(resolve(isa), row);
+    scanned = row.finite;
+    if (scanned) mx = row.max, sum = row.exp_sum;
+  }
+  if (!scanned) {
+    best.ids.clear();
+    for (int i = 0; i < V; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+    for (int i = 0; i < V && best.k > 0; ++i)
+      if (static_cast<int>(best.ids.size()) < best.k || logits[i] > logits[best.ids.back()]) best.offer(i);
+    for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  }
+  std::vector<int> ids = std::move(best.ids);
+  if (!insert) {
+    ids.resize(static_cast<std::size_t>(V));
+    for (int i = 0; i < V; ++i) ids[static_cast<std::size_t>(i)] = i;
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int a, int b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    ids.resize(static_cast<std::size_t>(k));
+  }
   if (log_sum_exp) *log_sum_exp = mx + std::log(sum);
   std::vector<TopToken> top;
-  top.reserve(best.size());
-  for (const int id : best)
+  top.reserve(ids.size());
+  for (const int id : ids)
     top.push_back({id, logits[id], std::exp(static_cast<double>(logits[id]) - mx) / sum});
   return top;
 }
@@ -179,7 +218,8 @@ Status end_gpt_forward(const GptRequest& request, GptResult& r) {
   const int rows = r.logits.shape[0], V = r.logits.shape[1];
   if (!all_finite(r.logits.ptr(), r.logits.ptr() + r.logits.size()))
     return Status::fail("the logits are not finite: the weights overflow float32");
-  r.next = top_tokens(r.logits.ptr() + static_cast<std::size_t>(rows - 1) * V, V, request.top_k);
+  r.next = top_tokens(r.logits.ptr() + static_cast<std::size_t>(rows - 1) * V, V, request.top_k, nullptr,
+                      resolve(r.options.exec.isa));
   return Status::ok();
 }
 

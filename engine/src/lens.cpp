@@ -235,16 +235,17 @@ void logit_lens(const GptWeights& w, const Exec& exec, const PassProbe& probe, i
   // kRows at a time whatever point they come from: the unembedding (gpt2-small's is 154 MB) is read once per
   // kRows rows, not once per point, and a keystroke's new position at every point is one product.
   std::vector<std::pair<int, int>> todo;  // (point, position)
+  const Isa isa = resolve(exec.isa);
   const auto finish = [&](int k, int t, const float* row) {
     LensPosition& lp = out[static_cast<std::size_t>(k)].positions[static_cast<std::size_t>(t)];
     double log_sum = 0.0;
-    lp.top = top_tokens(row, V, top_k, &log_sum);
+    lp.top = top_tokens(row, V, top_k, &log_sum, isa);
     lp.target_probability = target >= 0 ? std::exp(static_cast<double>(row[target]) - log_sum)
                                         : std::numeric_limits<double>::quiet_NaN();
   };
-  // The rows' top tokens and softmax (a pass of exp over the vocabulary each, about as long as the row's
-  // product) on the pass's threads, each row writing its own position.
-  const int threads = resolve(exec.isa) == Isa::scalar ? 1 : resolve_threads(exec.threads);
+  // The rows' top tokens and softmax (two lane-wide reads of the row each) on the pass's threads, each row
+  // writing its own position.
+  const int threads = isa == Isa::scalar ? 1 : resolve_threads(exec.threads);
   ThreadPool* pool = threads > 1 ? &ThreadPool::shared(threads) : nullptr;
   for (int k = 0; k < points; ++k) {
     LensPoint& p = out[static_cast<std::size_t>(k)];
