@@ -42,7 +42,7 @@ constexpr int mr_of() {
 // K (gemm): on the 2-vCPU Emerald Rapids VM, gpt2-small's products at 512 rows ran at 77-89% of the AVX-512
 // FMA peak on 2 threads this way, against 52-76% in the earlier 96 x 4 tiles blocked over K in 16 kB panel
 // slices, and the whole model at T = 128 / 512 / 1024 was faster in 16 of 20, 10 of 10 and 6 of 6 alternating
-// passes (AVX2: in 8 of 10 at T = 512). 48 x 4 and 24 x 16 did as well as 48 x 8 (bench/README.md).
+// passes (AVX2: in 8 of 10 at T = 512). 48 x 4 and 24 x 16 did as well as 48 x 8 (bench/LOG.md).
 // WebAssembly's tiles are 8 panels wide so that a run of gemm's reading ahead (kReadAheadFloats) can take 8
 // of gpt2-small's 768-deep panels: with each tile read whole in one run, 96 x 8 against 96 x 4 was 1.04x at
 // T = 16 on the Zen 4 VM (43 of 75 alternating passes, near the noise), no different at T = 128.
