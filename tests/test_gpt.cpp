@@ -456,6 +456,12 @@ TEST_CASE("a pass computed elsewhere: begin_gpt_forward lays out what forward ke
         "token id 97 is outside the vocabulary (0..96)");
   GptModel train = seeded(c, 11, true, Isa::automatic);
   CHECK_FALSE(begin_gpt_forward(train.weights(), train.options(), ids, GptRequest{}, ext).is_ok());
+  // an attention-only model (the induction task's): its blocks have no MLP, which the GPU kernels would run
+  GptConfig attention_only = c;
+  attention_only.attention_only = true;
+  GptModel induction = seeded(attention_only, 11, false, Isa::automatic);
+  CHECK(begin_gpt_forward(induction.weights(), induction.options(), ids, GptRequest{}, ext).error ==
+        "only the engine computes attention-only models (the GPU kernels run every block's MLP)");
   // non-finite logits are refused as forward() refuses them
   REQUIRE(begin_gpt_forward(m.weights(), m.options(), ids, GptRequest{}, ext).is_ok());
   ext.logits.data[3] = INFINITY;

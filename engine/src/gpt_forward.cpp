@@ -1161,7 +1161,25 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   Tensor* previous_logits = reuse.previous_logits();
   r.logits = reuse.rows(rows, V, request.all_logits ? previous_logits : nullptr);
   if (previous_logits) reuse.give(*previous_logits);
-  if (first_logit < last_logit) {
+  // A keystroke's lens (PassProbe::lens): the new position at every point, the pass's own row last, in one
+  // product; each row's logits are the same bits whichever rows share the product.
+  const bool fused_lens = capture && probe->lens && probe->start_layer == 0 && T - P == 1 &&
+                          first_logit == T - 1 && last_logit == T;
+  if (capture) probe->lens_position = -1;
+  if (fused_lens) {
+    Tensor& lens = probe->lens_logits;
+    reshape(lens, L + 1, V);
+    std::vector<float> normed(count(L + 1, d));
+    for (int k = 0; k < L; ++k)
+      s.norm_rows(row(probe->resid[static_cast<std::size_t>(k)], T - 1), normed.data() + count(k, d), 1, d,
+                  w.final_scale, w.final_shift, arch);
+    std::memcpy(normed.data() + count(L, d), cache->hidden.data() + count(T - 1, d),
+                count(1, d) * sizeof(float));
+    static const Tensor no_bias;
+    s.kern.linear(normed.data(), lens.ptr(), L + 1, w.head(), no_bias);
+    std::memcpy(row(r.logits, request.all_logits ? T - 1 : 0), row(lens, L), count(1, V) * sizeof(float));
+    probe->lens_position = T - 1;
+  } else if (first_logit < last_logit) {
     static const Tensor no_bias;
     s.kern.linear(cache->hidden.data() + count(first_logit, d),
                   row(r.logits, request.all_logits ? first_logit : 0), last_logit - first_logit, w.head(),

@@ -182,6 +182,9 @@ Status begin_gpt_forward(const GptWeights& w, const GptOptions& options, const s
         "only the engine computes train-mode passes (PyTorch's dropout masks are drawn in sequence)");
   if (!c.gpt2())
     return Status::fail("only the engine computes " + c.arch.name + " models (the GPU kernels are GPT-2's)");
+  if (c.attention_only)
+    return Status::fail(
+        "only the engine computes attention-only models (the GPU kernels run every block's MLP)");
   const int T = static_cast<int>(ids.size()), d = c.d_model, H = c.n_heads;
   r = GptResult();
   r.config = c;

@@ -247,6 +247,10 @@ void logit_lens(const GptWeights& w, const Exec& exec, const PassProbe& probe, i
   // writing its own position.
   const int threads = isa == Isa::scalar ? 1 : resolve_threads(exec.threads);
   ThreadPool* pool = threads > 1 ? &ThreadPool::shared(threads) : nullptr;
+  // Rows the pass computed with its own (PassProbe::lens: a keystroke's new position at every point).
+  const bool computed = probe.lens_position >= 0 && probe.lens_logits.rank == 2 &&
+                        probe.lens_logits.shape[0] == points && probe.lens_logits.shape[1] == V;
+  std::vector<std::pair<int, const float*>> ready;  // (point, row) at lens_position
   for (int k = 0; k < points; ++k) {
     LensPoint& p = out[static_cast<std::size_t>(k)];
     p.after = k == 0 ? "embeddings" : "block " + std::to_string(k - 1);
@@ -255,9 +259,19 @@ void logit_lens(const GptWeights& w, const Exec& exec, const PassProbe& probe, i
     for (int t = std::max(first, 0); t < T; ++t)
       if (own && k == points - 1 && t == own_position)
         finish(k, t, own);  // the model's own logits, not computed again
+      else if (computed && t == probe.lens_position)
+        ready.emplace_back(k, probe.lens_logits.ptr() + at(k, V));
       else
         todo.emplace_back(k, t);
   }
+  const auto ready_row = [&](int i, int) {
+    const auto [k, from] = ready[static_cast<std::size_t>(i)];
+    finish(k, probe.lens_position, from);
+  };
+  if (pool)
+    pool->run(static_cast<int>(ready.size()), ready_row);
+  else
+    for (int i = 0; i < static_cast<int>(ready.size()); ++i) ready_row(i, 0);
   constexpr int kRows = 32;  // (32, V) floats of logits at a time, not (T, V) per point
   std::vector<float> rows(at(kRows, d)), logits(at(kRows, V));
   for (std::size_t i0 = 0; i0 < todo.size(); i0 += kRows) {
@@ -415,6 +429,9 @@ std::uint64_t lens_bytes(const GptConfig& c, int tokens, const LensRequest& requ
                                                   static_cast<std::uint64_t>(std::max(tokens, 0))),
                                           k);
     bytes = sat_add(bytes, sat_mul(entries, 128));
+    // the logits it computes at a time: a keystroke's L + 1 rows (PassProbe::lens_logits), else 32 rows
+    const std::uint64_t rows = static_cast<std::uint64_t>(std::max(c.n_layers + 1, 32));
+    bytes = sat_add(bytes, sat_mul(sat_mul(rows, static_cast<std::uint64_t>(std::max(c.vocab_size, 0))), 4));
   }
   return bytes;
 }
@@ -454,6 +471,7 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
   // The clean pass: the view's own when nothing is ablated, extending the previous keystroke's.
   GptResult& clean = ablate ? clean_pass_ : pass;
   clean_.capture = true;
+  clean_.lens = lr.lens;
   const std::uint64_t previous_stamp = clean_.stamp;
   if (Status st = model.forward(ids, request, clean_, clean); !st.is_ok()) return st;
   if (ablate) {
@@ -465,7 +483,8 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
     ablated_.start = &clean_.resid[static_cast<std::size_t>(first)];
     ablated_.edit_context = ablation_edit(c, lr.ablation);
     ablated_.edits = ablation_layers(lr.ablation);
-    lend(first);  // the clean points before it, not copied (taken back at the next run)
+    ablated_.lens = false;  // a pass from a later block: logit_lens computes every row
+    lend(first);            // the clean points before it, not copied (taken back at the next run)
     // Into the view's pass: its storage serves this one (it is replaced either way).
     const Status st = model.forward(ids, request, ablated_, pass);
     ablated_.start = nullptr;

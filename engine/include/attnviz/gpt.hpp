@@ -346,6 +346,14 @@ struct PassProbe {
   // The logits computed: -1 as the request says, or one position's only (GptResult::logits is then (1, V)
   // for that position, and `next` its top tokens).
   int logits_row = -1;
+  // With capture, the logit lens asked of the pass itself: where a pass from block 0 computes one new
+  // position (a keystroke) and that position's logits, the position's residual points before the last go
+  // through the final norm and head together with the pass's own row, in one read of the head. lens_logits is
+  // then (L + 1, V), row k the lens after k blocks (row L the pass's own logits), at lens_position; else
+  // lens_position is -1 (logit_lens computes the rows itself).
+  bool lens = false;
+  int lens_position = -1;
+  Tensor lens_logits;
 
   bool changes() const { return start != nullptr || edit_context; }
 };
