@@ -538,6 +538,34 @@ TEST_CASE("causal lens: bad requests are refused in one line") {
   CHECK(seeded.forward({1, 2}, GptRequest(), probe, r).error.find("need eval mode") != std::string::npos);
 }
 
+TEST_CASE("causal lens: every ISA's attribution directions are the scalar loop's sums, float32 and BF16") {
+  // The ISA's own loop (simd::run_transposed) on panels of its width against the plain loop on the same
+  // panels; they differ only where the ISA fuses a multiply and an add.
+  for (const std::filesystem::path& dir :
+       {kFixtures / "arch" / "llama_bf16", kFixtures / "gpt" / "hf-folder"})
+    for (Isa isa : available_isas()) {
+      if (isa == Isa::scalar) continue;
+      CAPTURE(dir.string() + " on " + to_string(isa));
+      const GptModel model = open(dir, isa);
+      const GptConfig& c = model.weights().config;
+      const AttributionDirections fast = attribution_directions(model.weights(), Exec{isa, 2}, 1, 0);
+      const AttributionDirections plain = attribution_directions(model.weights(), Exec{Isa::scalar, 1}, 1, 0);
+      REQUIRE(fast.per_context.size() == static_cast<std::size_t>(c.n_layers));
+      REQUIRE(plain.per_context.size() == fast.per_context.size());
+      double worst = 0.0, scale = 0.0;
+      for (std::size_t l = 0; l < fast.per_context.size(); ++l) {
+        REQUIRE(fast.per_context[l].size() == static_cast<std::size_t>(c.q_width()));
+        REQUIRE(plain.per_context[l].size() == fast.per_context[l].size());
+        for (std::size_t i = 0; i < fast.per_context[l].size(); ++i) {
+          worst = std::max(worst, std::fabs(fast.per_context[l][i] - plain.per_context[l][i]));
+          scale = std::max(scale, std::fabs(plain.per_context[l][i]));
+        }
+      }
+      CHECK(scale > 0.0);
+      CHECK(worst <= 1e-12 * scale);
+    }
+}
+
 TEST_CASE("causal lens: a 16-bit model's attribution reads its BF16 panels as their float32 copy does") {
   const std::filesystem::path dir = kFixtures / "arch" / "llama_bf16";
   const json want = read_json(dir / "expected.json");

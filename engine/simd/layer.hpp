@@ -108,6 +108,23 @@ struct logit_row {
   void operator()(Arch, LogitRow& row) const;
 };
 
+// out[i] = sum over o of m(o, i) w[o], in double: a packed (out, in) matrix's transpose times a vector
+// (attribution's directions). The matrix is in panels of the ISA's width (pack.hpp), float32 or BF16. For
+// each i, the panel width's lanes each sum their column over the panels in order (a fused multiply-add a
+// term where the ISA has one), then the lanes are added in order.
+struct TransposedJob {
+  const float* f32 = nullptr;           // the panels, or
+  const std::uint16_t* bf16 = nullptr;  // the same panels in BF16
+  int in = 0, out = 0;
+  const double* w = nullptr;  // (panels * width): w over the panels' columns, 0 in a last panel's padding
+  double* result = nullptr;   // (in)
+};
+
+struct transposed_sweep {
+  template <class Arch>
+  void operator()(Arch, const TransposedJob& job) const;
+};
+
 // fast_gemm and fma_probe serve only attnviz-bench, yet stay in the engine: fast_gemm is the layer's own
 // detail::parallel_gemm (what the benchmark measures is the projection the layer runs), and both must be
 // compiled with each ISA's -m flags, which only the engine's per-ISA files (layer_<isa>.cpp) get. Moving them

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "layer_impl.hpp"
@@ -153,6 +154,36 @@ void logit_row::operator()(A, LogitRow& job) const {
   double sum = 0.0;
   for (int i = 0; i < W; ++i) sum += lanes[i];
   job.exp_sum = sum;
+}
+
+template <class A>
+void transposed_sweep::operator()(A, const TransposedJob& job) const {
+  using namespace detail;
+  constexpr int NR = nr_of<A>();
+  const int panels = (job.out + NR - 1) / NR;
+  const std::size_t stride = static_cast<std::size_t>(job.in) * NR;  // from a panel to the next
+  for (int i = 0; i < job.in; ++i) {
+    double sum[NR] = {};
+    for (int p = 0; p < panels; ++p) {
+      const std::size_t k = static_cast<std::size_t>(p) * stride + static_cast<std::size_t>(i) * NR;
+      const double* w = job.w + static_cast<std::size_t>(p) * NR;
+      if (job.bf16) {
+        const std::uint16_t* h = job.bf16 + k;
+        for (int r = 0; r < NR; ++r) {
+          const std::uint32_t bits = static_cast<std::uint32_t>(h[r]) << 16;  // BF16: a float's high half
+          float f;
+          std::memcpy(&f, &bits, sizeof f);
+          sum[r] += static_cast<double>(f) * w[r];
+        }
+      } else {
+        const float* f = job.f32 + k;
+        for (int r = 0; r < NR; ++r) sum[r] += static_cast<double>(f[r]) * w[r];
+      }
+    }
+    double total = 0.0;
+    for (int r = 0; r < NR; ++r) total += sum[r];
+    job.result[i] = total;
+  }
 }
 
 }  // namespace attnviz::simd

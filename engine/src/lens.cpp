@@ -11,6 +11,7 @@
 
 #include "attnviz/saturating.hpp"
 #include "common/thread_pool.hpp"
+#include "simd/packed.hpp"
 
 namespace attnviz {
 
@@ -66,13 +67,24 @@ void transposed_sweep(const PackedMatrix& m, const std::vector<double>& wide, co
   }
 }
 
-std::vector<double> transposed_times(const PackedMatrix& m, const std::vector<double>& w) {
+std::vector<double> transposed_times(const PackedMatrix& m, const std::vector<double>& w, Isa isa) {
   std::vector<double> out(static_cast<std::size_t>(m.in), 0.0);
   if (m.out <= 0 || m.in <= 0 || m.nr <= 0) return out;
   // w over the panels' columns, a last panel's padding columns counting 0
   const int panels = (m.out + m.nr - 1) / m.nr;
   std::vector<double> wide(at(panels, m.nr), 0.0);
   std::copy(w.begin(), w.begin() + m.out, wide.begin());
+  // The ISA's own loop where the panels are its width: the same order of sums, in its vectors
+  if (isa != Isa::scalar && m.nr == simd::panel_width(isa) && m.dtype != Dtype::f16) {
+    simd::TransposedJob job;
+    if (m.dtype == Dtype::f32)
+      job.f32 = m.data.data();
+    else
+      job.bf16 = m.halves();
+    job.in = m.in, job.out = m.out, job.w = wide.data(), job.result = out.data();
+    simd::run_transposed(isa, job);
+    return out;
+  }
   const auto sweep = [&](const auto& element) {
     switch (m.nr) {
       case 32:  // the panel widths: AVX-512's, AVX2's, the 128-bit ISAs' and the scalar kernels'
@@ -305,6 +317,7 @@ double Attribution::sum() const {
 AttributionDirections attribution_directions(const GptWeights& w, const Exec& exec, int target, int versus) {
   const GptConfig& c = w.config;
   const int L = c.n_layers, d = c.d_model;
+  const Isa isa = resolve(exec.isa);
   AttributionDirections out;
   out.target = target, out.versus = versus;
   // u: the metric's direction in the unembedding; base = g u, centred for a LayerNorm (its centring of each
@@ -332,9 +345,10 @@ AttributionDirections attribution_directions(const GptWeights& w, const Exec& ex
     if (c.arch.residual == ResidualKind::sandwich)
       for (int j = 0; j < d; ++j)
         to_attn[static_cast<std::size_t>(j)] *= b.post_attn_norm.data[static_cast<std::size_t>(j)];
-    out.per_context[static_cast<std::size_t>(l)] = transposed_times(b.out_proj.weight, to_attn);  // (H hd)
+    out.per_context[static_cast<std::size_t>(l)] =
+        transposed_times(b.out_proj.weight, to_attn, isa);  // (H hd)
   };
-  const int threads = resolve(exec.isa) == Isa::scalar ? 1 : resolve_threads(exec.threads);
+  const int threads = isa == Isa::scalar ? 1 : resolve_threads(exec.threads);
   if (threads > 1)
     ThreadPool::shared(threads).run(L, layer);
   else
