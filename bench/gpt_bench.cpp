@@ -115,26 +115,50 @@ Times append_seconds(GptModel& m, const std::vector<int>& ids, const GptRequest&
   return times_of(times);
 }
 
-// Typing: a full pass over the first T - n tokens, then n tokens appended one by one up to T; the mean and
-// the slowest of those n keystrokes (those that outgrow the kept squares' padding copy them).
-std::pair<double, double> typing_seconds(GptModel& m, const std::vector<int>& ids, int n) {
+// Typing: a full pass over the first T - n tokens, then n tokens appended one by one up to T, each followed
+// by what the model view computes before it draws: every head's kinds and sink share, continued over the new
+// row (HeadSums, as ModelSession::adopt does). The mean and the slowest of those n keystrokes, the pass alone
+// and to the screen (those that outgrow the kept squares' padding copy them).
+struct Typing {
+  double pass_mean = 0.0, pass_slowest = 0.0, screen_mean = 0.0, screen_slowest = 0.0;
+};
+Typing typing_seconds(GptModel& m, const std::vector<int>& ids, int n) {
   const int T = static_cast<int>(ids.size());
   GptResult r;
   m.forget();
-  if (!m.forward(std::vector<int>(ids.begin(), ids.end() - n), GptRequest{}, r).is_ok()) std::abort();
-  double sum = 0.0, worst = 0.0;
+  std::vector<int> typed(ids.begin(), ids.end() - n);
+  if (!m.forward(typed, GptRequest{}, r).is_ok()) std::abort();
+  std::vector<std::vector<HeadSums>> sums(r.layers.size());
+  std::vector<std::vector<HeadScores>> kinds(r.layers.size());
+  const auto score = [&] {
+    std::vector<HeadTask> tasks;
+    for (std::size_t l = 0; l < r.layers.size(); ++l) {
+      const HeadSquares& w = r.layers[l].attention.weights;
+      sums[l].resize(static_cast<std::size_t>(w.heads));
+      kinds[l].resize(static_cast<std::size_t>(w.heads));
+      for (int h = 0; h < w.heads; ++h)
+        tasks.push_back(
+            {head_view(w, h), &sums[l][static_cast<std::size_t>(h)], &kinds[l][static_cast<std::size_t>(h)]});
+    }
+    score_heads(tasks, r.ids, m.options().exec);
+  };
+  score();
+  Typing out;
   for (int t = T - n + 1; t <= T; ++t) {
+    typed.push_back(ids[static_cast<std::size_t>(t - 1)]);
     const double a = now();
-    if (!m.forward(std::vector<int>(ids.begin(), ids.begin() + t), GptRequest{}, r).is_ok() ||
-        r.reused != t - 1)
-      std::abort();
-    const double s = now() - a;
-    sum += s, worst = std::max(worst, s);
+    if (!m.forward(typed, GptRequest{}, r).is_ok() || r.reused != t - 1) std::abort();
+    const double b = now();
+    score();
+    const double pass = b - a, screen = now() - a;
+    out.pass_mean += pass / n, out.pass_slowest = std::max(out.pass_slowest, pass);
+    out.screen_mean += screen / n, out.screen_slowest = std::max(out.screen_slowest, screen);
   }
-  return {sum / n, worst};
+  return out;
 }
 
-// The model view's head kinds after a keystroke: score_head over every kept head of every layer.
+// The model view's head kinds after a keystroke scored afresh: score_head over every row of every kept head
+// of every layer (what typing no longer pays: it continues the sums).
 Times head_kind_seconds(GptModel& m, const std::vector<int>& ids, int reps) {
   GptResult r;
   if (!m.forward(ids, GptRequest{}, r).is_ok()) std::abort();
@@ -153,11 +177,11 @@ Times head_kind_seconds(GptModel& m, const std::vector<int>& ids, int reps) {
 
 // One appended token at T = 64 .. 1024, every layer's weights kept (what the model view asks): its median and
 // best; the same keeping nothing, whose difference is what keeping costs (the kept squares' new rows, and
-// their copies where they are copied); typing the last 32 tokens one by one (mean and slowest). The
-// breakdown is differential, through the public API, from best times: a one- and a two-layer model of the
-// same shape keeping nothing give one layer's cost (its GEMMs, about its cost at T = 16, plus its attention,
-// which grows with T) and the rest (the embeddings, the final norm and the output head). The head kinds are
-// the model view's score_head over every head after the keystroke (not part of the pass).
+// their copies where they are copied); typing the last 32 tokens one by one, the pass alone and to the screen
+// (mean and slowest of each). The breakdown is differential, through the public API, from best times: a one-
+// and a two-layer model of the same shape keeping nothing give one layer's cost (its GEMMs, about its cost at
+// T = 16, plus its attention, which grows with T) and the rest (the embeddings, the final norm and the output
+// head). "kinds all" is every head's kinds scored afresh after the keystroke (not part of the pass).
 void append_section(const GptConfig& config, GptModel& model, bool quick) {
   const int reps = quick ? 5 : 15;
   GptRequest all, none;
@@ -176,8 +200,8 @@ void append_section(const GptConfig& config, GptModel& model, bool quick) {
   const double gemm_layer = layer_and_rest(token_ids(16, config.vocab_size)).first;
   std::printf("\none appended token (incremental path, keys and values of the prefix reused; %d runs), ms\n",
               reps);
-  std::printf("%6s %8s %8s %10s %8s %8s %8s %8s %8s %10s %10s\n", "T", "median", "best", "keep none",
-              "keeping", "GEMMs", "attn", "rest", "typing", "slowest", "head kinds");
+  std::printf("%6s %8s %8s %10s %8s %8s %8s %8s %8s %8s %8s %8s %10s\n", "T", "median", "best", "keep none",
+              "keeping", "GEMMs", "attn", "rest", "typing", "slowest", "screen", "slowest", "kinds all");
   Times at256;
   for (int T : {64, 256, 512, 1024}) {
     if (T > config.context_length) continue;
@@ -185,13 +209,14 @@ void append_section(const GptConfig& config, GptModel& model, bool quick) {
     const Times t_all = append_seconds(model, ids, all, reps),
                 t_none = append_seconds(model, ids, none, reps);
     const auto [layer, rest] = layer_and_rest(ids);
-    const auto [typing, slowest] = typing_seconds(model, ids, std::min(32, T - 1));
+    const Typing typing = typing_seconds(model, ids, std::min(32, T - 1));
     const Times kinds = head_kind_seconds(model, ids, quick ? 2 : 5);
     if (T == 256) at256 = t_all;
-    std::printf("%6d %8.1f %8.1f %10.1f %8.1f %8.1f %8.1f %8.1f %8.1f %10.1f %10.1f", T, t_all.median * 1e3,
-                t_all.best * 1e3, t_none.best * 1e3, (t_all.best - t_none.best) * 1e3,
+    std::printf("%6d %8.1f %8.1f %10.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %10.1f", T,
+                t_all.median * 1e3, t_all.best * 1e3, t_none.best * 1e3, (t_all.best - t_none.best) * 1e3,
                 config.n_layers * gemm_layer * 1e3, config.n_layers * (layer - gemm_layer) * 1e3, rest * 1e3,
-                typing * 1e3, slowest * 1e3, kinds.best * 1e3);
+                typing.pass_mean * 1e3, typing.pass_slowest * 1e3, typing.screen_mean * 1e3,
+                typing.screen_slowest * 1e3, kinds.best * 1e3);
     if (T == 1024 && at256.best > 0.0)
       std::printf("   T1024/T256: median %.2f, best %.2f", t_all.median / at256.median,
                   t_all.best / at256.best);
