@@ -595,14 +595,24 @@ TEST_CASE("weights that overflow float32 are reported, and the result they would
 }
 
 TEST_CASE("packed_bytes says beforehand what the weights will hold, on every ISA") {
-  for (bool bias : {false, true}) {
-    const GptConfig c = tiny(bias);
-    for (Isa isa : available_isas()) {
-      INFO(std::string(to_string(isa)));
-      TorchGenerator g(1);
-      GptWeights w;
-      REQUIRE(build_gpt(c, g, w, isa).is_ok());
-      CHECK(w.bytes() == packed_bytes(c, false, isa));
+  for (bool bias : {false, true})
+    for (bool attention_only : {false, true}) {
+      GptConfig c = tiny(bias);
+      c.attention_only = attention_only;
+      for (Isa isa : available_isas()) {
+        INFO(std::string(to_string(isa)) << (attention_only ? " attention-only" : ""));
+        TorchGenerator g(1);
+        GptWeights w;
+        REQUIRE(build_gpt(c, g, w, isa).is_ok());
+        CHECK(w.bytes() == packed_bytes(c, false, isa));
+      }
+      // an attention-only block lacks the MLP (fc 4d x d and its bias, proj d x 4d and its bias) and norm2
+      if (attention_only) {
+        GptConfig full = c;
+        full.attention_only = false;
+        const std::int64_t d = c.d_model;
+        CHECK(parameter_count(full, false) - parameter_count(c, false) ==
+              c.n_layers * (4 * d * d + 4 * d + 4 * d * d + d + 2 * d));
+      }
     }
-  }
 }

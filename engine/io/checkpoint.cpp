@@ -872,7 +872,7 @@ Status read_checkpoint(const std::string& path, TrainModel& m, AdamW& opt, bool&
   lo.isa = Isa::scalar;
   GptWeights w;
   if (Status st = load_gpt(path, lo, w); !st.is_ok()) return st;
-  if (!w.config.gpt2())
+  if (!w.config.gpt2_blocks())
     return Status::fail(
         quote(path) + " is a " + w.config.arch.name +
         " model, not a training checkpoint: training continues a GPT-2-shaped model (a folder "

@@ -130,14 +130,12 @@ Status validate(const GptConfig& c) {
   if (c.context_length < 1 || c.context_length > max_context)
     return fail("context_length", c.context_length, c.arch.rotary ? "in 1..1048576" : "in 1..8192");
   if (c.d_model < 1 || c.d_model > 16384) return fail("d_model", c.d_model, "in 1..16384");
-  if (c.n_heads < 1 || c.n_heads > (c.gpt2() ? c.d_model : 1024))
-    return fail("n_heads", c.n_heads, c.gpt2() ? "in 1..d_model" : "in 1..1024");
-  if (!c.gpt2()) {
-    if (Status st = validate_arch(c); !st.is_ok()) return st;
-  } else if (c.d_model % c.n_heads != 0) {
-    std::snprintf(buf, sizeof buf, "d_model %d is not divisible by %d heads", c.d_model, c.n_heads);
-    return Status::fail(buf);
-  }
+  // Heads that share d_model (no explicit head width) are at most d_model of them; heads of their own width
+  // at most 1024.
+  const bool derived = c.arch.head_dim == 0;
+  if (c.n_heads < 1 || c.n_heads > (derived ? c.d_model : 1024))
+    return fail("n_heads", c.n_heads, derived ? "in 1..d_model" : "in 1..1024");
+  if (Status st = validate_arch(c); !st.is_ok()) return st;
   if (c.n_layers < 1 || c.n_layers > 256) return fail("n_layers", c.n_layers, "in 1..256");
   if (!(c.drop_rate >= 0.0 && c.drop_rate < 1.0)) return Status::fail("drop_rate must be in [0, 1)");
   return Status::ok();
@@ -145,23 +143,30 @@ Status validate(const GptConfig& c) {
 
 std::int64_t parameter_count(const GptConfig& c, bool tied_head) {
   const std::int64_t d = c.d_model, V = c.vocab_size;
-  if (!c.gpt2()) {
-    const GptArch& a = c.arch;
-    const std::int64_t qw = c.q_width(), kw = c.kv_width(), f = c.ff_width(), hd = c.head_dim();
-    const std::int64_t norm = a.norm == NormKind::layer_norm ? 2 * d : d;
-    const std::int64_t attention = d * qw + 2 * d * kw + (c.qkv_bias ? qw + 2 * kw : 0) + qw * d +
-                                   (a.out_bias ? d : 0) + (a.qk_norm ? 2 * hd : 0);
-    const std::int64_t mlp = (a.mlp == MlpKind::gated ? 3 : 2) * d * f + (a.mlp_bias ? f + d : 0);
-    const std::int64_t block =
-        attention + mlp + 2 * norm + (a.residual == ResidualKind::sandwich ? 2 * norm : 0);
-    return V * d + (a.rotary ? 0 : static_cast<std::int64_t>(c.context_length) * d) + c.n_layers * block +
-           norm + (tied_head ? 0 : V * d);
-  }
-  const std::int64_t attention = 3 * (d * d + (c.qkv_bias ? d : 0)) + d * d + d;
-  const std::int64_t ff = c.attention_only ? 0 : d * 4 * d + 4 * d + 4 * d * d + d;
-  const std::int64_t block = attention + ff + (c.attention_only ? 2 : 4) * d;  // LayerNorms: scale and shift
-  return V * d + static_cast<std::int64_t>(c.context_length) * d + c.n_layers * block + 2 * d +
-         (tied_head ? 0 : V * d);
+  const GptArch& a = c.arch;
+  const std::int64_t qw = c.q_width(), kw = c.kv_width(), f = c.ff_width(), hd = c.head_dim();
+  const std::int64_t norm = a.norm == NormKind::layer_norm ? 2 * d : d;  // scale (and shift)
+  const std::int64_t attention = d * qw + 2 * d * kw + (c.qkv_bias ? qw + 2 * kw : 0) + qw * d +
+                                 (a.out_bias ? d : 0) + (a.qk_norm ? 2 * hd : 0);
+  // An attention-only block has norm1 (and, with sandwich norms, the post-attention one) and no MLP.
+  const std::int64_t mlp =
+      c.attention_only ? 0 : (a.mlp == MlpKind::gated ? 3 : 2) * d * f + (a.mlp_bias ? f + d : 0);
+  const std::int64_t norms =
+      (c.attention_only ? 1 : 2) * norm * (a.residual == ResidualKind::sandwich ? 2 : 1);
+  const std::int64_t block = attention + mlp + norms;
+  return V * d + (a.rotary ? 0 : static_cast<std::int64_t>(c.context_length) * d) + c.n_layers * block +
+         norm + (tied_head ? 0 : V * d);
+}
+
+bool GptConfig::gpt2_blocks() const {
+  const GptArch& a = arch;
+  const GptArch g;  // GPT-2's choices
+  return a.norm == g.norm && a.norm_plus_one == g.norm_plus_one && a.norm_eps == g.norm_eps &&
+         a.rotary == g.rotary && a.kv_heads == g.kv_heads && a.head_dim == g.head_dim &&
+         a.qk_norm == g.qk_norm && a.attn_scale == g.attn_scale && a.out_bias == g.out_bias &&
+         a.window == g.window && a.local.empty() && a.mlp == g.mlp && a.act == g.act &&
+         (a.d_ff == 0 || a.d_ff == 4 * d_model) && a.mlp_bias == g.mlp_bias && a.residual == g.residual &&
+         a.embed_scale == g.embed_scale;
 }
 
 std::size_t GptWeights::bytes() const {

@@ -226,31 +226,22 @@ std::uint64_t packed_bytes(const GptConfig& c, bool tied_head, Isa isa, Dtype ma
     const std::uint64_t n = (out + nr - 1) / nr * nr * in;
     return half ? (n + 1) / 2 : n;
   };
-  if (!c.gpt2()) {
-    const GptArch& a = c.arch;
-    const std::uint64_t qw = static_cast<std::uint64_t>(c.q_width()),
-                        kw = static_cast<std::uint64_t>(c.kv_width()),
-                        f = static_cast<std::uint64_t>(c.ff_width()),
-                        hd = static_cast<std::uint64_t>(c.head_dim());
-    const std::uint64_t norm = a.norm == NormKind::layer_norm ? 2 * D : D;
-    std::uint64_t floats = matrix(V, D) * (tied_head ? 1 : 2);
-    if (!a.rotary) floats += static_cast<std::uint64_t>(c.context_length) * D;
-    std::uint64_t block = matrix(qw, D) + 2 * matrix(kw, D) + matrix(D, qw) + (c.qkv_bias ? qw + 2 * kw : 0) +
-                          (a.out_bias ? D : 0) + (a.qk_norm ? 2 * hd : 0);
-    if (!c.attention_only)
-      block += (a.mlp == MlpKind::gated ? 2 * matrix(f, D) : matrix(f, D)) + matrix(D, f) +
-               (a.mlp_bias ? f + D : 0);
-    block += 2 * norm + (a.residual == ResidualKind::sandwich ? 2 * norm : 0);
-    floats += L * block + norm;
-    return floats * sizeof(float);
-  }
-  std::uint64_t floats = matrix(V, D) * (tied_head ? 1 : 2);   // token embedding (and an untied head)
-  floats += static_cast<std::uint64_t>(c.context_length) * D;  // position embedding
-  floats += L * 4 * matrix(D, D);                              // q, k, v, out_proj
-  if (!c.attention_only) floats += L * (matrix(4 * D, D) + matrix(D, 4 * D));  // fc; proj
-  // norms 4D (2D attention-only), q/k/v biases 3D, out_proj D, fc 4D, proj D
-  floats += L * D * ((c.qkv_bias ? 3 : 0) + (c.attention_only ? 3 : 10));
-  floats += 2 * D;  // the final norm
+  const GptArch& a = c.arch;
+  const std::uint64_t qw = static_cast<std::uint64_t>(c.q_width()),
+                      kw = static_cast<std::uint64_t>(c.kv_width()),
+                      f = static_cast<std::uint64_t>(c.ff_width()),
+                      hd = static_cast<std::uint64_t>(c.head_dim());
+  const std::uint64_t norm = a.norm == NormKind::layer_norm ? 2 * D : D;  // scale (and shift)
+  std::uint64_t floats = matrix(V, D) * (tied_head ? 1 : 2);  // token embedding (and an untied head)
+  if (!a.rotary) floats += static_cast<std::uint64_t>(c.context_length) * D;  // the position table
+  std::uint64_t block = matrix(qw, D) + 2 * matrix(kw, D) + matrix(D, qw) + (c.qkv_bias ? qw + 2 * kw : 0) +
+                        (a.out_bias ? D : 0) + (a.qk_norm ? 2 * hd : 0);
+  if (!c.attention_only)
+    block +=
+        (a.mlp == MlpKind::gated ? 2 * matrix(f, D) : matrix(f, D)) + matrix(D, f) + (a.mlp_bias ? f + D : 0);
+  // norm1 and norm2 (an attention-only block: norm1), each with its post-norm where the norms are sandwiched
+  block += (c.attention_only ? 1 : 2) * norm * (a.residual == ResidualKind::sandwich ? 2 : 1);
+  floats += L * block + norm;  // and the final norm
   return floats * sizeof(float);
 }
 

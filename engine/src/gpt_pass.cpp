@@ -180,7 +180,7 @@ Status begin_gpt_forward(const GptWeights& w, const GptOptions& options, const s
   if (options.train && c.drop_rate > 0.0)
     return Status::fail(
         "only the engine computes train-mode passes (PyTorch's dropout masks are drawn in sequence)");
-  if (!c.gpt2())
+  if (!c.gpt2_blocks())
     return Status::fail("only the engine computes " + c.arch.name + " models (the GPU kernels are GPT-2's)");
   if (c.attention_only)
     return Status::fail(

@@ -433,7 +433,7 @@ void draw_model_panel(App& app) {
                        mv.wanted_file.c_str());
   if (model_mode(app)) {
     // GPT-2's description says it all; the other architectures say what their blocks are made of.
-    if (!app.model.config().gpt2()) ImGui::TextUnformatted(arch_line(app.model.config()).c_str());
+    if (!app.model.config().gpt2_blocks()) ImGui::TextUnformatted(arch_line(app.model.config()).c_str());
     ImGui::TextColored(kDimColor, "%s", app.model.describe().c_str());
     ImGui::TextColored(kDimColor, "opened in %.0f ms", app.model.open_ms());
   }
@@ -482,7 +482,7 @@ void draw_layer_bar(App& app) {
   if (layer != mv.layer && mv.layer >= 0) open_layer(app, layer, app.view.enlarged);
   ImGui::SameLine();
   if (mv.layer < 0) return;
-  if (!app.model.config().gpt2()) {  // GPT-2's layers are all causal, as its header always implied
+  if (!app.model.config().gpt2_blocks()) {  // GPT-2's layers are all causal, as its header always implied
     ImGui::TextUnformatted(mask_label(app.model.config(), mv.layer).c_str());
     ImGui::SameLine();
   }
@@ -642,7 +642,7 @@ void draw_model_main(App& app, TextureHost& textures, ImVec2 size) {
         dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), IM_COL32(255, 210, 60, 255), 0.0f, 0,
                     2.0f);
         ImGui::BeginTooltip();
-        if (config.gpt2()) {
+        if (config.gpt2_blocks()) {
           ImGui::Text("layer %d, head %d: %s", layer, h, s ? to_string(s->kind) : "");
         } else {
           ImGui::Text("layer %d (%s), %s: %s", layer, mask_label(config, layer).c_str(),

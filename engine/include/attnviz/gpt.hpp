@@ -95,7 +95,9 @@ struct GptConfig {
   bool attention_only = false;
   GptArch arch = {};  // GPT-2's unless the weights are another architecture's
 
-  bool gpt2() const { return arch.name == "gpt2"; }
+  // Blocks made as GPT-2's: every choice of the description at its default, whatever the name (what the GPU
+  // kernels and training compute, and what the UI need not spell out). Sizes and attention_only aside.
+  bool gpt2_blocks() const;
   int kv_heads() const { return arch.kv_heads > 0 ? arch.kv_heads : n_heads; }
   int head_dim() const { return arch.head_dim > 0 ? arch.head_dim : d_model / n_heads; }
   int q_width() const { return n_heads * head_dim(); }
