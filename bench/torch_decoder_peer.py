@@ -17,6 +17,7 @@ import statistics
 import sys
 import time
 
+import torch_blas  # before torch: runs this script without OpenBLAS's pins
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'torch'))
@@ -56,7 +57,7 @@ def main():
         with open(os.path.join(args.out, 'model.safetensors'), 'wb') as f:
             f.write(safetensors_bytes(tensors, args.dtype, {'format': 'pt'}))
         print(f'wrote {args.out}: {sum(t.numel() for _, t in tensors) / 1e6:.1f}M parameters, {args.dtype}')
-    print(f'PyTorch {torch.__version__}, {torch.get_num_threads()} threads, {args.shape} shape, float32 weights')
+    print(f'{torch_blas.describe(torch)}; {args.shape} shape, float32 weights')
     for T in [int(t) for t in args.tokens.split(',')]:
         ids = [(2654435761 * (i + 1)) % cfg['vocab_size'] for i in range(T)]
         times = []

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 
+import torch_blas  # before torch: runs this script without OpenBLAS's pins
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,9 +42,7 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     cfg = {**fx.GPT_CONFIG_124M, **PRESETS[args.preset]}
-    blas = "/etc/alternatives/libblas.so.3-x86_64-linux-gnu"  # Debian's torch uses the system libblas
-    blas = os.path.realpath(blas) if os.path.exists(blas) else "unknown"
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, BLAS {blas}, {args.preset}")
+    print(f"{torch_blas.describe(torch)}; {args.preset}")
     t0 = time.perf_counter()
     torch.manual_seed(123)
     model = fx.GPTModel(cfg).eval()

@@ -2,7 +2,7 @@
 """PyTorch peer for attnviz-lens-bench: activation patching and the logit lens done the usual way, with hooks.
 
 Run with Debian's PyTorch (python3-torch 1.13, no transformers); attnviz-lens-bench --peer runs it after its own
-figures, with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (OpenBLAS picks its kernels itself):
+figures. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset (torch_blas.py: OpenBLAS picks its kernels itself):
 
     /usr/bin/python3 bench/torch_lens_peer.py [--threads N] [--quick]
 
@@ -20,12 +20,12 @@ run's top next token's logit at the last position as the metric, it prints the m
   (13 points), then every point at every position through final_norm and out_head, with the top 5 tokens.
 """
 import argparse
-import ctypes
 import os
 import statistics
 import sys
 import time
 
+import torch_blas  # before torch: runs this script without OpenBLAS's pins
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,20 +36,6 @@ import make_gpt_fixtures as fx  # noqa: E402  (the book's GPTModel)
 
 def token_ids(T, vocab):
     return [(2654435761 * (i + 1)) % 2**32 % vocab for i in range(T)]
-
-
-def blas_kernel():
-    """The BLAS library torch loaded (from this process's mappings), and the OpenBLAS kernels it runs."""
-    with open('/proc/self/maps') as f:
-        libs = sorted({line.split()[-1] for line in f if 'blas' in line.split()[-1]})
-    for path in libs:
-        try:
-            lib = ctypes.CDLL(path)
-            lib.openblas_get_corename.restype = ctypes.c_char_p
-            return f'{path}: OpenBLAS, {lib.openblas_get_corename().decode()} kernels'
-        except (OSError, AttributeError):
-            continue
-    return f'{", ".join(libs) or "none found"} (not OpenBLAS: the reference BLAS is slow)'
 
 
 def median_ms(fn, reps):
@@ -70,8 +56,7 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     cfg = fx.GPT_CONFIG_124M
-    print(f'torch {torch.__version__}, {torch.get_num_threads()} threads, BLAS {blas_kernel()}; '
-          f'OPENBLAS_CORETYPE={os.environ.get("OPENBLAS_CORETYPE", "(unset)")}')
+    print(torch_blas.describe(torch))
     torch.manual_seed(123)
     model = fx.GPTModel(cfg).eval()
     blocks = list(model.trf_blocks)

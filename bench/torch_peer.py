@@ -15,6 +15,7 @@ import os
 import statistics
 import time
 
+import torch_blas  # before torch: runs this script without OpenBLAS's pins
 import torch
 from torch import nn
 
@@ -40,9 +41,7 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    blas = "/etc/alternatives/libblas.so.3-x86_64-linux-gnu"  # Debian's torch uses the system libblas
-    blas = os.path.realpath(blas) if os.path.exists(blas) else "unknown"
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, BLAS {blas}")
+    print(torch_blas.describe(torch))
     print(f"{'layer':<12} {'T':>5} {'median ms':>10}")
     for name, d, heads, T in SHAPES:
         mha = nn.MultiheadAttention(d, heads, bias=True, batch_first=True).eval()

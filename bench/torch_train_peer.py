@@ -19,6 +19,7 @@ import statistics
 import sys
 import time
 
+import torch_blas  # before torch: runs this script without OpenBLAS's pins
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'torch'))
@@ -84,6 +85,7 @@ def main():
     ap.add_argument('--steps', type=int, default=5)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    print(torch_blas.describe(torch))
     if args.book:
         return book_run(args.book, args.vocab, args.epochs)
     d, heads, layers = PRESETS[args.preset]
