@@ -15,6 +15,7 @@
 
 #include "attnviz/gpt.hpp"
 #include "attnviz/saturating.hpp"
+#include "common/huge_pages.hpp"
 #include "fast.hpp"
 #include "gpt_pass.hpp"
 #include "reference/kernels.hpp"
@@ -125,6 +126,7 @@ class Spare {
       bufs_.erase(best);
     } else {
       t.data.reserve(n + n / 8);  // room for the next few appended tokens' (H, T, T)
+      prefer_huge_pages(t.data.data(), t.data.capacity() * sizeof(float));  // before resize() writes it
     }
     if (t.data.size() < n) t.data.resize(n);
     t.data.resize(n);

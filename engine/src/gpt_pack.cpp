@@ -5,6 +5,7 @@
 #include <new>
 
 #include "attnviz/gpt.hpp"
+#include "common/huge_pages.hpp"
 #include "simd/pack.hpp"
 #include "simd/packed.hpp"
 
@@ -19,6 +20,7 @@ AlignedBuffer AlignedBuffer::uninitialized(std::size_t n) {
   if (n == 0) return b;
   b.data_.reset(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64})));
   b.size_ = n;
+  prefer_huge_pages(b.data_.get(), n * sizeof(float));  // weights and packed keys: hundreds of MB
   return b;
 }
 
