@@ -68,14 +68,17 @@ TEST_CASE("Hugging Face names: ORG/NAME and ORG/NAME@REV as huggingface_hub take
   CHECK(name_error("a/b/c").find("its name may hold only") != std::string::npos);
   CHECK(name_error("a--b/c").find("\"--\"") != std::string::npos);
   CHECK(name_error("a/..b").find("\"..\"") != std::string::npos);
-  CHECK(name_error("-a/b").find("start or end") != std::string::npos);
-  CHECK(name_error("a/b.").find("start or end") != std::string::npos);
+  CHECK(name_error("-a/b").find("must start with a letter or a digit") != std::string::npos);
+  CHECK(name_error("_a/b").find("must start with a letter or a digit") != std::string::npos);
+  CHECK(name_error("a/b.").find("may not end with '-' or '.'") != std::string::npos);
   CHECK(name_error("/b").find("organization is empty") != std::string::npos);
   CHECK(name_error("a/" + std::string(97, 'x')).find("longer than 96") != std::string::npos);
   CHECK(name_error("a/b@").find("revision after '@' is empty") != std::string::npos);
   CHECK(name_error("a/b@../../x").find("\"..\"") != std::string::npos);
   CHECK(name_error("a/b@x//y").find("\"//\"") != std::string::npos);
-  CHECK(name_error("a/b@/x").find("start or end with '/'") != std::string::npos);
+  CHECK(name_error("a/b@/x").find("must start with a letter or a digit") != std::string::npos);
+  CHECK(name_error("a/b@-x").find("must start with a letter or a digit") != std::string::npos);
+  CHECK(name_error("a/b@x/").find("end with '/'") != std::string::npos);
   CHECK(name_error("a/b@x y").find("may hold only") != std::string::npos);
 
   CHECK(attnviz::looks_like_hub_name("org/name"));

@@ -18,9 +18,12 @@ constexpr std::size_t kMaxRepoPart = 96;    // huggingface_hub's REPO_ID_MAX_LEN
 constexpr std::size_t kMaxRevision = 128;   // git allows more; no branch a model uses comes near
 constexpr std::size_t kMaxRefBytes = 4096;  // a ref holds 40 characters
 
+bool alnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
 bool repo_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-         c == '.';
+  return alnum(c) || c == '_' || c == '-' || c == '.';
 }
 
 bool hex(char c) {
@@ -43,8 +46,8 @@ Status check_repo_part(std::string_view part, std::string_view what, std::string
     if (!repo_char(c)) return bad("may hold only letters, digits, '-', '_' and '.'");
   if (part.find("--") != std::string_view::npos || part.find("..") != std::string_view::npos)
     return bad("may not hold \"--\" or \"..\"");
-  if (part.front() == '-' || part.front() == '.' || part.back() == '-' || part.back() == '.')
-    return bad("may not start or end with '-' or '.'");
+  if (!alnum(part.front())) return bad("must start with a letter or a digit");
+  if (part.back() == '-' || part.back() == '.') return bad("may not end with '-' or '.'");
   return Status::ok();
 }
 
@@ -98,8 +101,9 @@ Status parse_hub_name(std::string_view s, HubName& out) {
     for (char c : rev)
       if (!repo_char(c) && c != '/') return bad("may hold only letters, digits, '-', '_', '.' and '/'");
     if (rev.find("..") != std::string_view::npos || rev.find("//") != std::string_view::npos ||
-        rev.front() == '/' || rev.back() == '/' || rev.front() == '.')
-      return bad("may not hold \"..\" or \"//\", or start or end with '/'");
+        rev.back() == '/')
+      return bad("may not hold \"..\" or \"//\", or end with '/'");
+    if (!alnum(rev.front())) return bad("must start with a letter or a digit");
     n.revision = std::string(rev);
   }
   out = std::move(n);

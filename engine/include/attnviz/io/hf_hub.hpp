@@ -31,9 +31,11 @@ struct HubName {
 // parse_hub_name, whose message says what is wrong with it.
 bool looks_like_hub_name(std::string_view s);
 
-// "ORG/NAME" or "ORG/NAME@REV" as huggingface_hub's validate_repo_id takes repository ids: each part 1..96 of
-// [A-Za-z0-9_.-], neither "--" nor ".." inside, not starting or ending with '-' or '.'. A revision is 1..128
-// of [A-Za-z0-9_.-/] without "..", "//" or a '/' at either end. Fails in one line naming the bad part.
+// "ORG/NAME" or "ORG/NAME@REV", the one check of a hub name (the hosts' and the cache's, and the page's
+// through attnviz_check_hub_name): huggingface_hub's validate_repo_id, and where the page's own rule was
+// stricter, that: each part 1..96 of [A-Za-z0-9_.-], neither "--" nor ".." inside, starting with a letter or
+// a digit, not ending with '-' or '.'. A revision is 1..128 of [A-Za-z0-9_.-/] starting with a letter or a
+// digit, without "..", "//" or a '/' at its end. Fails in one line naming the bad part.
 Status parse_hub_name(std::string_view s, HubName& out);
 
 // A 40-hex commit (either case).
