@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "attnviz/io/model_ref.hpp"
 #include "attnviz/text.hpp"
 
 namespace attnviz {
@@ -111,7 +112,7 @@ viz::ModelChoice model_choice(const ViewArgs& a) {
   c.seed = a.model_seed;
   c.train = a.model_train;
   if (a.model.empty() || a.model == "layer") return c;
-  if (find_gpt_preset(a.model)) {
+  if (classify_model(a.model).kind == ModelRefKind::preset) {
     c.kind = viz::ModelKind::seeded;
     c.size = a.model;
   } else {

@@ -1,5 +1,6 @@
 // attnviz-cli --model: flags a model does not use are refused by name, --tokenize uses the model's tokenizer,
-// generation is bounded and stops on request, and every path it prints stays one line.
+// generation is bounded and stops on request, every path it prints stays one line, and --download fetches
+// only what --model reads as a hub name.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "cli_run.hpp"
 #include "model_cli.hpp"
+#include "safetensors_writer.hpp"
 
 using attnviz::test::check_refused;
 using attnviz::test::cli;
@@ -161,4 +163,26 @@ TEST_CASE("attnviz-cli --model: a path with a newline and an escape sequence sta
   CHECK(r.out.find('\x1b') == std::string::npos);
   CHECK(r.out.rfind("attnviz attnviz_odd\\x0A\\x1B[31m/model.safetensors: 2 layers, 4 heads", 0) == 0);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE(
+    "attnviz-cli --model --download: what --model opens as a path is never fetched, a bad name never asked") {
+  attnviz::test::TempDir tmp("model_ref_download");
+  std::filesystem::create_directories(tmp.path / "tiny");
+  std::filesystem::copy(kFolder, tmp.path / "tiny" / "gpt2", std::filesystem::copy_options::recursive);
+  const attnviz::test::InDirectory here(tmp.path);
+  // tiny/gpt2 reads as a hub name, but it is a folder here: --model opens it, --download refuses it.
+  const Run opened = cli({"--model", "tiny/gpt2", "--text", "a", "--layers", "none"});
+  CAPTURE(opened.err);
+  CHECK(opened.status == 0);
+  const std::string local = "not 'tiny/gpt2', a path here (it exists): --model opens it without --download";
+  check_refused({"--model", "tiny/gpt2", "--download", "--text", "a"}, local);
+  check_refused({"download", "tiny/gpt2"}, local);
+  // Paths and presets are not hub names; a malformed name is refused before any request.
+  check_refused({"--model", "./absent/x", "--download"},
+                "--download takes a Hugging Face model name (ORG/NAME or ORG/NAME@REV), not './absent/x'");
+  check_refused({"--model", "gpt2-small", "--download"}, "not 'gpt2-small'");
+  check_refused({"--model", "tiny/gpt2@", "--download"}, "the revision after '@' is empty");
+  check_refused({"download", "_tiny/gpt2"}, "its organization must start with a letter or a digit");
+  check_refused({"--tokenize", "--model", "tiny/x@a//b", "--text", "a"}, "\"//\"");
 }

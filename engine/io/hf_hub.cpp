@@ -30,10 +30,6 @@ bool hex(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-bool ends_with(std::string_view s, std::string_view tail) {
-  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
-}
-
 Status check_repo_part(std::string_view part, std::string_view what, std::string_view whole) {
   const auto bad = [&](const std::string& why) {
     return Status::fail(quote(whole) + " is not a Hugging Face model name (ORG/NAME[@REV]): its " +
@@ -70,14 +66,6 @@ Status check_links_inside(const fs::path& dir, const fs::path& root, const std::
 }
 
 }  // namespace
-
-bool looks_like_hub_name(std::string_view s) {
-  const std::string_view repo = s.substr(0, s.find('@'));
-  const std::size_t slash = repo.find('/');
-  if (slash == std::string_view::npos || repo.find('/', slash + 1) != std::string_view::npos) return false;
-  if (repo.front() == '.' || repo.front() == '/' || repo.front() == '~') return false;
-  return !ends_with(repo, ".safetensors") && !ends_with(repo, ".json");
-}
 
 Status parse_hub_name(std::string_view s, HubName& out) {
   const std::size_t at = s.find('@');
@@ -296,17 +284,6 @@ Status find_in_hub_cache(const HubName& name, const std::string& cache, std::str
   if (Status st = check_links_inside(snap, root, quote(id, kQuoteCap, '\0')); !st.is_ok()) return st;
   snapshot = snap.string();
   return Status::ok();
-}
-
-Status resolve_model_path(const std::string& model, std::string& resolved) {
-  std::error_code ec;
-  if (fs::exists(fs::symlink_status(model, ec)) || !looks_like_hub_name(model)) {
-    resolved = model;
-    return Status::ok();
-  }
-  HubName name;
-  if (Status st = parse_hub_name(model, name); !st.is_ok()) return st;
-  return find_in_hub_cache(name, hub_cache_dir(), resolved);
 }
 
 }  // namespace attnviz
