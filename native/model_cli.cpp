@@ -228,11 +228,7 @@ Status check_generation(std::int64_t prompt, std::int64_t generate, int context_
 }
 
 void add_model_options(CLI::App& app, ModelArgs& m) {
-  app.add_option(
-      "--model", m.model,
-      "a whole GPT-2: gpt2-small | gpt2-medium | gpt2-large | gpt2-xl (the book's GPTModel drawn from "
-      "--seed), a .safetensors file or folder, or a Hugging Face name ORG/NAME[@REV] from its cache "
-      "(see --download)");
+  add_model_option(app, m.model, "--seed");
   app.add_option(
       "--layers", m.layers,
       "with --model: the layers whose heads are shown, e.g. 0,5,9-11 | all | none (default: all with "

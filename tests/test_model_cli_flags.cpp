@@ -1,6 +1,6 @@
 // attnviz-cli --model: flags a model does not use are refused by name, --tokenize uses the model's tokenizer,
-// generation is bounded and stops on request, every path it prints stays one line, and --download fetches
-// only what --model reads as a hub name.
+// generation is bounded and stops on request, every path it prints stays one line, --download fetches only
+// what --model reads as a hub name, and its help names everything it opens.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "attnviz/gpt.hpp"
+#include "attnviz/io/decoder.hpp"
 #include "cli_run.hpp"
 #include "model_cli.hpp"
 #include "safetensors_writer.hpp"
@@ -185,4 +187,20 @@ TEST_CASE(
   check_refused({"--model", "tiny/gpt2@", "--download"}, "the revision after '@' is empty");
   check_refused({"download", "_tiny/gpt2"}, "its organization must start with a letter or a digit");
   check_refused({"--tokenize", "--model", "tiny/x@a//b", "--text", "a"}, "\"//\"");
+}
+
+TEST_CASE(
+    "attnviz-cli --help: --model names the presets, every architecture the loader opens and hub names") {
+  const Run r = cli({"--help"});
+  REQUIRE(r.status == 0);
+  const std::size_t at = r.out.find("\n  --model ");
+  REQUIRE(at != std::string::npos);
+  const std::string help = r.out.substr(at, r.out.find("\n  --", at + 1) - at);
+  CAPTURE(help);
+  for (const attnviz::GptPreset& p : attnviz::gpt_presets()) CHECK(help.find(p.name) != std::string::npos);
+  CHECK(help.find("gpt2 (GPT-2)") != std::string::npos);
+  for (const std::string& a : attnviz::decoder_architectures()) CHECK(help.find(a) != std::string::npos);
+  for (const char* s :
+       {"drawn from --seed", "folder", ".safetensors", "ORG/NAME[@REV]", "$HF_HUB_CACHE", "--download"})
+    CHECK(help.find(s) != std::string::npos);
 }
