@@ -1,10 +1,10 @@
-// Fuzzes what attnviz reads from the Hugging Face hub and its cache: a model name (ORG/NAME[@REV]), a refs/
-// file, model.safetensors.index.json's shard list and the header values (ETag, Content-Length,
-// Content-Range), and the input's bytes as a list of announced sizes (sum_announced_sizes). Every parser sees
-// every input; whatever they accept must keep its promise: a name's cache folder is one plain path segment, a
-// shard is a plain file name, an ETag a lowercase sha1 or sha256, a length the decimal it reads, a range lies
-// inside its total, a sum is exact and at most kMaxHubDownloadBytes (never wrapped), a ref's refusal quotes
-// none of its bytes.
+// Fuzzes what attnviz reads from the Hugging Face hub and its cache: a model name (ORG/NAME[@REV], also as a
+// --model string told apart by classify_model), a refs/ file, model.safetensors.index.json's shard list and
+// the header values (ETag, Content-Length, Content-Range), and the input's bytes as a list of announced sizes
+// (sum_announced_sizes). Every parser sees every input; whatever they accept must keep its promise: a name's
+// cache folder is one plain path segment, a shard is a plain file name, an ETag a lowercase sha1 or sha256, a
+// length the decimal it reads, a range lies inside its total, a sum is exact and at most
+// kMaxHubDownloadBytes (never wrapped), a ref's refusal quotes none of its bytes.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attnviz/io/hf_hub.hpp"
+#include "attnviz/io/model_ref.hpp"
 
 namespace {
 
@@ -37,7 +38,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     require(!name.revision.empty() && name.revision.find("..") == std::string::npos &&
             name.revision.front() != '/' && name.revision.back() != '/');
   }
-  (void)attnviz::looks_like_hub_name(in);
+  // As a --model string: a hub is exactly a name parse_hub_name takes or refuses in the same one line.
+  const attnviz::ModelRef model = attnviz::classify_model(in);
+  if (model.kind == attnviz::ModelRefKind::hub) {
+    require(model.error == st.error);
+    if (model.ok()) require(model.hub.repo_id() == name.repo_id() && model.hub.revision == name.revision);
+  }
 
   std::string commit;
   const attnviz::Status ref = attnviz::parse_ref(in, commit);

@@ -14,8 +14,8 @@
 #include "attnviz/engine.hpp"
 #include "attnviz/io/bpe.hpp"
 #include "attnviz/io/files.hpp"
-#include "attnviz/io/hf_hub.hpp"
 #include "attnviz/io/json_io.hpp"
+#include "attnviz/io/model_ref.hpp"
 #include "attnviz/io/model_source.hpp"
 #include "attnviz/saturating.hpp"
 #include "config_args.hpp"
@@ -200,9 +200,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     // With --model, the model's own tokenizer, as --model takes it (--vocab, else a folder's own vocabulary,
     // else GPT-2's), without loading its weights.
     std::string dir = vocab_dir;
-    if (!model.model.empty() && !find_gpt_preset(model.model)) {
+    const ModelRef ref = classify_model(model.model);
+    if (!model.model.empty() && ref.kind != ModelRefKind::preset) {
       std::string path;  // a Hugging Face name: its snapshot in the cache
-      if (Status st = resolve_model_path(model.model, path); !st.is_ok()) return fail(st);
+      if (Status st = resolve_model_path(ref, path); !st.is_ok()) return fail(st);
       std::error_code ec;
       if (!std::filesystem::exists(path, ec))
         return fail(Status::fail("cannot read " + quote(path) + ": no such file or folder"));

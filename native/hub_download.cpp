@@ -25,6 +25,7 @@
 
 #include "attnviz/engine.hpp"
 #include "attnviz/io/files.hpp"
+#include "attnviz/io/model_ref.hpp"
 #include "attnviz/text.hpp"
 
 namespace attnviz {
@@ -886,11 +887,14 @@ Status hub_download(const HubName& name, const HubDownloadOptions& options, HubD
 Status download_model(const std::string& model, const std::string& program, std::ostream& err, bool tty,
                       const std::atomic<bool>* stop, std::string& snapshot, bool& stopped) {
   stopped = false;
-  HubName name;
-  if (!looks_like_hub_name(model))
+  // What --model opens: a path that exists here is one even when it reads as ORG/NAME, and is not fetched.
+  const ModelRef ref = classify_model(model);
+  if (ref.kind != ModelRefKind::hub)
     return Status::fail("--download takes a Hugging Face model name (ORG/NAME or ORG/NAME@REV), not " +
-                        quote(model));
-  if (Status st = parse_hub_name(model, name); !st.is_ok()) return st;
+                        quote(model) +
+                        (ref.exists ? ", a path here (it exists): --model opens it without --download" : ""));
+  if (!ref.ok()) return Status::fail(ref.error);
+  const HubName& name = ref.hub;
   HubDownloadOptions o = hub_options_from_env();
   o.program = program;
   o.log = &err;

@@ -10,6 +10,7 @@
 
 #include "attnviz/gpt.hpp"
 #include "attnviz/io/gpt_json.hpp"
+#include "attnviz/io/model_ref.hpp"
 #include "attnviz/io/model_source.hpp"
 #include "attnviz/lens.hpp"
 #include "attnviz/saturating.hpp"
@@ -227,11 +228,7 @@ Status check_generation(std::int64_t prompt, std::int64_t generate, int context_
 }
 
 void add_model_options(CLI::App& app, ModelArgs& m) {
-  app.add_option(
-      "--model", m.model,
-      "a whole GPT-2: gpt2-small | gpt2-medium | gpt2-large | gpt2-xl (the book's GPTModel drawn from "
-      "--seed), a .safetensors file or folder, or a Hugging Face name ORG/NAME[@REV] from its cache "
-      "(see --download)");
+  add_model_option(app, m.model, "--seed");
   app.add_option(
       "--layers", m.layers,
       "with --model: the layers whose heads are shown, e.g. 0,5,9-11 | all | none (default: all with "
@@ -373,7 +370,8 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
     return 1;
   };
   // --heads gives a weights file without config.json its head count; a seeded size has its preset's.
-  const bool seeded = find_gpt_preset(m.model).has_value();
+  const ModelRef ref = classify_model(m.model);
+  const bool seeded = ref.kind == ModelRefKind::preset;
   if (Status st = refuse_layer_flags(app, !seeded); !st.is_ok()) return fail(st);
   if (a.heads && *a.heads < 1)
     return fail(Status::fail("--heads must be 1 or more (got " + std::to_string(*a.heads) + ")"));
@@ -384,7 +382,7 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   if (m.train && a.eval) return fail(Status::fail("--train and --eval contradict each other: give one"));
   // Loaded weights run as from_pretrained gives them (eval); the book's freshly built GPTModel is an
   // nn.Module in training mode.
-  spec.options.train = find_gpt_preset(m.model) ? !a.eval : m.train;
+  spec.options.train = seeded ? !a.eval : m.train;
   const std::optional<DropoutRng> flavour = parse_dropout_rng(a.rng);
   if (!flavour) return fail(Status::fail("unknown dropout rng " + quote(a.rng) + " (cpu, mkl)"));
   spec.options.dropout_rng = *flavour;
@@ -394,8 +392,8 @@ int run_model_cli(const CLI::App& app, const ConfigArgs& a, const ModelArgs& m, 
   spec.memory_budget = a.memory_budget ? a.memory_budget : available_memory_bytes();
   if (m.top_k < 0) return fail(Status::fail("--top-k must be 0 or more"));
   if (m.generate < 0) return fail(Status::fail("--generate must be 0 or more"));
-  if (const std::optional<GptConfig> preset = find_gpt_preset(m.model))  // before its parameters are drawn
-    if (Status st = check_generation(1, m.generate, preset->context_length); !st.is_ok()) return fail(st);
+  if (seeded)  // before its parameters are drawn
+    if (Status st = check_generation(1, m.generate, ref.preset.context_length); !st.is_ok()) return fail(st);
 
   GptRequest req;
   req.top_k = m.top_k;

@@ -7,6 +7,8 @@
 #include <cstdio>
 
 #include "attnviz/engine.hpp"
+#include "attnviz/gpt.hpp"
+#include "attnviz/io/decoder.hpp"
 
 namespace attnviz {
 namespace {
@@ -104,6 +106,20 @@ CLI::Validator torch_seed() {
         return {};
       },
       "", "torch_seed");
+}
+
+void add_model_option(CLI::App& app, std::string& model, const char* seed_flag) {
+  std::string presets, archs = "gpt2 (GPT-2)";
+  for (const GptPreset& p : gpt_presets()) presets += (presets.empty() ? "" : " | ") + std::string(p.name);
+  const std::vector<std::string>& decoders = decoder_architectures();
+  for (std::size_t i = 0; i < decoders.size(); ++i)
+    archs += (i + 1 == decoders.size() ? " or " : ", ") + decoders[i];
+  app.add_option("--model", model,
+                 "a whole model: a preset, " + presets + " (the book's GPTModel drawn from " + seed_flag +
+                     "); a folder with config.json and safetensors weights, its model_type " + archs +
+                     ", or GPT-2's .safetensors file alone; or a Hugging Face name ORG/NAME[@REV] from its "
+                     "cache ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub), which "
+                     "--download fetches");
 }
 
 void add_download_option(CLI::App& app, bool& download) {

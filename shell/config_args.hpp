@@ -54,6 +54,12 @@ CLI::Validator torch_seed();
 // the host then takes the memory available. Not one of add_config_options' flags: a link has no budget.
 void add_memory_budget_option(CLI::App& app, ConfigArgs& a);
 
+// --model, the whole model both native hosts open (what it names: classify_model, attnviz/io/model_ref.hpp).
+// Its help names the presets (gpt_presets()), every architecture the loader opens (gpt2 and
+// decoder_architectures()), folders and files, and hub names from the Hugging Face cache; `seed_flag` is the
+// flag that seeds a preset ("--seed" in attnviz-cli, "--model-seed" in the app).
+void add_model_option(CLI::App& app, std::string& model, const char* seed_flag);
+
 // --download: fetch a Hugging Face model name given to --model from the hub (into its cache) before opening
 // it. The hosts never touch the network without it.
 void add_download_option(CLI::App& app, bool& download);

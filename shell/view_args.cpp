@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "attnviz/io/model_ref.hpp"
 #include "attnviz/text.hpp"
 
 namespace attnviz {
@@ -75,10 +76,7 @@ void add_view_options(CLI::App& cli, ViewArgs& v) {
       ->transform(decimal_int());
   cli.add_option("--compare-text", v.compare_text, "sentence B for --compare text");
   cli.add_option("--compare-seed", v.compare_seed, "seed B for --compare seed")->transform(torch_seed());
-  cli.add_option(
-      "--model", v.model,
-      "a whole GPT-2: gpt2-small | gpt2-medium | gpt2-large | gpt2-xl (the book's seeded GPTModel), "
-      "or a .safetensors file or folder");
+  add_model_option(cli, v.model, "--model-seed");
   cli.add_option("--model-seed", v.model_seed, "torch.manual_seed for a seeded --model")
       ->capture_default_str()
       ->transform(torch_seed());
@@ -111,7 +109,7 @@ viz::ModelChoice model_choice(const ViewArgs& a) {
   c.seed = a.model_seed;
   c.train = a.model_train;
   if (a.model.empty() || a.model == "layer") return c;
-  if (find_gpt_preset(a.model)) {
+  if (classify_model(a.model).kind == ModelRefKind::preset) {
     c.kind = viz::ModelKind::seeded;
     c.size = a.model;
   } else {

@@ -136,6 +136,21 @@ struct TempDir {
   }
 };
 
+// The working directory moved into `dir` for one test, and back at its end: relative paths as a user gives
+// them (--model ORG/NAME that is also a folder here).
+struct InDirectory {
+  std::filesystem::path old;
+  explicit InDirectory(const std::filesystem::path& dir) : old(std::filesystem::current_path()) {
+    std::filesystem::current_path(dir);
+  }
+  ~InDirectory() {
+    std::error_code ec;
+    std::filesystem::current_path(old, ec);
+  }
+  InDirectory(const InDirectory&) = delete;
+  InDirectory& operator=(const InDirectory&) = delete;
+};
+
 // Distinct small dyadic values (k/64 with |k| <= 127): exact in F32, F16 and BF16, different for every
 // tensor (`salt`) and element.
 inline std::vector<float> known_values(std::size_t n, int salt) {

@@ -1,5 +1,6 @@
 // attnviz-cli --model: flags a model does not use are refused by name, --tokenize uses the model's tokenizer,
-// generation is bounded and stops on request, and every path it prints stays one line.
+// generation is bounded and stops on request, every path it prints stays one line, --download fetches only
+// what --model reads as a hub name, and its help names everything it opens.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -8,8 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "attnviz/gpt.hpp"
+#include "attnviz/io/decoder.hpp"
 #include "cli_run.hpp"
 #include "model_cli.hpp"
+#include "safetensors_writer.hpp"
 
 using attnviz::test::check_refused;
 using attnviz::test::cli;
@@ -161,4 +165,42 @@ TEST_CASE("attnviz-cli --model: a path with a newline and an escape sequence sta
   CHECK(r.out.find('\x1b') == std::string::npos);
   CHECK(r.out.rfind("attnviz attnviz_odd\\x0A\\x1B[31m/model.safetensors: 2 layers, 4 heads", 0) == 0);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE(
+    "attnviz-cli --model --download: what --model opens as a path is never fetched, a bad name never asked") {
+  attnviz::test::TempDir tmp("model_ref_download");
+  std::filesystem::create_directories(tmp.path / "tiny");
+  std::filesystem::copy(kFolder, tmp.path / "tiny" / "gpt2", std::filesystem::copy_options::recursive);
+  const attnviz::test::InDirectory here(tmp.path);
+  // tiny/gpt2 reads as a hub name, but it is a folder here: --model opens it, --download refuses it.
+  const Run opened = cli({"--model", "tiny/gpt2", "--text", "a", "--layers", "none"});
+  CAPTURE(opened.err);
+  CHECK(opened.status == 0);
+  const std::string local = "not 'tiny/gpt2', a path here (it exists): --model opens it without --download";
+  check_refused({"--model", "tiny/gpt2", "--download", "--text", "a"}, local);
+  check_refused({"download", "tiny/gpt2"}, local);
+  // Paths and presets are not hub names; a malformed name is refused before any request.
+  check_refused({"--model", "./absent/x", "--download"},
+                "--download takes a Hugging Face model name (ORG/NAME or ORG/NAME@REV), not './absent/x'");
+  check_refused({"--model", "gpt2-small", "--download"}, "not 'gpt2-small'");
+  check_refused({"--model", "tiny/gpt2@", "--download"}, "the revision after '@' is empty");
+  check_refused({"download", "_tiny/gpt2"}, "its organization must start with a letter or a digit");
+  check_refused({"--tokenize", "--model", "tiny/x@a//b", "--text", "a"}, "\"//\"");
+}
+
+TEST_CASE(
+    "attnviz-cli --help: --model names the presets, every architecture the loader opens and hub names") {
+  const Run r = cli({"--help"});
+  REQUIRE(r.status == 0);
+  const std::size_t at = r.out.find("\n  --model ");
+  REQUIRE(at != std::string::npos);
+  const std::string help = r.out.substr(at, r.out.find("\n  --", at + 1) - at);
+  CAPTURE(help);
+  for (const attnviz::GptPreset& p : attnviz::gpt_presets()) CHECK(help.find(p.name) != std::string::npos);
+  CHECK(help.find("gpt2 (GPT-2)") != std::string::npos);
+  for (const std::string& a : attnviz::decoder_architectures()) CHECK(help.find(a) != std::string::npos);
+  for (const char* s :
+       {"drawn from --seed", "folder", ".safetensors", "ORG/NAME[@REV]", "$HF_HUB_CACHE", "--download"})
+    CHECK(help.find(s) != std::string::npos);
 }

@@ -18,17 +18,16 @@ constexpr std::size_t kMaxRepoPart = 96;    // huggingface_hub's REPO_ID_MAX_LEN
 constexpr std::size_t kMaxRevision = 128;   // git allows more; no branch a model uses comes near
 constexpr std::size_t kMaxRefBytes = 4096;  // a ref holds 40 characters
 
+bool alnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
 bool repo_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-         c == '.';
+  return alnum(c) || c == '_' || c == '-' || c == '.';
 }
 
 bool hex(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-bool ends_with(std::string_view s, std::string_view tail) {
-  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
 }
 
 Status check_repo_part(std::string_view part, std::string_view what, std::string_view whole) {
@@ -43,8 +42,8 @@ Status check_repo_part(std::string_view part, std::string_view what, std::string
     if (!repo_char(c)) return bad("may hold only letters, digits, '-', '_' and '.'");
   if (part.find("--") != std::string_view::npos || part.find("..") != std::string_view::npos)
     return bad("may not hold \"--\" or \"..\"");
-  if (part.front() == '-' || part.front() == '.' || part.back() == '-' || part.back() == '.')
-    return bad("may not start or end with '-' or '.'");
+  if (!alnum(part.front())) return bad("must start with a letter or a digit");
+  if (part.back() == '-' || part.back() == '.') return bad("may not end with '-' or '.'");
   return Status::ok();
 }
 
@@ -68,14 +67,6 @@ Status check_links_inside(const fs::path& dir, const fs::path& root, const std::
 
 }  // namespace
 
-bool looks_like_hub_name(std::string_view s) {
-  const std::string_view repo = s.substr(0, s.find('@'));
-  const std::size_t slash = repo.find('/');
-  if (slash == std::string_view::npos || repo.find('/', slash + 1) != std::string_view::npos) return false;
-  if (repo.front() == '.' || repo.front() == '/' || repo.front() == '~') return false;
-  return !ends_with(repo, ".safetensors") && !ends_with(repo, ".json");
-}
-
 Status parse_hub_name(std::string_view s, HubName& out) {
   const std::size_t at = s.find('@');
   const std::string_view repo = s.substr(0, at);
@@ -98,8 +89,9 @@ Status parse_hub_name(std::string_view s, HubName& out) {
     for (char c : rev)
       if (!repo_char(c) && c != '/') return bad("may hold only letters, digits, '-', '_', '.' and '/'");
     if (rev.find("..") != std::string_view::npos || rev.find("//") != std::string_view::npos ||
-        rev.front() == '/' || rev.back() == '/' || rev.front() == '.')
-      return bad("may not hold \"..\" or \"//\", or start or end with '/'");
+        rev.back() == '/')
+      return bad("may not hold \"..\" or \"//\", or end with '/'");
+    if (!alnum(rev.front())) return bad("must start with a letter or a digit");
     n.revision = std::string(rev);
   }
   out = std::move(n);
@@ -292,17 +284,6 @@ Status find_in_hub_cache(const HubName& name, const std::string& cache, std::str
   if (Status st = check_links_inside(snap, root, quote(id, kQuoteCap, '\0')); !st.is_ok()) return st;
   snapshot = snap.string();
   return Status::ok();
-}
-
-Status resolve_model_path(const std::string& model, std::string& resolved) {
-  std::error_code ec;
-  if (fs::exists(fs::symlink_status(model, ec)) || !looks_like_hub_name(model)) {
-    resolved = model;
-    return Status::ok();
-  }
-  HubName name;
-  if (Status st = parse_hub_name(model, name); !st.is_ok()) return st;
-  return find_in_hub_cache(name, hub_cache_dir(), resolved);
 }
 
 }  // namespace attnviz

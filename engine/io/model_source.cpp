@@ -6,7 +6,7 @@
 
 #include "attnviz/io/checkpoint.hpp"
 #include "attnviz/io/gpt_file.hpp"
-#include "attnviz/io/hf_hub.hpp"
+#include "attnviz/io/model_ref.hpp"
 #include "attnviz/saturating.hpp"
 #include "attnviz/text.hpp"
 
@@ -33,21 +33,22 @@ bool address_space_limited() {
 Status open_model(const ModelSpec& spec, OpenedModel& out) {
   OpenedModel m;
   std::string vocab_dir = spec.vocab_dir;
-  if (std::optional<GptConfig> preset = find_gpt_preset(spec.model)) {
-    const std::uint64_t bytes = packed_bytes(*preset, false, spec.options.exec.isa);
+  const ModelRef ref = classify_model(spec.model);
+  if (ref.kind == ModelRefKind::preset) {
+    const std::uint64_t bytes = packed_bytes(ref.preset, false, spec.options.exec.isa);
     if (spec.memory_budget && bytes > spec.memory_budget) {
       const BytesApart b = format_bytes_apart(bytes, spec.memory_budget);
       return Status::fail(spec.model + " needs " + b.first + " as float32, more than the " + b.second +
                           " available");
     }
-    if (Status st = seeded_gpt(*preset, spec.seed, spec.options, m.model); !st.is_ok()) return st;
+    if (Status st = seeded_gpt(ref.preset, spec.seed, spec.options, m.model); !st.is_ok()) return st;
     m.seeded = true;
     m.seed = spec.seed;
   } else {
     std::string path = spec.model;
 #if !defined(__EMSCRIPTEN__)
     // ORG/NAME[@REV] that is no path here: the Hugging Face cache's snapshot (the page has no such cache)
-    if (Status st = resolve_model_path(spec.model, path); !st.is_ok()) return st;
+    if (Status st = resolve_model_path(ref, path); !st.is_ok()) return st;
 #endif
     GptLoadOptions opts;
     opts.isa = spec.options.exec.isa;

@@ -81,9 +81,6 @@ export function showList() {
 export const hubLoads = [];
 
 const host = () => endpoint.replace(/^https?:\/\//, '');
-// ORG/NAME as the hub spells them, and a revision (a branch, a tag or a commit).
-const REPO = /^[A-Za-z0-9][A-Za-z0-9._-]{0,95}\/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$/;
-const REV = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/;
 // A shard's name in model.safetensors.index.json: a plain file name beside the index.
 const SHARD = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}\.safetensors$/;
 const MAX_SHARDS = 1000;  // the engine's kMaxWeightShards: the most shards it reads
@@ -599,8 +596,10 @@ export function openHub(repo, { rev = 'main' } = {}) {
   return serially(async () => {
     repo = String(repo);
     rev = String(rev);
-    if (!REPO.test(repo) || repo.includes('..')) return refuse(`not a model's name on the hub (ORG/NAME): ${repo.slice(0, 80)}`);
-    if (!REV.test(rev) || rev.includes('..')) return refuse(`not a revision: ${rev.slice(0, 80)}`);
+    // ORG/NAME and a revision (a branch, a tag or a commit), checked by the engine as the CLI and the app
+    // check --model ORG/NAME@REV (parse_hub_name): one rule for every host.
+    const bad = call('attnviz_check_hub_name', `${repo}@${rev}`);
+    if (bad) return refuse(bad);
     const controller = new AbortController();
     setOnCancel(() => controller.abort());
     try {

@@ -16,6 +16,7 @@
 #include "attnviz/engine.hpp"
 #include "attnviz/io/files.hpp"
 #include "attnviz/io/gpt_json.hpp"
+#include "attnviz/io/hf_hub.hpp"
 #include "attnviz/io/json_io.hpp"
 #include "budget.hpp"
 #include "guard.hpp"
@@ -453,6 +454,15 @@ EMSCRIPTEN_KEEPALIVE const char* attnviz_set_hub(const char* json) {
     mv.hub_endpoint = text(j, "endpoint");
     wake();
     return std::string();
+  });
+}
+
+// Whether `name`, "ORG/NAME@REV", is a Hugging Face model name the page may fetch: "" or why not, in one
+// line. The engine's check (parse_hub_name), the one the CLI and the app apply to --model and --download.
+EMSCRIPTEN_KEEPALIVE const char* attnviz_check_hub_name(const char* name) {
+  return guarded([&]() -> std::string {
+    attnviz::HubName parsed;
+    return attnviz::parse_hub_name(text_arg(name), parsed).error;
   });
 }
 

