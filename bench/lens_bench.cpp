@@ -63,6 +63,15 @@ void keystroke_section(GptModel& model, int reps) {
   // Each timed keystroke follows the same two steps: the prefix (a full pass where the previous step was
   // another kind of pass), then the prefix again (incremental), so every timed pass extends an incremental
   // one.
+  // CausalLens::run over the prefix twice, then timed over the whole text (a keystroke).
+  const auto keystroke = [&](const LensRequest& request, std::vector<double>& times) {
+    check(lens.run(model, prefix, every, request, r, out));
+    check(lens.run(model, prefix, every, request, r, out));
+    const double t0 = now();
+    check(lens.run(model, ids, every, request, r, out));
+    times.push_back(now() - t0);
+    if (r.reused != T - 1) std::abort();
+  };
   for (int rep = 0; rep < reps; ++rep) {
     check(model.forward(prefix, every, r));
     check(model.forward(prefix, every, r));
@@ -71,12 +80,7 @@ void keystroke_section(GptModel& model, int reps) {
     pass.push_back(now() - t);
     if (r.reused != T - 1) std::abort();
 
-    check(lens.run(model, prefix, every, captured, r, out));
-    check(lens.run(model, prefix, every, captured, r, out));
-    t = now();
-    check(lens.run(model, ids, every, captured, r, out));
-    capture.push_back(now() - t);
-    if (r.reused != T - 1) std::abort();
+    keystroke(captured, capture);
 
     t = now();
     const AttributionDirections kept =
@@ -93,19 +97,9 @@ void keystroke_section(GptModel& model, int reps) {
     logit_lens(model.weights(), exec, lens.probe(), asked.top_k, -1, points, 0);
     lens_all.push_back(now() - t);
 
-    check(lens.run(model, prefix, every, lens_only, r, out));
-    check(lens.run(model, prefix, every, lens_only, r, out));
-    t = now();
-    check(lens.run(model, ids, every, lens_only, r, out));
-    run_lens.push_back(now() - t);
-    if (r.reused != T - 1) std::abort();
-
-    check(lens.run(model, prefix, every, asked, r, out));
-    check(lens.run(model, prefix, every, asked, r, out));
-    t = now();
-    check(lens.run(model, ids, every, asked, r, out));
-    run.push_back(now() - t);
-    if (r.reused != T - 1 || out.lens.size() != static_cast<std::size_t>(c.n_layers + 1)) std::abort();
+    keystroke(lens_only, run_lens);
+    keystroke(asked, run);
+    if (out.lens.size() != static_cast<std::size_t>(c.n_layers + 1)) std::abort();
   }
   const double base = ms(pass);
   std::printf("one keystroke at T = %d (a token appended, every layer's weights kept), median of %d, ms\n", T,
