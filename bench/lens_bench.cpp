@@ -300,9 +300,9 @@ int main(int argc, char** argv) {
 
   if (peer) {
     std::fflush(stdout);
-    const std::string command =
-        std::string("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 ") + ATTNVIZ_SOURCE_DIR +
-        "/bench/torch_lens_peer.py --threads " + std::to_string(threads) + (quick ? " --quick" : "");
+    const std::string command = std::string("/usr/bin/python3 ") + ATTNVIZ_SOURCE_DIR +
+                                "/bench/torch_lens_peer.py --threads " + std::to_string(threads) +
+                                (quick ? " --quick" : "");
     std::printf("\n== PyTorch: %s\n", command.c_str());
     std::fflush(stdout);
     return std::system(command.c_str()) == 0 ? 0 : 1;

@@ -13,10 +13,11 @@ import sys
 
 PINS = ('OPENBLAS_CORETYPE', 'OPENBLAS_L2_SIZE')
 
-if 'torch' not in sys.modules and os.environ.get('ATTNVIZ_PEER_BLAS') != 'keep' and \
+if 'torch' not in sys.modules and os.environ.get('ATTNVIZ_PEER_BLAS') not in ('keep', 'rerun') and \
         any(name in os.environ for name in PINS):
     env = {k: v for k, v in os.environ.items() if k not in PINS}
-    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+    env['ATTNVIZ_PEER_BLAS'] = 'rerun'  # once: never again, whatever the interpreter's start adds
+    os.execve(sys.executable, sys.orig_argv, env)
 
 
 def blas_kernel():

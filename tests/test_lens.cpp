@@ -495,11 +495,11 @@ TEST_CASE("causal lens: bad requests are refused in one line") {
     const std::uint64_t entries =
         static_cast<std::uint64_t>(c.n_layers + 1) * 4 * std::min(1000, c.vocab_size);
     CHECK(lens_bytes(c, 4, lens, GptRequest()) - lens_bytes(c, 4, none, GptRequest()) == entries * 128);
-    // ... and the logits it computes at a time: L + 1 rows (a keystroke's, with the pass's own), or 32
+    // ... and the logits it computes: L + 1 rows kept (a keystroke's, with the pass's own), 32 at a time
     LensRequest attribute;
     attribute.attribute = true;
     CHECK(lens_bytes(c, 4, none, GptRequest()) - lens_bytes(c, 4, attribute, GptRequest()) ==
-          static_cast<std::uint64_t>(std::max(c.n_layers + 1, 32)) * c.vocab_size * sizeof(float));
+          static_cast<std::uint64_t>(c.n_layers + 1 + 32) * c.vocab_size * sizeof(float));
     // Heads ablated: a second capture and a second pass
     LensRequest ablated = none;
     ablated.ablation.heads = {{0, 0}};

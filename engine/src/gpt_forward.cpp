@@ -967,8 +967,11 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   const int T = static_cast<int>(ids.size()), d = c.d_model, L = c.n_layers, V = c.vocab_size;
   std::vector<char> kept;
   if (Status st = check_pass(c, ids, request, kept); !st.is_ok()) return st;
-  if (probe)
+  if (probe) {
     if (Status st = check_probe(*probe, c, options_, T); !st.is_ok()) return st;
+    // Its lens rows are this pass's or none, whether or not the pass completes (PassProbe::lens).
+    if (probe->capture) probe->lens_position = -1;
+  }
   // A pass that changes a named point is a side pass: it starts afresh and leaves the model's cache as it is.
   const bool side = probe && probe->changes();
 
@@ -1167,7 +1170,6 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   // product; each row's logits are the same bits whichever rows share the product.
   const bool fused_lens = capture && probe->lens && probe->start_layer == 0 && T - P == 1 &&
                           first_logit == T - 1 && last_logit == T;
-  if (capture) probe->lens_position = -1;
   if (fused_lens) {
     Tensor& lens = probe->lens_logits;
     reshape(lens, L + 1, V);

@@ -443,8 +443,8 @@ std::uint64_t lens_bytes(const GptConfig& c, int tokens, const LensRequest& requ
                                                   static_cast<std::uint64_t>(std::max(tokens, 0))),
                                           k);
     bytes = sat_add(bytes, sat_mul(entries, 128));
-    // the logits it computes at a time: a keystroke's L + 1 rows (PassProbe::lens_logits), else 32 rows
-    const std::uint64_t rows = static_cast<std::uint64_t>(std::max(c.n_layers + 1, 32));
+    // the logits it computes: a keystroke's L + 1 rows (PassProbe::lens_logits, kept), and 32 rows at a time
+    const std::uint64_t rows = static_cast<std::uint64_t>(std::max(c.n_layers, 0)) + 1 + 32;
     bytes = sat_add(bytes, sat_mul(sat_mul(rows, static_cast<std::uint64_t>(std::max(c.vocab_size, 0))), 4));
   }
   return bytes;
@@ -485,7 +485,7 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
   // The clean pass: the view's own when nothing is ablated, extending the previous keystroke's.
   GptResult& clean = ablate ? clean_pass_ : pass;
   clean_.capture = true;
-  clean_.lens = lr.lens;
+  clean_.lens = lr.lens && !ablate;  // with heads ablated the lens is the ablated pass's
   const std::uint64_t previous_stamp = clean_.stamp;
   if (Status st = model.forward(ids, request, clean_, clean); !st.is_ok()) return st;
   if (ablate) {

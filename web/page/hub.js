@@ -598,6 +598,9 @@ export function openHub(repo, { rev = 'main' } = {}) {
     rev = String(rev);
     // ORG/NAME and a revision (a branch, a tag or a commit), checked by the engine as the CLI and the app
     // check --model ORG/NAME@REV (parse_hub_name): one rule for every host.
+    // (The engine reads a C string: a NUL would end the name it checks before the rest that the URL and the
+    // storage folder would use.)
+    if (repo.includes('\0') || rev.includes('\0')) return refuse('a Hugging Face model name holds no NUL character');
     const bad = call('attnviz_check_hub_name', `${repo}@${rev}`);
     if (bad) return refuse(bad);
     const controller = new AbortController();

@@ -185,6 +185,8 @@ bool GpuOffload::wants(const GptWeights& w, const GptOptions& options, int token
     case Backend::automatic:
       break;
   }
+  // What the GPU kernels cannot run goes to the engine without a word each pass (begin_gpt_forward's check).
+  if (!w.config.gpt2_blocks() || w.config.attention_only) return false;
   if (state_ != State::ready) return false;
   if (!model_cal_started_) calibrate_model();
   const Calibration& c = model_cal_;

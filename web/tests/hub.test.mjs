@@ -283,6 +283,8 @@ test('a 404, an unknown repository and a bad endpoint each give one line', async
   const unknown = await open(page, 'nobody/nothing');
   assert.match(unknown, /^nobody\/nothing is not on 127\.0\.0\.1:\d+, or is gated or private \(HTTP 401\)/);
   assert.match(await open(page, '../etc'), /^'\.\.\/etc@main' is not a Hugging Face model name \(ORG\/NAME\[@REV\]\): its organization may not hold "--" or "\.\."$/);
+  // a NUL would end the name the engine checks: 'a/b' passes, the rest would reach the URL and the folder
+  assert.equal(await open(page, 'a/b\u0000/../../fonts'), 'a Hugging Face model name holds no NUL character');
   assert.match(await page.evaluate(() => attnviz.hub.setEndpoint('ftp://example')), /must be an http\(s\) URL/);
   assert.equal(await page.evaluate(() => attnviz.hub.endpoint()), hub.url, 'the endpoint stays');
   for (const w of [missing, unknown]) assert.ok(!w.includes('\n'));
