@@ -87,20 +87,27 @@ struct fast_rows {
   void operator()(Arch, const RowJob& job) const;
 };
 
-// One row of logits (top_tokens), on the calling thread. A first read finds the row's largest value, whether
-// every value is finite, and each value above a moving bar, handed to `offer` in increasing index order (it
-// returns the new bar); a second sums exp(x - max), each exp in float (exp_fast, about 2 ulp) and the sum in
-// double lanes, in an order fixed for the ISA. Where a value is not finite the second read is skipped: the
-// caller takes the row again by the scalar rule.
+// One row of logits (top_tokens), on the calling thread, in two calls. The scan (sum false) finds the row's
+// largest value, whether every value is finite, and each value above a moving bar, handed to `offer` in
+// increasing index order (it returns the new bar). The sum (sum true, given `max` from the scan of a finite
+// row) adds exp(x - max) over the row, each exp in float (exp_fast, about 2 ulp) and the sum in double lanes,
+// in an order fixed for the ISA, and gives the picked indices' exps as the sum took them: so the picked
+// tokens' probabilities add up to at most 1 (to double's rounding).
 struct LogitRow {
   const float* x = nullptr;
   int n = 0;
+  bool sum = false;
+  // the scan
   float bar = 0.0f;  // only values above it are offered (-inf: every finite one)
   float (*offer)(void* context, int i) = nullptr;  // returns the new bar
   void* context = nullptr;
-  float max = 0.0f;      // out: the largest value
-  bool finite = false;   // out: every value finite
-  double exp_sum = 0.0;  // out: the sum of exp(x - max), where finite
+  float max = 0.0f;     // out of the scan (in to the sum): the largest value
+  bool finite = false;  // out of the scan: every value finite
+  // the sum
+  const int* picks = nullptr;  // n_picks indices into x
+  int n_picks = 0;
+  double* picked = nullptr;  // out: (n_picks) their exp(x - max)
+  double exp_sum = 0.0;      // out: the sum of exp(x - max)
 };
 
 struct logit_row {

@@ -112,7 +112,32 @@ void logit_row::operator()(A, LogitRow& job) const {
   constexpr int W = static_cast<int>(B::size);
   const float* x = job.x;
   const int n = job.n, nv = n - n % W;
-  // 1. the largest value, finiteness, and the values above the bar (a lane compare skips the rest)
+  if (job.sum) {
+    // exp(x - max) in float lanes, summed in double lanes; the tail padded with -inf (exp_fast gives 0)
+    alignas(64) float e[W];
+    double lanes[W] = {};
+    const B m(job.max);
+    const auto add = [&](B v) {
+      exp_fast<A>(v - m).store_aligned(e);
+      for (int i = 0; i < W; ++i) lanes[i] += static_cast<double>(e[i]);
+    };
+    for (int j = 0; j < nv; j += W) add(B::load_unaligned(x + j));
+    if (nv < n) {
+      alignas(64) float tail[W];
+      for (int i = 0; i < W; ++i) tail[i] = nv + i < n ? x[nv + i] : -std::numeric_limits<float>::infinity();
+      add(B::load_aligned(tail));
+    }
+    double sum = 0.0;
+    for (int i = 0; i < W; ++i) sum += lanes[i];
+    job.exp_sum = sum;
+    // each picked value through the same lanes: the bits the sum added
+    for (int k = 0; k < job.n_picks; ++k) {
+      exp_fast<A>(B(x[job.picks[k]]) - m).store_aligned(e);
+      job.picked[k] = static_cast<double>(e[0]);
+    }
+    return;
+  }
+  // the largest value, finiteness, and the values above the bar (a lane compare skips the rest)
   const B big(std::numeric_limits<float>::max());
   B mx(-std::numeric_limits<float>::infinity());
   auto finite = big == big;
@@ -136,24 +161,6 @@ void logit_row::operator()(A, LogitRow& job) const {
     offer(j);
   }
   job.max = largest, job.finite = all_finite;
-  if (!all_finite) return;
-  // 2. exp(x - max) in float lanes, summed in double lanes; the tail padded with -inf (exp_fast gives 0)
-  alignas(64) float e[W];
-  double lanes[W] = {};
-  const B m(largest);
-  const auto add = [&](B v) {
-    exp_fast<A>(v - m).store_aligned(e);
-    for (int i = 0; i < W; ++i) lanes[i] += static_cast<double>(e[i]);
-  };
-  for (int j = 0; j < nv; j += W) add(B::load_unaligned(x + j));
-  if (nv < n) {
-    alignas(64) float tail[W];
-    for (int i = 0; i < W; ++i) tail[i] = nv + i < n ? x[nv + i] : -std::numeric_limits<float>::infinity();
-    add(B::load_aligned(tail));
-  }
-  double sum = 0.0;
-  for (int i = 0; i < W; ++i) sum += lanes[i];
-  job.exp_sum = sum;
 }
 
 template <class A>

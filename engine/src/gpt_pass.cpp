@@ -120,11 +120,13 @@ std::vector<TopToken> top_tokens(const float* logits, int V, int k, double* log_
   BestSoFar best{logits, insert ? k : 0, {}};
   best.ids.reserve(static_cast<std::size_t>(best.k) + 1);
   double mx = -INFINITY, sum = 0.0;
+  std::vector<double> numerators;  // the top tokens' exp(logit - max), as the sum took them (SIMD)
+  simd::LogitRow row;
+  const Isa fast = resolve(isa);
   bool scanned = false;
-  if (resolve(isa) != Isa::scalar && V > 0) {
-    // One lane-wide read for the largest logit and the candidates, one for the sum of exps; a row with a
-    // value that is not finite takes the scalar rule below.
-    simd::LogitRow row;
+  if (fast != Isa::scalar && V > 0) {
+    // One lane-wide read for the largest logit and the candidates; a row with a value that is not finite
+    // takes the scalar rule below.
     row.x = logits, row.n = V, row.context = &best;
     row.bar = best.k > 0 ? best.bar() : std::numeric_limits<float>::infinity();
     row.offer = [](void* context, int i) {
@@ -132,9 +134,8 @@ std::vector<TopToken> top_tokens(const float* logits, int V, int k, double* log_
       b.offer(i);
       return b.bar();
     };
-    simd::scan_logits(resolve(isa), row);
+    simd::scan_logits(fast, row);
     scanned = row.finite;
-    if (scanned) mx = row.max, sum = row.exp_sum;
   }
   if (!scanned) {
     best.ids.clear();
@@ -152,11 +153,22 @@ std::vector<TopToken> top_tokens(const float* logits, int V, int k, double* log_
     });
     ids.resize(static_cast<std::size_t>(k));
   }
+  if (scanned) {
+    // One more read for the sum of exps, which hands back the top tokens' own terms.
+    numerators.resize(ids.size());
+    row.sum = true, row.picks = ids.data(), row.n_picks = static_cast<int>(ids.size());
+    row.picked = numerators.data();
+    simd::scan_logits(fast, row);
+    mx = row.max, sum = row.exp_sum;
+  }
   if (log_sum_exp) *log_sum_exp = mx + std::log(sum);
   std::vector<TopToken> top;
   top.reserve(ids.size());
-  for (const int id : ids)
-    top.push_back({id, logits[id], std::exp(static_cast<double>(logits[id]) - mx) / sum});
+  for (std::size_t j = 0; j < ids.size(); ++j) {
+    const int id = ids[j];
+    const double numerator = scanned ? numerators[j] : std::exp(static_cast<double>(logits[id]) - mx);
+    top.push_back({id, logits[id], numerator / sum});
+  }
   return top;
 }
 

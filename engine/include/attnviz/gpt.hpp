@@ -279,9 +279,10 @@ struct TopToken {
 };
 // The k most probable of `vocab` logits, most probable first; equal logits by id. The softmax's sum is in
 // double: of exps in double on the scalar ISA (and for a row with a value that is not finite), else of exps
-// in float lanes, to about 2 ulp each (what PyTorch's float softmax sums), a few times faster. `log_sum_exp`,
-// when given, receives the log of the softmax's denominator (a token's log probability is its logit minus
-// it).
+// in float lanes, to about 2 ulp each (what PyTorch's float softmax sums), a few times faster, each top
+// token's term as the sum took it (so their probabilities add up to at most 1, to double's rounding).
+// `log_sum_exp`, when given, receives the log of the softmax's denominator (a token's log probability is its
+// logit minus it).
 std::vector<TopToken> top_tokens(const float* logits, int vocab, int k, double* log_sum_exp = nullptr,
                                  Isa isa = Isa::scalar);
 
