@@ -1170,6 +1170,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   // product; each row's logits are the same bits whichever rows share the product.
   const bool fused_lens = capture && probe->lens && probe->start_layer == 0 && T - P == 1 &&
                           first_logit == T - 1 && last_logit == T;
+  static const Tensor no_bias;
   if (fused_lens) {
     Tensor& lens = probe->lens_logits;
     reshape(lens, L + 1, V);
@@ -1179,12 +1180,10 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
                   w.final_scale, w.final_shift, arch);
     std::memcpy(normed.data() + count(L, d), cache->hidden.data() + count(T - 1, d),
                 count(1, d) * sizeof(float));
-    static const Tensor no_bias;
     s.kern.linear(normed.data(), lens.ptr(), L + 1, w.head(), no_bias);
     std::memcpy(row(r.logits, request.all_logits ? T - 1 : 0), row(lens, L), count(1, V) * sizeof(float));
     probe->lens_position = T - 1;
   } else if (first_logit < last_logit) {
-    static const Tensor no_bias;
     s.kern.linear(cache->hidden.data() + count(first_logit, d),
                   row(r.logits, request.all_logits ? first_logit : 0), last_logit - first_logit, w.head(),
                   no_bias);

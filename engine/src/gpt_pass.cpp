@@ -98,11 +98,10 @@ struct BestSoFar {
   int k;
   std::vector<int> ids;
 
+  // Token a before token b: the larger logit, or the same logit and the smaller id.
+  bool better(int a, int b) const { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); }
   void offer(int i) {
-    const auto better = [this](int a, int b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    };
-    ids.insert(std::upper_bound(ids.begin(), ids.end(), i, better), i);
+    ids.insert(std::upper_bound(ids.begin(), ids.end(), i, [this](int a, int b) { return better(a, b); }), i);
     if (static_cast<int>(ids.size()) > k) ids.pop_back();
   }
   // The bar a logit must pass to be offered: none until k are kept (-inf, which every finite logit passes).
@@ -148,9 +147,8 @@ std::vector<TopToken> top_tokens(const float* logits, int V, int k, double* log_
   if (!insert) {
     ids.resize(static_cast<std::size_t>(V));
     for (int i = 0; i < V; ++i) ids[static_cast<std::size_t>(i)] = i;
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int a, int b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                      [&best](int a, int b) { return best.better(a, b); });
     ids.resize(static_cast<std::size_t>(k));
   }
   if (scanned) {
