@@ -1,11 +1,12 @@
 // attnviz-lens-bench: what the causal lens (attnviz/lens.hpp, issue 42) adds to the model view's work. On
 // gpt2-small (seeded, eval) and, with --llama DIR, a model folder (bench/torch_decoder_peer.py --shape
 // smollm2-135m --write: SmolLM2-135M's shape, random weights), each the median of runs:
-// - a keystroke at T = 64 (one token appended, every layer's weights kept): the pass alone, the same pass
-//   capturing the named points (CausalLens with nothing asked), attribution, the logit lens of the new
-//   position only (what a keystroke adds to the previous keystroke's lens, computed alone) and of every
-//   position, and CausalLens::run as a host calls it, with the lens (whose new rows share the pass's product
-//   with the head) and with lens and attribution;
+// - a keystroke at T = 64 (one token appended, every layer's weights kept): the pass alone, CausalLens::run
+//   with attribution (its pass capturing the named points and each head's output at the last position),
+//   attribution alone from those outputs and at an earlier position (the heads' outputs computed again), the
+//   logit lens of the new position only (what a keystroke adds to the previous keystroke's lens, computed
+//   alone) and of every position, and CausalLens::run as a host calls it, with the lens (whose new rows share
+//   the pass's product with the head) and with lens and attribution;
 // - one head ablated in layer 0, L/2 and L-1: the ablated pass (from that layer on, as CausalLens runs it)
 //   against a full pass over the same text;
 // - gpt2-small at T = 20: the whole activation-patching maps (PatchJob), the residual stream's and the
@@ -51,15 +52,16 @@ void keystroke_section(GptModel& model, int reps) {
   const int T = 64;
   const std::vector<int> ids = token_ids(T, c.vocab_size), prefix(ids.begin(), ids.end() - 1);
   const GptRequest every;  // every layer's weights kept: the model view's grid
-  LensRequest captured;    // the pass capturing its named points, nothing computed on them
-  LensRequest asked = captured, lens_only = captured;
-  asked.lens = asked.attribute = true;
+  LensRequest attributed;  // the pass capturing its named points (with its heads' outputs), no lens
+  attributed.attribute = true;
+  LensRequest asked = attributed, lens_only;
+  asked.lens = true;
   lens_only.lens = true;
   CausalLens lens;
   GptResult r;
   LensResult out;
   std::vector<LensPoint> points;
-  std::vector<double> pass, capture, directions, attribution, lens_new, lens_all, run_lens, run;
+  std::vector<double> pass, capture, attribution, elsewhere, lens_new, lens_all, run_lens, run;
   // Each timed keystroke follows the same two steps: the prefix (a full pass where the previous step was
   // another kind of pass), then the prefix again (incremental), so every timed pass extends an incremental
   // one.
@@ -80,16 +82,19 @@ void keystroke_section(GptModel& model, int reps) {
     pass.push_back(now() - t);
     if (r.reused != T - 1) std::abort();
 
-    keystroke(captured, capture);
+    keystroke(attributed, capture);
 
     t = now();
-    const AttributionDirections kept =
-        attribution_directions(model.weights(), exec, out.target.target, out.target.versus);
-    directions.push_back(now() - t);
-    t = now();
-    const Attribution a = attribute(model.weights(), exec, lens.probe(), out.target, r.logits.ptr(), &kept);
+    const Attribution a = attribute(model.weights(), exec, lens.probe(), out.target, r.logits.ptr());
     attribution.push_back(now() - t);
     if (!(a.value == a.value)) std::abort();
+    LensTarget earlier = out.target;
+    earlier.position = T - 2;
+    const std::vector<float> earlier_logits = logits_at(model.weights(), exec, lens.probe(), T - 2);
+    t = now();
+    const Attribution b = attribute(model.weights(), exec, lens.probe(), earlier, earlier_logits.data());
+    elsewhere.push_back(now() - t);
+    if (!(b.value == b.value)) std::abort();
     t = now();
     logit_lens(model.weights(), exec, lens.probe(), asked.top_k, -1, points, T - 1);
     lens_new.push_back(now() - t);
@@ -105,10 +110,11 @@ void keystroke_section(GptModel& model, int reps) {
   std::printf("one keystroke at T = %d (a token appended, every layer's weights kept), median of %d, ms\n", T,
               reps);
   std::printf("  the pass alone                                   %8.2f\n", base);
-  std::printf("  the pass capturing the named points              %8.2f  (+%.1f%%)\n", ms(capture),
-              100.0 * (ms(capture) - base) / base);
-  std::printf("  attribution's directions (once per target)       %8.2f\n", ms(directions));
-  std::printf("  attribution (every head, MLP, the embeddings)    %8.2f\n", ms(attribution));
+  std::printf(
+      "  CausalLens::run, attribution                     %8.2f  (+%.1f%%: its heads' outputs in the pass)\n",
+      ms(capture), 100.0 * (ms(capture) - base) / base);
+  std::printf("  attribution alone, from the pass's heads          %8.2f\n", ms(attribution));
+  std::printf("  attribution at an earlier position (heads again)  %8.2f\n", ms(elsewhere));
   std::printf("  the lens of the new position (%d points), alone   %8.2f\n", c.n_layers + 1, ms(lens_new));
   std::printf("  the lens of every position (%d x %d rows)       %8.2f\n", c.n_layers + 1, T, ms(lens_all));
   std::printf(

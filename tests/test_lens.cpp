@@ -7,8 +7,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -280,7 +282,7 @@ TEST_CASE("causal lens: the invariants hold on every ISA") {
         GptModel typing = model.fork(), fresh = model.fork();
         LensRequest lr;
         lr.lens = lr.attribute = true, lr.top_k = 4;
-        lr.target.target = 1;  // a fixed target: attribution's directions are kept between the keystrokes
+        lr.target.target = 1;  // a fixed target
         CausalLens kept, anew;
         GptResult r1, r2;
         LensResult typed, whole;
@@ -308,7 +310,7 @@ TEST_CASE("causal lens: the invariants hold on every ISA") {
         REQUIRE(whole.attributed);
         same_attribution(typed.attribution, whole.attribution);
 
-        // The kept directions follow a new target and versus, and other weights with the same ids.
+        // Attribution follows a new target and versus, and other weights with the same ids.
         lr.target.target = 2, lr.target.versus = 1;
         REQUIRE(kept.run(typing, ids, GptRequest(), lr, r1, typed).is_ok());
         REQUIRE(anew.run(fresh, ids, GptRequest(), lr, r2, whole).is_ok());
@@ -538,31 +540,58 @@ TEST_CASE("causal lens: bad requests are refused in one line") {
   CHECK(seeded.forward({1, 2}, GptRequest(), probe, r).error.find("need eval mode") != std::string::npos);
 }
 
-TEST_CASE("causal lens: every ISA's attribution directions are the scalar loop's sums, float32 and BF16") {
-  // The ISA's own loop (simd::run_transposed) on panels of its width against the plain loop on the same
-  // panels; they differ only where the ISA fuses a multiply and an add.
+TEST_CASE("causal lens: each head's output is its slice's sums on every ISA, and a pass computes the same") {
+  // head_outputs() on each ISA's kernels (float sums) against the scalar loop (double sums) on the same
+  // panels, float32 and BF16, within float summation's bound; the outputs a capturing pass keeps at its
+  // position against head_outputs() from the context vectors it captured, bit for bit; and the heads' outputs
+  // plus the bias against the pass's own output projection at that position.
+  const double eps = std::numeric_limits<float>::epsilon();
   for (const std::filesystem::path& dir :
-       {kFixtures / "arch" / "llama_bf16", kFixtures / "gpt" / "hf-folder"})
+       {kFixtures / "arch" / "llama_bf16", kFixtures / "gpt" / "hf-folder", kFixtures / "arch" / "gemma3"})
     for (Isa isa : available_isas()) {
-      if (isa == Isa::scalar) continue;
       CAPTURE(dir.string() + " on " + to_string(isa));
-      const GptModel model = open(dir, isa);
-      const GptConfig& c = model.weights().config;
-      const AttributionDirections fast = attribution_directions(model.weights(), Exec{isa, 2}, 1, 0);
-      const AttributionDirections plain = attribution_directions(model.weights(), Exec{Isa::scalar, 1}, 1, 0);
-      REQUIRE(fast.per_context.size() == static_cast<std::size_t>(c.n_layers));
-      REQUIRE(plain.per_context.size() == fast.per_context.size());
-      double worst = 0.0, scale = 0.0;
-      for (std::size_t l = 0; l < fast.per_context.size(); ++l) {
-        REQUIRE(fast.per_context[l].size() == static_cast<std::size_t>(c.q_width()));
-        REQUIRE(plain.per_context[l].size() == fast.per_context[l].size());
-        for (std::size_t i = 0; i < fast.per_context[l].size(); ++i) {
-          worst = std::max(worst, std::fabs(fast.per_context[l][i] - plain.per_context[l][i]));
-          scale = std::max(scale, std::fabs(plain.per_context[l][i]));
+      GptModel model = open(dir, isa);
+      const GptWeights& w = model.weights();
+      const GptConfig& c = w.config;
+      const int H = c.n_heads, d = c.d_model, hd = c.head_dim(), QW = c.q_width(), at = 3;
+      PassProbe probe;
+      probe.capture = true;
+      probe.head_position = at;
+      GptResult r;
+      REQUIRE(model.forward({5, 1, 4, 2, 3}, GptRequest(), probe, r).is_ok());
+      REQUIRE(probe.head_out_position == at);
+      REQUIRE(probe.head_out.size() == static_cast<std::size_t>(c.n_layers));
+      int outside = 0, differ = 0, total = 0;
+      for (int l = 0; l < c.n_layers; ++l) {
+        const PackedLinear& o = w.blocks[static_cast<std::size_t>(l)].out_proj;
+        const float* ctx =
+            probe.context[static_cast<std::size_t>(l)].ptr() + static_cast<std::size_t>(at) * QW;
+        std::vector<float> fast(static_cast<std::size_t>(H) * d), plain(fast.size());
+        head_outputs(w, Exec{isa, 2}, l, ctx, fast.data());
+        head_outputs(w, Exec{Isa::scalar, 1}, l, ctx, plain.data());
+        REQUIRE(probe.head_out[static_cast<std::size_t>(l)].size() == fast.size());
+        differ += std::memcmp(probe.head_out[static_cast<std::size_t>(l)].ptr(), fast.data(),
+                              fast.size() * sizeof(float)) != 0;
+        const float* attn =
+            probe.attn_out[static_cast<std::size_t>(l)].ptr() + static_cast<std::size_t>(at) * d;
+        for (int j = 0; j < d; ++j) {
+          double all = o.bias.empty() ? 0.0 : o.bias.data[static_cast<std::size_t>(j)],
+                 all_abs = std::fabs(all);
+          for (int h = 0; h < H; ++h) {
+            double magnitude = 0.0;
+            for (int i = h * hd; i < (h + 1) * hd; ++i)
+              magnitude += std::fabs(static_cast<double>(ctx[i]) * o.weight.at(j, i));
+            const std::size_t k = static_cast<std::size_t>(h) * d + j;
+            outside += std::fabs(fast[k] - plain[k]) > (hd + 2) * eps * magnitude;
+            all += fast[k], all_abs += magnitude;
+            ++total;
+          }
+          outside += std::fabs(all - attn[j]) > (QW + H + 2) * eps * all_abs;
         }
       }
-      CHECK(scale > 0.0);
-      CHECK(worst <= 1e-12 * scale);
+      CHECK(total > 0);
+      CHECK(differ == 0);
+      CHECK(outside == 0);
     }
 }
 

@@ -191,10 +191,6 @@ void scan_logits(Isa isa, LogitRow& row) {
   with_arch<void>(isa, [&](auto arch) { logit_row{}(arch, row); });
 }
 
-void run_transposed(Isa isa, const TransposedJob& job) {
-  with_arch<void>(isa, [&](auto arch) { transposed_sweep{}(arch, job); });
-}
-
 const TrainKernels* train_kernels(Isa isa) {
   return with_arch<const TrainKernels*>(isa, [](auto arch) { return &train_table{}(arch); });
 }

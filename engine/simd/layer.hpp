@@ -71,8 +71,12 @@ struct RowJob {
     layer_norm,  // y (rows, cols) = (x - mean) / sqrt(var + 1e-5) * scale + shift, per row (biased variance)
     gelu,        // y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), rows * cols elements (y may be x)
     linear,      // y (rows, out) = x (rows, cols) W^T + bias, W in panels of the ISA's width (pack.hpp)
+    // y (heads, out): row h = x's slice h (one row of cols = heads x cols / heads) times W's columns for it,
+    // no bias: each attention head's own output (attribution's point). A task a head, each column's sum over
+    // the slice in order, so the numbers do not depend on the threads.
+    head_outputs,
   } kind = linear;
-  int rows = 0, cols = 0, out = 0;
+  int rows = 0, cols = 0, out = 0, heads = 1;
   const float* x = nullptr;
   float* y = nullptr;
   const float *scale = nullptr, *shift = nullptr;  // layer_norm: (cols)
@@ -113,23 +117,6 @@ struct LogitRow {
 struct logit_row {
   template <class Arch>
   void operator()(Arch, LogitRow& row) const;
-};
-
-// out[i] = sum over o of m(o, i) w[o], in double: a packed (out, in) matrix's transpose times a vector
-// (attribution's directions). The matrix is in panels of the ISA's width (pack.hpp), float32 or BF16. For
-// each i, the panel width's lanes each sum their column over the panels in order (a fused multiply-add a
-// term where the ISA has one), then the lanes are added in order.
-struct TransposedJob {
-  const float* f32 = nullptr;           // the panels, or
-  const std::uint16_t* bf16 = nullptr;  // the same panels in BF16
-  int in = 0, out = 0;
-  const double* w = nullptr;  // (panels * width): w over the panels' columns, 0 in a last panel's padding
-  double* result = nullptr;   // (in)
-};
-
-struct transposed_sweep {
-  template <class Arch>
-  void operator()(Arch, const TransposedJob& job) const;
 };
 
 // fast_gemm and fma_probe serve only attnviz-bench, yet stay in the engine: fast_gemm is the layer's own

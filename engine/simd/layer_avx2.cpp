@@ -11,8 +11,6 @@ template void fast_gemm::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd:
 template double fma_probe::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>, long, float*) const;
 template void fast_rows::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>, const RowJob&) const;
 template void logit_row::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>, LogitRow&) const;
-template void transposed_sweep::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>,
-                                                                     const TransposedJob&) const;
 template void causal_gemm::operator()<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>,
                                                                 const CausalGemm&) const;
 }  // namespace attnviz::simd

@@ -9,6 +9,5 @@ template void fast_gemm::operator()<xsimd::avx512bw>(xsimd::avx512bw, int, int, 
 template double fma_probe::operator()<xsimd::avx512bw>(xsimd::avx512bw, long, float*) const;
 template void fast_rows::operator()<xsimd::avx512bw>(xsimd::avx512bw, const RowJob&) const;
 template void logit_row::operator()<xsimd::avx512bw>(xsimd::avx512bw, LogitRow&) const;
-template void transposed_sweep::operator()<xsimd::avx512bw>(xsimd::avx512bw, const TransposedJob&) const;
 template void causal_gemm::operator()<xsimd::avx512bw>(xsimd::avx512bw, const CausalGemm&) const;
 }  // namespace attnviz::simd

@@ -11,6 +11,5 @@ template void fast_gemm::operator()<xsimd::neon64>(xsimd::neon64, int, int, int,
 template double fma_probe::operator()<xsimd::neon64>(xsimd::neon64, long, float*) const;
 template void fast_rows::operator()<xsimd::neon64>(xsimd::neon64, const RowJob&) const;
 template void logit_row::operator()<xsimd::neon64>(xsimd::neon64, LogitRow&) const;
-template void transposed_sweep::operator()<xsimd::neon64>(xsimd::neon64, const TransposedJob&) const;
 template void causal_gemm::operator()<xsimd::neon64>(xsimd::neon64, const CausalGemm&) const;
 }  // namespace attnviz::simd

@@ -9,6 +9,5 @@ template void fast_gemm::operator()<xsimd::sse4_2>(xsimd::sse4_2, int, int, int,
 template double fma_probe::operator()<xsimd::sse4_2>(xsimd::sse4_2, long, float*) const;
 template void fast_rows::operator()<xsimd::sse4_2>(xsimd::sse4_2, const RowJob&) const;
 template void logit_row::operator()<xsimd::sse4_2>(xsimd::sse4_2, LogitRow&) const;
-template void transposed_sweep::operator()<xsimd::sse4_2>(xsimd::sse4_2, const TransposedJob&) const;
 template void causal_gemm::operator()<xsimd::sse4_2>(xsimd::sse4_2, const CausalGemm&) const;
 }  // namespace attnviz::simd

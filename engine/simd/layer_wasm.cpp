@@ -11,6 +11,5 @@ template void fast_gemm::operator()<xsimd::sse4_1>(xsimd::sse4_1, int, int, int,
 template double fma_probe::operator()<xsimd::sse4_1>(xsimd::sse4_1, long, float*) const;
 template void fast_rows::operator()<xsimd::sse4_1>(xsimd::sse4_1, const RowJob&) const;
 template void logit_row::operator()<xsimd::sse4_1>(xsimd::sse4_1, LogitRow&) const;
-template void transposed_sweep::operator()<xsimd::sse4_1>(xsimd::sse4_1, const TransposedJob&) const;
 template void causal_gemm::operator()<xsimd::sse4_1>(xsimd::sse4_1, const CausalGemm&) const;
 }  // namespace attnviz::simd

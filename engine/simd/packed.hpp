@@ -27,9 +27,6 @@ void run_layer(Isa isa, const LayerJob& job);
 void run_rows(Isa isa, const RowJob& job);
 // Scans one row of logits (LogitRow) with the ISA's kernels, on the calling thread.
 void scan_logits(Isa isa, LogitRow& row);
-// A packed matrix's transpose times a vector (TransposedJob), on the calling thread; its panels must be the
-// ISA's width.
-void run_transposed(Isa isa, const TransposedJob& job);
 // Benchmark hooks with the ISA's kernels: a panel GEMM (b from pack_nk) and the FMA peak probe.
 void run_gemm(Isa isa, int M, int N, int K, const float* a, const float* b, float* c, ThreadPool& pool);
 double run_fma_probe(Isa isa, long iterations, float* sink);

@@ -102,6 +102,22 @@ void fast_rows::operator()(A, const RowJob& job) const {
       parallel_gemm<A>(pool, job.rows, job.out, job.cols, job.x, job.w, job.bias, job.y,
                        HalfPanels{job.w16, job.w16_bf16});
       break;
+    case RowJob::head_outputs: {
+      // head h reads rows [h hd, (h + 1) hd) of every panel: its slice of K, panels `cols` rows apart
+      const int hd = job.cols / job.heads, pn = panels(job.out, nr_of<A>());
+      const std::size_t bstride = static_cast<std::size_t>(job.cols) * nr_of<A>();
+      pool.run(job.heads, [&](int h, int) {
+        const std::size_t from = static_cast<std::size_t>(h) * hd * nr_of<A>();
+        const float* x = job.x + static_cast<std::size_t>(h) * hd;
+        float* y = job.y + static_cast<std::size_t>(h) * job.out;
+        if (job.w16)
+          gemm16<A>(0, 1, 0, pn, job.out, hd, x, job.cols, HalfPanels{job.w16 + from, job.w16_bf16}, bstride,
+                    nullptr, y, job.out);
+        else
+          gemm<A>(0, 1, 0, pn, job.out, hd, x, job.cols, job.w + from, bstride, nullptr, y, job.out);
+      });
+      break;
+    }
   }
 }
 
@@ -161,36 +177,6 @@ void logit_row::operator()(A, LogitRow& job) const {
     offer(j);
   }
   job.max = largest, job.finite = all_finite;
-}
-
-template <class A>
-void transposed_sweep::operator()(A, const TransposedJob& job) const {
-  using namespace detail;
-  constexpr int NR = nr_of<A>();
-  const int panels = (job.out + NR - 1) / NR;
-  const std::size_t stride = static_cast<std::size_t>(job.in) * NR;  // from a panel to the next
-  for (int i = 0; i < job.in; ++i) {
-    double sum[NR] = {};
-    for (int p = 0; p < panels; ++p) {
-      const std::size_t k = static_cast<std::size_t>(p) * stride + static_cast<std::size_t>(i) * NR;
-      const double* w = job.w + static_cast<std::size_t>(p) * NR;
-      if (job.bf16) {
-        const std::uint16_t* h = job.bf16 + k;
-        for (int r = 0; r < NR; ++r) {
-          const std::uint32_t bits = static_cast<std::uint32_t>(h[r]) << 16;  // BF16: a float's high half
-          float f;
-          std::memcpy(&f, &bits, sizeof f);
-          sum[r] += static_cast<double>(f) * w[r];
-        }
-      } else {
-        const float* f = job.f32 + k;
-        for (int r = 0; r < NR; ++r) sum[r] += static_cast<double>(f[r]) * w[r];
-      }
-    }
-    double total = 0.0;
-    for (int r = 0; r < NR; ++r) total += sum[r];
-    job.result[i] = total;
-  }
 }
 
 }  // namespace attnviz::simd

@@ -218,6 +218,25 @@ struct Kernels {
     if (w.dtype != Dtype::f32) job.w16 = w.halves(), job.w16_bf16 = w.dtype == Dtype::bf16;
     simd::run_rows(isa, job);
   }
+  // y (heads, out): head h's slice of x (one row of w.in) times its own columns of W (simd::RowJob's
+  // head_outputs); the scalar reference sums each in double.
+  void head_outputs(const float* x, float* y, int heads, const PackedMatrix& w) const {
+    if (isa == Isa::scalar) {
+      const int hd = w.in / heads;
+      for (int h = 0; h < heads; ++h)
+        for (int o = 0; o < w.out; ++o) {
+          double s = 0.0;
+          for (int i = h * hd; i < (h + 1) * hd; ++i) s += static_cast<double>(x[i]) * w.at(o, i);
+          y[count(h, w.out) + static_cast<std::size_t>(o)] = static_cast<float>(s);
+        }
+      return;
+    }
+    simd::RowJob job;
+    job.kind = simd::RowJob::head_outputs, job.rows = 1, job.cols = w.in, job.out = w.out, job.heads = heads;
+    job.x = x, job.y = y, job.w = w.data.data(), job.pool = pool;
+    if (w.dtype != Dtype::f32) job.w16 = w.halves(), job.w16_bf16 = w.dtype == Dtype::bf16;
+    simd::run_rows(isa, job);
+  }
 };
 
 // Buffer reuse across passes: the storage of the previous result and of the model's cache (Spare), and, when
@@ -906,8 +925,12 @@ std::uint64_t probe_bytes(const GptConfig& c, int tokens) {
   const std::uint64_t L = static_cast<std::uint64_t>(std::max(c.n_layers, 0));
   const std::uint64_t d = static_cast<std::uint64_t>(std::max(c.d_model, 0));
   const std::uint64_t qw = static_cast<std::uint64_t>(std::max(c.q_width(), 0));
-  // resid (L + 1 points), attn_out and mlp_out (L each) of d floats a row, context (L) of H hd
-  return sat_mul(sat_mul(T, sat_add(sat_mul(3 * L + 1, d), sat_mul(L, qw))), sizeof(float));
+  const std::uint64_t H = static_cast<std::uint64_t>(std::max(c.n_heads, 0));
+  // resid (L + 1 points), attn_out and mlp_out (L each) of d floats a row, context (L) of H hd; head_out
+  // (L of H x d)
+  return sat_mul(
+      sat_add(sat_mul(T, sat_add(sat_mul(3 * L + 1, d), sat_mul(L, qw))), sat_mul(sat_mul(L, H), d)),
+      sizeof(float));
 }
 
 void final_logits(const GptWeights& w, const Exec& exec, const float* resid, int rows, float* logits) {
@@ -922,6 +945,15 @@ void final_logits(const GptWeights& w, const Exec& exec, const float* resid, int
   s.norm_rows(resid, hidden.data(), rows, d, w.final_scale, w.final_shift, w.config.arch);
   static const Tensor no_bias;
   s.kern.linear(hidden.data(), logits, rows, w.head(), no_bias);
+}
+
+void head_outputs(const GptWeights& w, const Exec& exec, int layer, const float* context, float* out) {
+  Isa isa = resolve(exec.isa);
+  if (isa != Isa::scalar && w.tok_emb.nr != simd::panel_width(isa)) isa = w.isa;
+  Kernels k;
+  k.isa = isa;
+  k.pool = isa == Isa::scalar ? nullptr : &ThreadPool::shared(resolve_threads(exec.threads));
+  k.head_outputs(context, out, w.config.n_heads, w.blocks[static_cast<std::size_t>(layer)].out_proj.weight);
 }
 
 namespace {
@@ -1072,6 +1104,21 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     if (capture) capture_rows((probe->*points)[static_cast<std::size_t>(l)], from, P);
   };
   const bool contexts = capture || (probe && probe->edit_context);
+  // Attribution's point (PassProbe::head_out): each head's output at one position, computed where this pass
+  // computes that position, kept where it extends the pass that did.
+  const int head_at = capture ? probe->head_position : -1;
+  const bool heads_kept = head_at >= 0 && head_at < P && probe->head_out_position == head_at;
+  if (capture) probe->head_out.resize(static_cast<std::size_t>(L)), probe->head_out_position = -1;
+  const auto head_point = [&](int l, const GptBlock& b, const Tensor* context) {
+    if (!capture) return;
+    Tensor& o = probe->head_out[static_cast<std::size_t>(l)];
+    if (head_at >= P && head_at < T) {
+      reshape(o, c.n_heads, d);
+      s.kern.head_outputs(row(*context, head_at), o.ptr(), c.n_heads, b.out_proj.weight);
+    } else if (!heads_kept) {
+      o = Tensor();
+    }
+  };
 
   // The steps, one a line (T, P, d, H, V: the legend at the top of this file; F = the MLP's width).
   // embeddings: x (T, d) = drop(tok_emb[ids] + pos_emb[0..T)), or tok_emb[ids] (* sqrt(d)) with rotary
@@ -1114,6 +1161,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
       if (k.qkv) a.context = *ctx, a.output = attn;
     }
     point(&PassProbe::attn_out, l, attn);  // attn_out[l] = attn
+    head_point(l, b, ctx);                 // head_out[l] = each head's output at head_position
     s.dropout(attn);                       // attn (T, d) = drop(attn)
     if (arch.residual == ResidualKind::sandwich)
       s.norm(attn, attn, b.post_attn_norm, b.norm2_shift, arch);       // attn (T, d) = post_attn_norm(attn)
@@ -1195,7 +1243,7 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
   static std::atomic<std::uint64_t> passes{0};
   r.stamp = ++passes;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (capture) probe->stamp = r.stamp;
+  if (capture) probe->stamp = r.stamp, probe->head_out_position = head_at;
   if (!side && !s.train_dropout && isa != Isa::scalar) {
     cache->ids = ids;
     cache->request = request;

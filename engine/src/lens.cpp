@@ -33,90 +33,6 @@ std::string head_name(const HeadRef& h) {
   return std::to_string(h.layer) + "." + std::to_string(h.head);
 }
 
-// out[i] = sum over o of m(o, i) w[o]: a (out, in) matrix's transpose times a vector, in double, the panels
-// (float32 or 16-bit) read in their layout. For each i, the NR columns of every panel add into NR sums held
-// in registers (the panel width is a constant here, so the compiler vectorizes them), added together at the
-// end.
-template <int NR, typename Element>
-void transposed_sweep(const PackedMatrix& m, const std::vector<double>& wide, const Element& element,
-                      std::vector<double>& out) {
-  const int nr = NR > 0 ? NR : m.nr, panels = (m.out + nr - 1) / nr;
-  const std::size_t stride = at(m.in, nr);  // from a panel to the next
-  std::vector<double> acc(static_cast<std::size_t>(nr));
-  for (int i = 0; i < m.in; ++i) {
-    std::fill(acc.begin(), acc.end(), 0.0);
-    double sum[NR > 0 ? NR : 1] = {};
-    for (int panel = 0; panel < panels; ++panel) {
-      const std::size_t k = static_cast<std::size_t>(panel) * stride + at(i, nr);
-      const double* w = wide.data() + at(panel, nr);
-      if constexpr (NR > 0) {
-        for (int r = 0; r < NR; ++r)
-          sum[r] += static_cast<double>(element(k + static_cast<std::size_t>(r))) * w[r];
-      } else {
-        for (int r = 0; r < nr; ++r)
-          acc[static_cast<std::size_t>(r)] +=
-              static_cast<double>(element(k + static_cast<std::size_t>(r))) * w[r];
-      }
-    }
-    double total = 0.0;
-    if constexpr (NR > 0)
-      for (int r = 0; r < NR; ++r) total += sum[r];
-    else
-      for (const double a : acc) total += a;
-    out[static_cast<std::size_t>(i)] = total;
-  }
-}
-
-std::vector<double> transposed_times(const PackedMatrix& m, const std::vector<double>& w, Isa isa) {
-  std::vector<double> out(static_cast<std::size_t>(m.in), 0.0);
-  if (m.out <= 0 || m.in <= 0 || m.nr <= 0) return out;
-  // w over the panels' columns, a last panel's padding columns counting 0
-  const int panels = (m.out + m.nr - 1) / m.nr;
-  std::vector<double> wide(at(panels, m.nr), 0.0);
-  std::copy(w.begin(), w.begin() + m.out, wide.begin());
-  // The ISA's own loop where the panels are its width: the same order of sums, in its vectors
-  if (isa != Isa::scalar && m.nr == simd::panel_width(isa) && m.dtype != Dtype::f16) {
-    simd::TransposedJob job;
-    if (m.dtype == Dtype::f32)
-      job.f32 = m.data.data();
-    else
-      job.bf16 = m.halves();
-    job.in = m.in, job.out = m.out, job.w = wide.data(), job.result = out.data();
-    simd::run_transposed(isa, job);
-    return out;
-  }
-  const auto sweep = [&](const auto& element) {
-    switch (m.nr) {
-      case 32:  // the panel widths: AVX-512's, AVX2's, the 128-bit ISAs' and the scalar kernels'
-        return transposed_sweep<32>(m, wide, element, out);
-      case 16:
-        return transposed_sweep<16>(m, wide, element, out);
-      case 8:
-        return transposed_sweep<8>(m, wide, element, out);
-      default:
-        return transposed_sweep<0>(m, wide, element, out);
-    }
-  };
-  // Element k of the panels, float32 or 16-bit (the same layout, PackedMatrix::index), widened.
-  if (m.dtype == Dtype::f32) {
-    const float* data = m.data.data();
-    sweep([data](std::size_t k) { return data[k]; });
-  } else {
-    const std::uint16_t* halves = m.halves();
-    const Dtype dtype = m.dtype;
-    if (dtype == Dtype::bf16)  // the high half of a float: a shift, not widen16's switch per element
-      sweep([halves](std::size_t k) {
-        const std::uint32_t bits = static_cast<std::uint32_t>(halves[k]) << 16;
-        float f;
-        std::memcpy(&f, &bits, sizeof f);
-        return f;
-      });
-    else
-      sweep([halves, dtype](std::size_t k) { return widen16(halves[k], dtype); });
-  }
-  return out;
-}
-
 double dot(const float* x, const std::vector<double>& w) {
   double acc = 0.0;
   for (std::size_t j = 0; j < w.size(); ++j) acc += static_cast<double>(x[j]) * w[j];
@@ -314,67 +230,20 @@ double Attribution::sum() const {
   return s;
 }
 
-AttributionDirections attribution_directions(const GptWeights& w, const Exec& exec, int target, int versus) {
-  const GptConfig& c = w.config;
-  const int L = c.n_layers, d = c.d_model;
-  const Isa isa = resolve(exec.isa);
-  AttributionDirections out;
-  out.target = target, out.versus = versus;
-  // u: the metric's direction in the unembedding; base = g u, centred for a LayerNorm (its centring of each
-  // component moves onto the direction: centre(x) . v = x . centre(v)).
-  const PackedMatrix& head = w.head();
-  out.base.resize(static_cast<std::size_t>(d));
-  for (int j = 0; j < d; ++j) {
-    double u = head.at(target, j);
-    if (versus >= 0) u -= head.at(versus, j);
-    out.base[static_cast<std::size_t>(j)] = u * w.final_scale.data[static_cast<std::size_t>(j)];
-    if (!w.final_shift.empty()) out.final_bias += u * w.final_shift.data[static_cast<std::size_t>(j)];
-  }
-  if (c.arch.norm == NormKind::layer_norm) {
-    double mean = 0.0;
-    for (const double v : out.base) mean += v;
-    mean /= d;
-    for (double& v : out.base) v -= mean;
-  }
-  // A layer a task: each reads its output projection once (gpt2-small's twelve are 28 MB), which is what
-  // this costs, so the threads share the reading.
-  out.per_context.resize(static_cast<std::size_t>(L));
-  const auto layer = [&](int l, int) {
-    const GptBlock& b = w.blocks[static_cast<std::size_t>(l)];
-    std::vector<double> to_attn = out.base;
-    if (c.arch.residual == ResidualKind::sandwich)
-      for (int j = 0; j < d; ++j)
-        to_attn[static_cast<std::size_t>(j)] *= b.post_attn_norm.data[static_cast<std::size_t>(j)];
-    out.per_context[static_cast<std::size_t>(l)] =
-        transposed_times(b.out_proj.weight, to_attn, isa);  // (H hd)
-  };
-  const int threads = isa == Isa::scalar ? 1 : resolve_threads(exec.threads);
-  if (threads > 1)
-    ThreadPool::shared(threads).run(L, layer);
-  else
-    for (int l = 0; l < L; ++l) layer(l, 0);
-  return out;
-}
-
 Attribution attribute(const GptWeights& w, const Exec& exec, const PassProbe& probe, const LensTarget& t,
-                      const float* logits, const AttributionDirections* directions) {
+                      const float* logits) {
   const GptConfig& c = w.config;
   const GptArch& arch = c.arch;
-  const int L = c.n_layers, H = c.n_heads, hd = c.head_dim(), d = c.d_model, p = t.position;
-  AttributionDirections own;
-  if (!directions || directions->target != t.target || directions->versus != t.versus ||
-      directions->base.size() != static_cast<std::size_t>(d) ||
-      directions->per_context.size() != static_cast<std::size_t>(L)) {
-    own = attribution_directions(w, exec, t.target, t.versus);
-    directions = &own;
-  }
+  const int L = c.n_layers, H = c.n_heads, d = c.d_model, p = t.position;
   Attribution a;
   a.position = p, a.target = t.target, a.versus = t.versus;
   a.value = logits ? metric_of(logits, t) : metric_of(logits_at(w, exec, probe, p).data(), t);
-  a.final_bias = directions->final_bias;
 
-  // `final` (d): what a component's vector at p is dotted with once the final norm is frozen at its 1/sigma
-  // (LayerNorm) or 1/rms (RMSNorm) for the final residual at p: that scalar times the base direction.
+  // `final` (d): what a component's vector at p is dotted with: the metric's direction in the unembedding, u,
+  // times the final norm's scale and its 1/sigma (LayerNorm) or 1/rms (RMSNorm) frozen at their value for
+  // the final residual at p, centred for a LayerNorm (its centring of each component moves onto the
+  // direction: centre(x) . v = x . centre(v)). The final norm's shift goes through u on its own.
+  const PackedMatrix& head = w.head();
   const float* x_final = probe.resid[static_cast<std::size_t>(L)].ptr() + at(p, d);
   double inv = 0.0;
   if (arch.norm == NormKind::layer_norm) {
@@ -387,13 +256,28 @@ Attribution attribute(const GptWeights& w, const Exec& exec, const PassProbe& pr
     inv = inverse_rms(x_final, d, arch.norm_eps);
   }
   std::vector<double> final(static_cast<std::size_t>(d));
-  for (int j = 0; j < d; ++j)
-    final[static_cast<std::size_t>(j)] = directions->base[static_cast<std::size_t>(j)] * inv;
+  for (int j = 0; j < d; ++j) {
+    double u = head.at(t.target, j);
+    if (t.versus >= 0) u -= head.at(t.versus, j);
+    final[static_cast<std::size_t>(j)] = u * w.final_scale.data[static_cast<std::size_t>(j)];
+    if (!w.final_shift.empty()) a.final_bias += u * w.final_shift.data[static_cast<std::size_t>(j)];
+  }
+  if (arch.norm == NormKind::layer_norm) {
+    double mean = 0.0;
+    for (const double v : final) mean += v;
+    mean /= d;
+    for (double& v : final) v -= mean;
+  }
+  for (double& v : final) v *= inv;
 
   a.embeddings = dot(probe.resid[0].ptr() + at(p, d), final);
   a.heads.assign(static_cast<std::size_t>(L), std::vector<double>(static_cast<std::size_t>(H), 0.0));
   a.attention_bias.assign(static_cast<std::size_t>(L), 0.0);
   a.mlp.assign(static_cast<std::size_t>(L), 0.0);
+  // Each head's output at p: the pass's own where it computed them for p (PassProbe::head_out), else here
+  // from its context vectors, with the same kernels (the same numbers).
+  const bool captured = probe.head_out_position == p && probe.head_out.size() == static_cast<std::size_t>(L);
+  std::vector<float> computed;
   for (int l = 0; l < L; ++l) {
     const GptBlock& b = w.blocks[static_cast<std::size_t>(l)];
     const std::size_t li = static_cast<std::size_t>(l);
@@ -410,18 +294,17 @@ Attribution attribute(const GptWeights& w, const Exec& exec, const PassProbe& pr
             final[static_cast<std::size_t>(j)] * norm.data[static_cast<std::size_t>(j)] * scale;
       return v;
     };
-    const double attn_scale = frozen(probe.attn_out[li]);
-    const std::vector<double>& per_context = directions->per_context[li];  // without the scalars
-    const double scalars = inv * attn_scale;
-    const float* ctx = probe.context[li].ptr() + at(p, c.q_width());
-    for (int h = 0; h < H; ++h) {
-      double s = 0.0;
-      for (int x = h * hd; x < (h + 1) * hd; ++x)
-        s += static_cast<double>(ctx[x]) * per_context[static_cast<std::size_t>(x)];
-      a.heads[li][static_cast<std::size_t>(h)] = s * scalars;
+    const std::vector<double> to_attn = through(b.post_attn_norm, frozen(probe.attn_out[li]));
+    const float* outputs = nullptr;
+    if (captured && probe.head_out[li].size() == at(H, d)) {
+      outputs = probe.head_out[li].ptr();
+    } else {
+      computed.resize(at(H, d));
+      head_outputs(w, exec, l, probe.context[li].ptr() + at(p, c.q_width()), computed.data());
+      outputs = computed.data();
     }
-    if (!b.out_proj.bias.empty())
-      a.attention_bias[li] = dot(b.out_proj.bias.ptr(), through(b.post_attn_norm, attn_scale));
+    for (int h = 0; h < H; ++h) a.heads[li][static_cast<std::size_t>(h)] = dot(outputs + at(h, d), to_attn);
+    if (!b.out_proj.bias.empty()) a.attention_bias[li] = dot(b.out_proj.bias.ptr(), to_attn);
     if (!c.attention_only)
       a.mlp[li] = dot(probe.mlp_out[li].ptr() + at(p, d), through(b.post_ff_norm, frozen(probe.mlp_out[li])));
   }
@@ -460,7 +343,8 @@ std::uint64_t patching_bytes(const GptConfig& c, int tokens) {
 }
 
 void CausalLens::lend(int layers) {
-  for (auto points : {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out}) {
+  for (auto points : {&PassProbe::resid, &PassProbe::context, &PassProbe::attn_out, &PassProbe::mlp_out,
+                      &PassProbe::head_out}) {
     std::vector<Tensor>& clean = clean_.*points;
     std::vector<Tensor>& ablated = ablated_.*points;
     ablated.resize(std::max(ablated.size(), clean.size()));
@@ -486,6 +370,9 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
   GptResult& clean = ablate ? clean_pass_ : pass;
   clean_.capture = true;
   clean_.lens = lr.lens && !ablate;  // with heads ablated the lens is the ablated pass's
+  // Attribution's heads at its position, computed by the passes as they go.
+  clean_.head_position = ablated_.head_position =
+      lr.attribute ? (lr.target.position < 0 ? T - 1 : lr.target.position) : -1;
   const std::uint64_t previous_stamp = clean_.stamp;
   if (Status st = model.forward(ids, request, clean_, clean); !st.is_ok()) return st;
   if (ablate) {
@@ -567,14 +454,7 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
     out.lens = lens_;
   }
   if (lr.attribute) {
-    // Attribution's directions depend on the weights and the target only: kept while both stay.
-    const std::shared_ptr<const GptWeights>& weights = model.shared_weights();
-    if (directions_of_.lock() != weights || directions_.target != out.target.target ||
-        directions_.versus != out.target.versus) {
-      directions_ = attribution_directions(*weights, exec, out.target.target, out.target.versus);
-      directions_of_ = weights;
-    }
-    out.attribution = attribute(*weights, exec, probe, out.target, position_logits(), &directions_);
+    out.attribution = attribute(model.weights(), exec, probe, out.target, position_logits());
     out.attributed = true;
   }
   return Status::ok();

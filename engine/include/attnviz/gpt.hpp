@@ -320,8 +320,9 @@ struct GptResult {
 };
 
 // Named points of one pass, for the causal tools (attnviz/lens.hpp): what a pass captures of its residual
-// stream and its blocks, and where it may be changed. A pass with a probe runs as forward() does, with the
-// same kernels in the same order, so a probe that changes nothing gives the same numbers bit for bit.
+// stream, its blocks and its heads, and where it may be changed. A pass with a probe runs as forward() does,
+// with the same kernels in the same order, so a probe that changes nothing gives the same numbers bit for
+// bit.
 //   resid[l]    (T, d)   the residual stream entering block l; resid[L] is the final one, before the final
 //   norm context[l]  (T, H hd) the heads' context vectors, as the output projection reads them attn_out[l]
 //   (T, d)   the attention's output (the output projection with its bias), before a sandwich norm mlp_out[l]
@@ -357,9 +358,21 @@ struct PassProbe {
   bool lens = false;
   int lens_position = -1;
   Tensor lens_logits;
+  // With capture, attribution's point: each head's output at `head_position` (-1: none), head_out[l] (H, d)
+  // as head_outputs() computes it, while the pass has the layer's output projection in cache. A layer's is
+  // computed where the pass computes that position, kept where the pass extends one that computed it
+  // (head_out_position), else left empty; a pass from a later block leaves the earlier layers' alone.
+  int head_position = -1;
+  int head_out_position = -1;  // the position head_out was computed for
+  std::vector<Tensor> head_out;
 
   bool changes() const { return start != nullptr || edit_context; }
 };
+
+// Each head's output at one position of layer `layer`: head h's slice of `context` (one row, H hd) through
+// its own columns of the output projection, without the bias, into `out` (H, d). On `exec`'s ISA, with the
+// kernels a capturing pass uses for PassProbe::head_out (the same numbers).
+void head_outputs(const GptWeights& w, const Exec& exec, int layer, const float* context, float* out);
 
 // The bytes a capturing probe holds for a pass over `tokens` tokens (what to add to pass_bytes before it
 // runs).

@@ -100,25 +100,13 @@ void logit_lens(const GptWeights& w, const Exec& exec, const PassProbe& probe, i
                 std::vector<LensPoint>& out, int first = 0, const float* own = nullptr,
                 int own_position = -1);
 
-// What attribution reads of the weights for one target and versus token, whatever the text: the metric's
-// direction in the unembedding times the final norm's scale (centred for a LayerNorm), and each layer's
-// output projection transposed times it (times a sandwich block's post-attention norm scale). The pass's own
-// statistics (the frozen 1/sigma or 1/rms) are scalars applied after, so a host keeps this between
-// keystrokes while the target stays: a keystroke's attribution is then a few dot products a layer.
-struct AttributionDirections {
-  int target = -1, versus = -1;
-  std::vector<double> base;                      // (d)
-  double final_bias = 0.0;                       // the final norm's shift through the unembedding
-  std::vector<std::vector<double>> per_context;  // [layer] (H hd)
-};
-AttributionDirections attribution_directions(const GptWeights& w, const Exec& exec, int target, int versus);
-
-// The components of `t`'s metric (resolved) from what `probe` captured.
-// `logits`: the model's logits at the position where the caller has them (the pass's own row), for the value;
-// null: the final residual through the final norm and head. `directions`: attribution_directions(w, exec,
-// t.target, t.versus) where the caller keeps them; null (or another target's): computed here.
+// The components of `t`'s metric (resolved) from what `probe` captured: each head's output at the position
+// is the probe's own where the pass computed it there (PassProbe::head_position), else computed here from the
+// captured context vectors (head_outputs(), the same numbers). `logits`: the model's logits at the position
+// where the caller has them (the pass's own row), for the value; null: the final residual through the final
+// norm and head.
 Attribution attribute(const GptWeights& w, const Exec& exec, const PassProbe& probe, const LensTarget& t,
-                      const float* logits = nullptr, const AttributionDirections* directions = nullptr);
+                      const float* logits = nullptr);
 
 // What a host asks of the causal tools besides the pass itself.
 struct LensRequest {
@@ -168,10 +156,6 @@ class CausalLens {
   std::vector<LensPoint> lens_;
   std::uint64_t lens_stamp_ = 0;
   int lens_top_k_ = -1, lens_target_ = -1;
-  // Attribution's directions, and the weights they were read from (a trained model's new weights, or the
-  // same weights packed for other kernels, are other objects).
-  AttributionDirections directions_;
-  std::weak_ptr<const GptWeights> directions_of_;
 };
 
 // Activation patching of `clean` by `corrupted` (the same length) for a target's metric, with an ablation's
