@@ -253,6 +253,15 @@ TEST_CASE("every ISA's top tokens are the scalar rule's, its softmax to float's 
               CHECK(std::abs(lse - want_lse) <= 2e-6);
             else
               CHECK(same_bits(lse, want_lse));
+            // a target's probability is the top tokens' rule: a top token's own number, bit for bit
+            for (const int target : {0, V - 1, V / 2}) {
+              double p = -1.0;
+              const std::vector<TopToken> again = top_tokens(rows[r].data(), V, k, nullptr, isa, target, &p);
+              REQUIRE(again.size() == got.size());
+              for (const TopToken& t : again)
+                if (t.id == target) CHECK(same_bits(p, t.probability));
+              if (r == 0) CHECK((p >= 0.0 && p <= 1.0));
+            }
             // every token's probability, each term as the sum took it: never past 1 but for double's rounding
             if (r == 0 && k >= V) {
               double total = 0.0;

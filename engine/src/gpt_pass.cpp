@@ -112,7 +112,8 @@ struct BestSoFar {
 
 }  // namespace
 
-std::vector<TopToken> top_tokens(const float* logits, int V, int k, double* log_sum_exp, Isa isa) {
+std::vector<TopToken> top_tokens(const float* logits, int V, int k, double* log_sum_exp, Isa isa, int target,
+                                 double* target_probability) {
   k = std::max(0, std::min(k, V));
   // (A large k sorts instead: inserting would cost k a token.)
   const bool insert = k <= 64;
@@ -151,15 +152,23 @@ std::vector<TopToken> top_tokens(const float* logits, int V, int k, double* log_
                       [&best](int a, int b) { return best.better(a, b); });
     ids.resize(static_cast<std::size_t>(k));
   }
+  const bool with_target = target_probability && target >= 0 && target < V;
   if (scanned) {
-    // One more read for the sum of exps, which hands back the top tokens' own terms.
+    // One more read for the sum of exps, which hands back the top tokens' own terms (and the target's, last).
+    if (with_target) ids.push_back(target);
     numerators.resize(ids.size());
     row.sum = true, row.picks = ids.data(), row.n_picks = static_cast<int>(ids.size());
     row.picked = numerators.data();
     simd::scan_logits(fast, row);
     mx = row.max, sum = row.exp_sum;
+    if (with_target) ids.pop_back();
   }
   if (log_sum_exp) *log_sum_exp = mx + std::log(sum);
+  if (target_probability)
+    *target_probability =
+        !with_target ? std::numeric_limits<double>::quiet_NaN()
+        : scanned    ? numerators[ids.size()] / sum
+                     : std::exp(static_cast<double>(logits[target]) - mx) / sum;
   std::vector<TopToken> top;
   top.reserve(ids.size());
   for (std::size_t j = 0; j < ids.size(); ++j) {

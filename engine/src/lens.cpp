@@ -166,10 +166,7 @@ void logit_lens(const GptWeights& w, const Exec& exec, const PassProbe& probe, i
   const Isa isa = resolve(exec.isa);
   const auto finish = [&](int k, int t, const float* row) {
     LensPosition& lp = out[static_cast<std::size_t>(k)].positions[static_cast<std::size_t>(t)];
-    double log_sum = 0.0;
-    lp.top = top_tokens(row, V, top_k, &log_sum, isa);
-    lp.target_probability = target >= 0 ? std::exp(static_cast<double>(row[target]) - log_sum)
-                                        : std::numeric_limits<double>::quiet_NaN();
+    lp.top = top_tokens(row, V, top_k, nullptr, isa, target, &lp.target_probability);
   };
   // The rows' top tokens and softmax (two lane-wide reads of the row each) on the pass's threads, each row
   // writing its own position.

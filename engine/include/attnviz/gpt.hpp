@@ -282,9 +282,10 @@ struct TopToken {
 // in float lanes, to about 2 ulp each (what PyTorch's float softmax sums), a few times faster, each top
 // token's term as the sum took it (so their probabilities add up to at most 1, to double's rounding).
 // `log_sum_exp`, when given, receives the log of the softmax's denominator (a token's log probability is its
-// logit minus it).
+// logit minus it). `target_probability`, when given, receives token `target`'s probability by the same rule
+// as the top tokens' (its term of the sum over the sum): the same number where it is one of them.
 std::vector<TopToken> top_tokens(const float* logits, int vocab, int k, double* log_sum_exp = nullptr,
-                                 Isa isa = Isa::scalar);
+                                 Isa isa = Isa::scalar, int target = -1, double* target_probability = nullptr);
 
 struct GptLayer {
   int index = 0;
