@@ -72,8 +72,8 @@ struct RowJob {
     gelu,        // y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), rows * cols elements (y may be x)
     linear,      // y (rows, out) = x (rows, cols) W^T + bias, W in panels of the ISA's width (pack.hpp)
     // y (heads, out): row h = x's slice h (one row of cols = heads x cols / heads) times W's columns for it,
-    // no bias: each attention head's own output (attribution's point). A task a head, each column's sum over
-    // the slice in order, so the numbers do not depend on the threads.
+    // no bias: each attention head's own output (attribution's point). A task a run of panels, each column's
+    // sum over the slice in order, so the numbers do not depend on the threads.
     head_outputs,
   } kind = linear;
   int rows = 0, cols = 0, out = 0, heads = 1;

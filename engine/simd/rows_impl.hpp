@@ -103,18 +103,25 @@ void fast_rows::operator()(A, const RowJob& job) const {
                        HalfPanels{job.w16, job.w16_bf16});
       break;
     case RowJob::head_outputs: {
-      // head h reads rows [h hd, (h + 1) hd) of every panel: its slice of K, panels `cols` rows apart
-      const int hd = job.cols / job.heads, pn = panels(job.out, nr_of<A>());
-      const std::size_t bstride = static_cast<std::size_t>(job.cols) * nr_of<A>();
-      pool.run(job.heads, [&](int h, int) {
-        const std::size_t from = static_cast<std::size_t>(h) * hd * nr_of<A>();
-        const float* x = job.x + static_cast<std::size_t>(h) * hd;
-        float* y = job.y + static_cast<std::size_t>(h) * job.out;
-        if (job.w16)
-          gemm16<A>(0, 1, 0, pn, job.out, hd, x, job.cols, HalfPanels{job.w16 + from, job.w16_bf16}, bstride,
-                    nullptr, y, job.out);
-        else
-          gemm<A>(0, 1, 0, pn, job.out, hd, x, job.cols, job.w + from, bstride, nullptr, y, job.out);
+      // Head h reads rows [h hd, (h + 1) hd) of every panel: a task takes a run of panels and each panel's
+      // heads in turn, so the panels are read in memory order (a head at a time across the panels waited on
+      // each 8 kB slice's first lines: 55 against 47 us a gpt2-small layer in the pass).
+      constexpr int NR = nr_of<A>();
+      const int hd = job.cols / job.heads, pn = panels(job.out, NR);
+      const std::size_t bstride = static_cast<std::size_t>(job.cols) * NR;
+      constexpr int kRun = 4;
+      pool.run((pn + kRun - 1) / kRun, [&](int task, int) {
+        for (int p = task * kRun; p < lesser<A>(pn, (task + 1) * kRun); ++p)
+          for (int h = 0; h < job.heads; ++h) {
+            const std::size_t from = static_cast<std::size_t>(h) * hd * NR;
+            const float* x = job.x + static_cast<std::size_t>(h) * hd;
+            float* y = job.y + static_cast<std::size_t>(h) * job.out;
+            if (job.w16)
+              gemm16<A>(0, 1, p, p + 1, job.out, hd, x, job.cols, HalfPanels{job.w16 + from, job.w16_bf16},
+                        bstride, nullptr, y, job.out);
+            else
+              gemm<A>(0, 1, p, p + 1, job.out, hd, x, job.cols, job.w + from, bstride, nullptr, y, job.out);
+          }
       });
       break;
     }

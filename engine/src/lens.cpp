@@ -197,7 +197,9 @@ void logit_lens(const GptWeights& w, const Exec& exec, const PassProbe& probe, i
     pool->run(static_cast<int>(ready.size()), ready_row);
   else
     for (int i = 0; i < static_cast<int>(ready.size()); ++i) ready_row(i, 0);
-  constexpr int kRows = 32;  // (32, V) floats of logits at a time, not (T, V) per point
+  // (32, V) floats of logits at a time, not (T, V) per point; nothing where the pass computed every row (a
+  // keystroke: 6 MB allocated and faulted in again, each time, cost 1-7 ms)
+  const int kRows = static_cast<int>(std::min<std::size_t>(32, todo.size()));
   std::vector<float> rows(at(kRows, d)), logits(at(kRows, V));
   for (std::size_t i0 = 0; i0 < todo.size(); i0 += kRows) {
     const int n = static_cast<int>(std::min<std::size_t>(kRows, todo.size() - i0));
