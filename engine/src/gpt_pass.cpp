@@ -165,10 +165,9 @@ std::vector<TopToken> top_tokens(const float* logits, int V, int k, double* log_
   }
   if (log_sum_exp) *log_sum_exp = mx + std::log(sum);
   if (target_probability)
-    *target_probability =
-        !with_target ? std::numeric_limits<double>::quiet_NaN()
-        : scanned    ? numerators[ids.size()] / sum
-                     : std::exp(static_cast<double>(logits[target]) - mx) / sum;
+    *target_probability = !with_target ? std::numeric_limits<double>::quiet_NaN()
+                          : scanned    ? numerators[ids.size()] / sum
+                                       : std::exp(static_cast<double>(logits[target]) - mx) / sum;
   std::vector<TopToken> top;
   top.reserve(ids.size());
   for (std::size_t j = 0; j < ids.size(); ++j) {
