@@ -285,7 +285,8 @@ struct TopToken {
 // logit minus it). `target_probability`, when given, receives token `target`'s probability by the same rule
 // as the top tokens' (its term of the sum over the sum): the same number where it is one of them.
 std::vector<TopToken> top_tokens(const float* logits, int vocab, int k, double* log_sum_exp = nullptr,
-                                 Isa isa = Isa::scalar, int target = -1, double* target_probability = nullptr);
+                                 Isa isa = Isa::scalar, int target = -1,
+                                 double* target_probability = nullptr);
 
 struct GptLayer {
   int index = 0;
