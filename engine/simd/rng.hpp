@@ -16,7 +16,7 @@ void uniform_from_bits_avx2(const std::uint32_t* bits, float* out, std::size_t n
 void normal_blocks_avx2(float* data, std::size_t blocks, float mean, float std);
 
 // For the tests: fmaf with the FMA instruction the kernels use, and the kernels' log and sincos. They are the
-// steps the two kernels above compute inside, exposed so tests/test_rng_kernels.cpp can check each against
+// steps the two kernels above compute inside, exposed so tests/engine/test_rng_kernels.cpp can check each against
 // the scalar kernels' bits on inputs no generator draws; they need the flags only rng_avx2.cpp gets, so they
 // stay here rather than with the tests or the benchmarks.
 void fma_avx2(const float* a, const float* b, const float* c, float* out, std::size_t n);

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes tests/fixtures/rng/torch_rng.txt: what PyTorch's CPU generator draws for torch.randn / normal_ /
-uniform_ on float32 tensors, which tests/test_rng.cpp reproduces bit for bit.
+uniform_ on float32 tensors, which tests/engine/test_rng.cpp reproduces bit for bit.
 
 Run with Debian's PyTorch (python3-torch 1.13, x86-64; numpy is needed for the hash):
 

@@ -74,7 +74,7 @@ TrainSettings small_induction_settings() {
   return s;
 }
 
-// The book fixture's reduced sizes (tests/test_train_cli.cpp's reduced()), one epoch of 42 steps.
+// The book fixture's reduced sizes (tests/cli/test_train_cli.cpp's reduced()), one epoch of 42 steps.
 std::vector<std::string> reduced_book(std::vector<std::string> more) {
   std::vector<std::string> a = {"train", kStory, "--vocab", kVocab, "--lr", "2e-3", "--epochs", "1"};
   if (std::find(more.begin(), more.end(), "--resume") == more.end())
