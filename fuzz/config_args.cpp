@@ -6,8 +6,8 @@
 // vocabulary or a model costs seconds a run) and a --memory-budget of the input's own are skipped; an 8 MB
 // budget comes last, so that no run allocates more than that. `attnviz-cli train` is skipped too: it reads a
 // text and a tokenizer and trains for as many epochs as asked (its text path has the train_text fuzzer, its
-// refusals tests/cli/test_train_cli.cpp). `attnviz-cli download` reaches the network: never run here (its parsers
-// have the hub fuzzer, its answers tests/hub_test.py's local server).
+// refusals tests/cli/test_train_cli.cpp). `attnviz-cli download` reaches the network: never run here (its
+// parsers have the hub fuzzer, its answers tests/hub_test.py's local server).
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>

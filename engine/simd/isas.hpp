@@ -1,8 +1,9 @@
 // The instruction sets the engine has kernels for, strongest first, written once per processor family:
 // ISA(enum value, xsimd architecture, panel width in floats, name). dispatch.cpp's names, detection,
-// architecture tags and panel widths read them, and so does tests/engine/test_simd.cpp's list of ISAs to test.
-// engine/CMakeLists.txt mirrors them in its own lists of per-ISA files (simd/layer_<isa>.cpp), which CMake
-// must know before any C++ is read. Engine-internal; names no xsimd header, so any file may expand them.
+// architecture tags and panel widths read them, and so does tests/engine/test_simd.cpp's list of ISAs to
+// test. engine/CMakeLists.txt mirrors them in its own lists of per-ISA files (simd/layer_<isa>.cpp), which
+// CMake must know before any C++ is read. Engine-internal; names no xsimd header, so any file may expand
+// them.
 #pragma once
 
 // x86-64: detected at run time.

@@ -100,11 +100,12 @@ struct Far {
   const char* p = nullptr;
   int step = 0;
 };
-// Block `b` of `blocks` (for_row_blocks') asks for its share of `next`, which holds `bytes_per_k` bytes a k
-// over K: the memory keeps streaming while every block multiplies, not only the first.
-inline Far far_share(const void* next, int bytes_per_k, int K, int blocks, int b) {
-  const int step = bytes_per_k / blocks;
-  return Far{static_cast<const char*>(next) + static_cast<std::size_t>(b) * K * step, step};
+// Block `b` of `blocks` (for_row_blocks'), each K k long, asks for its share of the `bytes` at `next`: the
+// memory keeps streaming while every block multiplies, not only the first. The shares stay inside `bytes`.
+inline Far far_share(const void* next, std::size_t bytes, int K, int blocks, int b) {
+  const std::size_t step = bytes / (static_cast<std::size_t>(blocks) * static_cast<std::size_t>(K));
+  if (step == 0) return Far{};
+  return Far{static_cast<const char*>(next) + static_cast<std::size_t>(b) * K * step, static_cast<int>(step)};
 }
 
 // C[MR x n_valid] (+)= A[MR x K] * Bpanel[K x NR] (+ bias). A row-major with stride lda (with TransA, A is
@@ -321,7 +322,7 @@ void gemm(int m0, int m1, int p0, int p1, int N, int K, const float* a, int lda,
     for_row_blocks(m0, m1, kernels.rows, [&](int i, int rows) {
       kernels.k[rows](K, a + static_cast<std::size_t>(i) * lda, lda, bp,
                       c + static_cast<std::size_t>(i) * ldc + p * NR, ldc, n_valid, bb, false,
-                      far ? far_share(bp + bstride, NR * 4, K, blocks, block++) : Far{});
+                      far ? far_share(bp + bstride, panel * sizeof(float), K, blocks, block++) : Far{});
     });
   }
 }
@@ -423,7 +424,8 @@ void gemm16(int m0, int m1, int p0, int p1, int N, int K, const float* a, int ld
   alignas(64) static thread_local std::uint32_t buf[KC * NR];
   const float* panel = reinterpret_cast<const float*>(buf);
   const int blocks = (m1 - m0 + kernels.rows - 1) / kernels.rows;
-  const auto run = [&](int k0, int p, bool far) {
+  // `next`: the length in k of the block after this one in memory (0: none to ask for)
+  const auto run = [&](int k0, int p, int next) {
     const int kb = lesser<A>(KC, K - k0);
     const std::uint16_t* src =
         b.p + static_cast<std::size_t>(p) * bstride + static_cast<std::size_t>(k0) * NR;
@@ -436,15 +438,20 @@ void gemm16(int m0, int m1, int p0, int p1, int N, int K, const float* a, int ld
       float* ci = c + static_cast<std::size_t>(i) * ldc + p * NR;
       kernels.k[rows](
           kb, ai, lda, panel, ci, ldc, n_valid, bb, k0 > 0,
-          far ? far_share(src + static_cast<std::size_t>(kb) * NR, NR * 2, kb, blocks, nth++) : Far{});
+          next > 0 ? far_share(src + static_cast<std::size_t>(kb) * NR,
+                               static_cast<std::size_t>(next) * NR * sizeof(std::uint16_t), kb, blocks, nth++)
+                   : Far{});
     });
   };
   if (m1 - m0 <= 48) {
     for (int p = p0; p < p1; ++p)
-      for (int k0 = 0; k0 < K; k0 += KC) run(k0, p, kPrefetchAhead > 0 && (p + 1 < p1 || k0 + KC < K));
+      for (int k0 = 0; k0 < K; k0 += KC) {
+        const int next = k0 + KC < K ? lesser<A>(KC, K - k0 - KC) : p + 1 < p1 ? lesser<A>(KC, K) : 0;
+        run(k0, p, kPrefetchAhead > 0 ? next : 0);
+      }
   } else {
     for (int k0 = 0; k0 < K; k0 += KC)
-      for (int p = p0; p < p1; ++p) run(k0, p, false);
+      for (int p = p0; p < p1; ++p) run(k0, p, 0);
   }
 }
 

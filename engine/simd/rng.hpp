@@ -16,9 +16,9 @@ void uniform_from_bits_avx2(const std::uint32_t* bits, float* out, std::size_t n
 void normal_blocks_avx2(float* data, std::size_t blocks, float mean, float std);
 
 // For the tests: fmaf with the FMA instruction the kernels use, and the kernels' log and sincos. They are the
-// steps the two kernels above compute inside, exposed so tests/engine/test_rng_kernels.cpp can check each against
-// the scalar kernels' bits on inputs no generator draws; they need the flags only rng_avx2.cpp gets, so they
-// stay here rather than with the tests or the benchmarks.
+// steps the two kernels above compute inside, exposed so tests/engine/test_rng_kernels.cpp can check each
+// against the scalar kernels' bits on inputs no generator draws; they need the flags only rng_avx2.cpp gets,
+// so they stay here rather than with the tests or the benchmarks.
 void fma_avx2(const float* a, const float* b, const float* c, float* out, std::size_t n);
 void log_avx2(const float* u, float* out, std::size_t n);
 void sincos_avx2(const float* theta, float* sin_out, float* cos_out, std::size_t n);

@@ -1104,18 +1104,27 @@ Status GptModel::run(const std::vector<int>& ids, const GptRequest& request, Tor
     if (capture) capture_rows((probe->*points)[static_cast<std::size_t>(l)], from, P);
   };
   const bool contexts = capture || (probe && probe->edit_context);
-  // Attribution's point (PassProbe::head_out): each head's output at one position, computed where this pass
-  // computes that position, kept where it extends the pass that did.
+  // Attribution's point (PassProbe::head_out): each head's output at one position, kept where this pass
+  // extends the one that computed them there (the position is before the new rows), else computed from the
+  // context vectors at the position (a new row, or a kept one: a position chosen earlier in the text costs
+  // one computation, not one a keystroke).
   const int head_at = capture ? probe->head_position : -1;
   const bool heads_kept = head_at >= 0 && head_at < P && probe->head_out_position == head_at;
-  if (capture) probe->head_out.resize(static_cast<std::size_t>(L)), probe->head_out_position = -1;
+  if (capture) {
+    probe->head_out.resize(static_cast<std::size_t>(L));
+    // a pass from a later block keeps the earlier layers' only where they are for this position
+    if (probe->head_out_position != head_at)
+      for (int l = 0; l < std::min(probe->start_layer, L); ++l)
+        probe->head_out[static_cast<std::size_t>(l)] = Tensor();
+    probe->head_out_position = -1;
+  }
   const auto head_point = [&](int l, const GptBlock& b, const Tensor* context) {
-    if (!capture) return;
+    if (!capture || heads_kept) return;
     Tensor& o = probe->head_out[static_cast<std::size_t>(l)];
-    if (head_at >= P && head_at < T) {
+    if (head_at >= 0 && head_at < T) {
       reshape(o, c.n_heads, d);
       s.kern.head_outputs(row(*context, head_at), o.ptr(), c.n_heads, b.out_proj.weight);
-    } else if (!heads_kept) {
+    } else {
       o = Tensor();
     }
   };

@@ -385,6 +385,7 @@ Status CausalLens::run(GptModel& model, const std::vector<int>& ids, const GptRe
     ablated_.edits = ablation_layers(lr.ablation);
     ablated_.lens = false;  // a pass from a later block: logit_lens computes every row
     lend(first);            // the clean points before it, not copied (taken back at the next run)
+    ablated_.head_out_position = clean_.head_out_position;  // what the lent heads' outputs are for
     // Into the view's pass: its storage serves this one (it is replaced either way).
     const Status st = model.forward(ids, request, ablated_, pass);
     ablated_.start = nullptr;

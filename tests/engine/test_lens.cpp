@@ -448,6 +448,58 @@ TEST_CASE("causal lens: a view that types, ablates and stops ablating keeps a fr
   }
 }
 
+TEST_CASE(
+    "causal lens: attribution at a position chosen earlier keeps a fresh view's numbers while typing and "
+    "editing") {
+  // The heads' outputs at the position are computed once and kept while the text is extended or edited after
+  // the position (PassProbe::head_out), computed again when an edit reaches it, and the ablated pass borrows
+  // the clean pass's for the layers before the first ablated one: each step against a fresh view.
+  for (const char* name : {"gpt2", "llama", "gemma3"}) {
+    const json f = read_json(kFixtures / "lens" / (std::string(name) + ".json"));
+    const std::vector<int> ids = ints(f["ids"]);
+    const int T = static_cast<int>(ids.size());
+    REQUIRE(T >= 4);
+    CAPTURE(name);
+    GptModel model = open(kFixtures / f["model"].get<std::string>(), Isa::automatic);
+    const GptConfig& c = model.weights().config;
+    GptModel typing = model.fork();
+    CausalLens kept;
+    GptResult kept_pass;
+    LensResult kept_out;
+    std::vector<int> after = ids, before = ids;
+    after[static_cast<std::size_t>(T - 1)] = (after[static_cast<std::size_t>(T - 1)] + 1) % c.vocab_size;
+    before[0] = (before[0] + 1) % c.vocab_size;
+    struct Step {
+      std::vector<int> text;
+      bool ablate;
+    };
+    const std::vector<Step> steps = {{{ids.begin(), ids.end() - 2}, false},
+                                     {{ids.begin(), ids.end() - 1}, false},
+                                     {ids, false},
+                                     {after, false},
+                                     {after, true},
+                                     {before, false},
+                                     {ids, true}};
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      CAPTURE(i);
+      LensRequest lr;
+      lr.attribute = true;
+      lr.target.target = 1, lr.target.position = 1;
+      if (steps[i].ablate) lr.ablation.heads = {{c.n_layers - 1, 0}};
+      REQUIRE(kept.run(typing, steps[i].text, GptRequest(), lr, kept_pass, kept_out).is_ok());
+      CHECK(kept.probe().head_out_position == 1);
+      GptModel fresh_model = model.fork();
+      CausalLens fresh;
+      GptResult fresh_pass;
+      LensResult fresh_out;
+      REQUIRE(fresh.run(fresh_model, steps[i].text, GptRequest(), lr, fresh_pass, fresh_out).is_ok());
+      REQUIRE(kept_out.attributed);
+      CHECK(kept_out.attribution.position == 1);
+      same_attribution(kept_out.attribution, fresh_out.attribution);
+    }
+  }
+}
+
 TEST_CASE("causal lens: bad requests are refused in one line") {
   const GptModel model = open(kFixtures / "arch" / "llama", Isa::automatic);
   GptModel m = model.fork();

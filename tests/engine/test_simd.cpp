@@ -4,11 +4,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "attnviz/engine.hpp"
+#include "attnviz/gpt.hpp"
 #include "check.hpp"
+#include "common/thread_pool.hpp"
 #include "simd/isas.hpp"
 #include "simd/pack.hpp"
 #include "simd/packed.hpp"
@@ -278,6 +283,82 @@ TEST_CASE("row blocks cover a range in as few blocks as the kernel's height allo
   std::vector<int> sizes;
   attnviz::simd::for_row_blocks(0, 16, 5, [&](int, int rows) { sizes.push_back(rows); });
   CHECK(sizes == std::vector<int>{4, 4, 4, 4});
+}
+
+TEST_CASE("16-bit panels give their float32 copy's bits, a few rows or many, and each head's own output") {
+  // BF16 panels widened a K block at a time (gemm16: up to 48 rows a panel whole in memory order, more rows a
+  // K block across the panels) against the same values in float32 panels (gemm: every sum over K at once):
+  // K = 300 spans several of gemm16's blocks on every ISA. Rows 1, 13 and 31 (a keystroke, its lens), 48, 49
+  // and 100 cross both orders and gemm's few-row prefetch. Then RowJob::head_outputs with two heads of 150:
+  // float32 against BF16 bit for bit, and against double sums within float summation's bound.
+  const int K = 300, heads = 2, hd = K / heads;
+  std::uint64_t state = 11;
+  const auto uniform = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<float>(static_cast<double>(state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+  };
+  for (Isa isa : available_isas()) {
+    if (isa == Isa::scalar) continue;
+    CAPTURE(to_string(isa));
+    const int N = 5 * simd::panel_width(isa) + 3;
+    std::vector<std::uint16_t> halves(static_cast<std::size_t>(N) * K);
+    Tensor wide(N, K);
+    for (std::size_t i = 0; i < halves.size(); ++i) {
+      const float f = uniform();
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, &f, sizeof bits);
+      halves[i] = static_cast<std::uint16_t>(bits >> 16);
+      bits = static_cast<std::uint32_t>(halves[i]) << 16;
+      std::memcpy(&wide.data[i], &bits, sizeof bits);
+    }
+    MatrixSource src;
+    src.bytes = reinterpret_cast<const unsigned char*>(halves.data()), src.dtype = Dtype::bf16;
+    src.rows = N, src.cols = K;
+    const PackedMatrix b16 = pack_matrix(src, false, isa, true), f32 = pack_matrix(wide, isa);
+    REQUIRE(b16.dtype == Dtype::bf16);
+    REQUIRE(f32.dtype == Dtype::f32);
+    ThreadPool& pool = ThreadPool::shared(2);
+    const auto run = [&](simd::RowJob job, const PackedMatrix& w, const float* x, float* y) {
+      job.cols = K, job.out = N, job.x = x, job.y = y, job.pool = &pool;
+      if (w.dtype == Dtype::f32)
+        job.w = w.data.data();
+      else
+        job.w16 = w.halves(), job.w16_bf16 = true;
+      simd::run_rows(isa, job);
+    };
+    for (const int M : {1, 13, 31, 48, 49, 100}) {
+      CAPTURE(M);
+      std::vector<float> x(static_cast<std::size_t>(M) * K), y16(static_cast<std::size_t>(M) * N),
+          y32(y16.size());
+      for (float& v : x) v = uniform();
+      simd::RowJob job;
+      job.kind = simd::RowJob::linear, job.rows = M;
+      run(job, b16, x.data(), y16.data());
+      run(job, f32, x.data(), y32.data());
+      CHECK(std::memcmp(y16.data(), y32.data(), y16.size() * sizeof(float)) == 0);
+    }
+    std::vector<float> x(static_cast<std::size_t>(K)), y16(static_cast<std::size_t>(heads) * N),
+        y32(y16.size());
+    for (float& v : x) v = uniform();
+    simd::RowJob job;
+    job.kind = simd::RowJob::head_outputs, job.rows = 1, job.heads = heads;
+    run(job, b16, x.data(), y16.data());
+    run(job, f32, x.data(), y32.data());
+    CHECK(std::memcmp(y16.data(), y32.data(), y16.size() * sizeof(float)) == 0);
+    int outside = 0;
+    for (int h = 0; h < heads; ++h)
+      for (int o = 0; o < N; ++o) {
+        double sum = 0.0, magnitude = 0.0;
+        for (int i = h * hd; i < (h + 1) * hd; ++i) {
+          const double t = static_cast<double>(x[static_cast<std::size_t>(i)]) * wide.at(o, i);
+          sum += t, magnitude += std::fabs(t);
+        }
+        const double got = y32[static_cast<std::size_t>(h) * N + static_cast<std::size_t>(o)];
+        outside += std::fabs(got - sum) >
+                   (hd + 2) * static_cast<double>(std::numeric_limits<float>::epsilon()) * magnitude;
+      }
+    CHECK(outside == 0);
+  }
 }
 
 TEST_CASE("causal attention products skip the masked half and give the dense GEMM's bits") {

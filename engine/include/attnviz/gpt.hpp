@@ -361,11 +361,12 @@ struct PassProbe {
   int lens_position = -1;
   Tensor lens_logits;
   // With capture, attribution's point: each head's output at `head_position` (-1: none), head_out[l] (H, d)
-  // as head_outputs() computes it, while the pass has the layer's output projection in cache. A layer's is
-  // computed where the pass computes that position, kept where the pass extends one that computed it
-  // (head_out_position), else left empty; a pass from a later block leaves the earlier layers' alone.
+  // as head_outputs() computes it, while the pass has the layer's output projection in cache. Kept where the
+  // pass extends one that computed them for that position (head_out_position), else computed from the
+  // context vectors at the position; empty past the text. A pass from a later block (start_layer) keeps the
+  // earlier layers' where they are for the same position (CausalLens lends them), else empties them.
   int head_position = -1;
-  int head_out_position = -1;  // the position head_out was computed for
+  int head_out_position = -1;  // the position head_out holds (-1: none, or a pass that failed)
   std::vector<Tensor> head_out;
 
   bool changes() const { return start != nullptr || edit_context; }
