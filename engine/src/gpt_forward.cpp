@@ -933,13 +933,22 @@ std::uint64_t probe_bytes(const GptConfig& c, int tokens) {
       sizeof(float));
 }
 
+namespace {
+// The kernels the pass runs on `exec`'s ISA for these weights (their own ISA where their panels are
+// another's).
+Kernels kernels_for(const GptWeights& w, const Exec& exec) {
+  Kernels k;
+  k.isa = resolve(exec.isa);
+  if (k.isa != Isa::scalar && w.tok_emb.nr != simd::panel_width(k.isa)) k.isa = w.isa;
+  k.pool = k.isa == Isa::scalar ? nullptr : &ThreadPool::shared(resolve_threads(exec.threads));
+  return k;
+}
+}  // namespace
+
 void final_logits(const GptWeights& w, const Exec& exec, const float* resid, int rows, float* logits) {
   if (rows <= 0) return;
-  Isa isa = resolve(exec.isa);
-  if (isa != Isa::scalar && w.tok_emb.nr != simd::panel_width(isa)) isa = w.isa;
   Steps s;
-  s.kern.isa = isa;
-  s.kern.pool = isa == Isa::scalar ? nullptr : &ThreadPool::shared(resolve_threads(exec.threads));
+  s.kern = kernels_for(w, exec);
   const int d = w.config.d_model;
   std::vector<float> hidden(count(rows, d));
   s.norm_rows(resid, hidden.data(), rows, d, w.final_scale, w.final_shift, w.config.arch);
@@ -948,12 +957,8 @@ void final_logits(const GptWeights& w, const Exec& exec, const float* resid, int
 }
 
 void head_outputs(const GptWeights& w, const Exec& exec, int layer, const float* context, float* out) {
-  Isa isa = resolve(exec.isa);
-  if (isa != Isa::scalar && w.tok_emb.nr != simd::panel_width(isa)) isa = w.isa;
-  Kernels k;
-  k.isa = isa;
-  k.pool = isa == Isa::scalar ? nullptr : &ThreadPool::shared(resolve_threads(exec.threads));
-  k.head_outputs(context, out, w.config.n_heads, w.blocks[static_cast<std::size_t>(layer)].out_proj.weight);
+  kernels_for(w, exec).head_outputs(context, out, w.config.n_heads,
+                                    w.blocks[static_cast<std::size_t>(layer)].out_proj.weight);
 }
 
 namespace {
